@@ -1,0 +1,108 @@
+"""Pipeline capture: run TVM's real build once and keep a snapshot of the module after every pass.
+
+A :class:`PassCapture` instrument snapshots the IRModule in ``run_after_pass``.  The snapshot is a
+new IRModule that holds the same function objects: it costs a dictionary copy, and because it keeps
+references to the functions, a later pass that edits "its" module in place (``tirx.AnnotateEntryFunc``
+does) copies on write instead of changing what we kept.  Text (TVMScript, hybrid source) is rendered
+lazily by :class:`Stage`.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import tvm
+
+from .errors import BuildError
+
+#: After this pass the entry function is a packed-API wrapper, not the kernel.
+PACKED_API_PASS = "tirx.MakePackedAPI"
+
+
+def snapshot_module(mod: "tvm.IRModule") -> "tvm.IRModule":
+    """Return a module that later in-place edits of ``mod`` cannot change."""
+    return tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
+
+
+@dataclass
+class RawStage:
+    """What the instrument records for one pass: its name, module snapshot and time."""
+
+    name: str
+    mod: "tvm.IRModule"
+    seconds: float
+    depth: int = 0
+
+
+@dataclass
+class _Frame:
+    name: str
+    start: float
+    has_children: bool = False
+
+
+@tvm.ir.instrument.pass_instrument
+class PassCapture:
+    """Pass instrument that records a :class:`RawStage` after every leaf pass.
+
+    Wrapper passes (``sequential``, ``_pipeline``) only group other passes; the passes inside them
+    are recorded in the order they finish, which is the order they ran.
+    """
+
+    def __init__(self) -> None:
+        self.stages: list[RawStage] = []
+        self._stack: list[_Frame] = []
+
+    def run_before_pass(self, mod, info) -> None:
+        if self._stack:
+            self._stack[-1].has_children = True
+        self._stack.append(_Frame(info.name, time.perf_counter()))
+
+    def run_after_pass(self, mod, info) -> None:
+        frame = self._stack.pop()
+        seconds = time.perf_counter() - frame.start
+        if not frame.has_children:
+            self.stages.append(RawStage(info.name, snapshot_module(mod), seconds, len(self._stack)))
+
+
+def short_tvm_message(exc: BaseException) -> str:
+    """The one line of a TVM error that says what went wrong, without the C++ backtrace."""
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    interesting = [
+        ln for ln in lines
+        if not ln.startswith(("File ", "at ", "Stack trace", "Traceback", "#"))
+        and "Check failed" not in ln[:12]
+    ]
+    for ln in reversed(interesting):
+        if ln and not ln.startswith(("^", "~")):
+            msg = ln
+            break
+    else:
+        msg = lines[-1] if lines else type(exc).__name__
+    for prefix in ("InternalError: ", "TVMError: ", "ValueError: ", "TypeError: "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    return msg[:500]
+
+
+def run_pipeline(mod: "tvm.IRModule", target: Any,
+                 build: Callable[..., Any] | None = None) -> tuple[Any, list[RawStage], float]:
+    """Build ``mod`` for ``target`` with TVM's default pipeline while capturing every pass.
+
+    Returns the runtime module, the stages (input first) and the wall time of the build.
+    """
+    capture = PassCapture()
+    build = build or tvm.build
+    start = time.perf_counter()
+    try:
+        with tvm.transform.PassContext(instruments=[capture]):
+            lib = build(mod, target=target)
+    except Exception as exc:  # TVM raises its own error types from C++
+        failed = capture._stack[-1].name if capture._stack else None
+        where = f" in pass {failed}" if failed else ""
+        raise BuildError(f"TVM lowering failed{where}: {short_tvm_message(exc)}") from exc
+    elapsed = time.perf_counter() - start
+    stages = [RawStage("input", snapshot_module(mod), 0.0)] + capture.stages
+    return lib, stages, elapsed

@@ -1,0 +1,60 @@
+"""Domain exceptions of tvm_hybrid_nb.  The magic translates them once into a UsageError."""
+from __future__ import annotations
+
+
+class HybridError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class BuildError(HybridError):
+    """The object could not be built (wrong kind, schedule error, TVM lowering error)."""
+
+
+class UnsupportedConstructError(HybridError):
+    """A TIR node or op that the hybrid code generator cannot translate exactly.
+
+    Raising is the rule: the emulator never guesses, so an unknown construct is refused by name.
+    """
+
+    def __init__(self, construct: str, detail: str = "", stage: str | None = None):
+        self.construct = construct
+        self.detail = detail
+        self.stage = stage
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = f" at stage {self.stage}" if self.stage else ""
+        extra = f": {self.detail}" if self.detail else ""
+        return f"unsupported construct {self.construct}{where}{extra}"
+
+    def at_stage(self, stage: str) -> "UnsupportedConstructError":
+        """Return a copy of this error that names ``stage``."""
+        return UnsupportedConstructError(self.construct, self.detail, stage)
+
+
+class EmulationError(HybridError):
+    """The emulated kernel failed at run time (out-of-bounds access, division by zero, assert)."""
+
+
+class StageNotEmulatableError(HybridError):
+    """The requested stage cannot be emulated; the message says why."""
+
+
+class StageLookupError(HybridError, LookupError):
+    """A stage index out of range or an unknown pass name."""
+
+
+class ArgumentCountError(HybridError, ValueError):
+    """Wrong number of arguments for the kernel."""
+
+
+class ArgumentShapeError(HybridError, ValueError):
+    """An argument's shape does not match the parameter it is given for."""
+
+
+class ArgumentTypeError(HybridError, TypeError):
+    """An argument's dtype or kind does not match the parameter it is given for."""
+
+
+class DumpError(HybridError):
+    """A dump directory or file is missing, corrupt or would be overwritten."""

@@ -1,0 +1,180 @@
+"""Kernel signatures as plain data: what each parameter of a kernel expects (no TVM types here)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence, Union
+
+import numpy as np
+
+from .errors import ArgumentCountError, ArgumentShapeError, ArgumentTypeError
+
+#: A dimension is a fixed size or the name of a symbolic size bound from the arrays.
+Dim = Union[int, str]
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One kernel parameter.
+
+    Attributes
+    ----------
+    name : str
+        The Python name used in the hybrid source (``A``, ``A_1``).
+    dtype : str
+        TVM dtype string (``"float32"``, ``"int8"``, ``"bool"``).
+    shape : tuple of Dim or None
+        For buffers, the shape with symbolic sizes named; ``None`` for scalar parameters.
+    is_output : bool
+        Whether the kernel writes this buffer.
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[Dim, ...] | None
+    is_output: bool = False
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.shape is not None
+
+    def describe(self) -> str:
+        if not self.is_buffer:
+            return f"{self.name}: {self.dtype}"
+        dims = ", ".join(str(d) for d in self.shape)
+        return f"{self.name}: {self.dtype}[{dims}]"
+
+
+def numpy_dtype(tvm_dtype: str) -> np.dtype:
+    """The numpy dtype that stores one lane of ``tvm_dtype``."""
+    base = tvm_dtype.split("x")[0] if "x" in tvm_dtype and not tvm_dtype.startswith("bool") else tvm_dtype
+    if base == "bool":
+        return np.dtype(np.bool_)
+    try:
+        return np.dtype(base)
+    except TypeError:
+        raise ArgumentTypeError(f"dtype {tvm_dtype!r} has no numpy equivalent") from None
+
+
+@dataclass
+class BoundArguments:
+    """Arguments checked against a signature: contiguous work arrays and the symbolic sizes."""
+
+    values: list
+    sizes: dict[str, int]
+    write_back: list[tuple[np.ndarray, np.ndarray]]
+
+    def finish(self) -> None:
+        """Copy results from work copies back into the caller's non-contiguous output arrays."""
+        for user, work in self.write_back:
+            user[...] = work
+
+
+def bind_arguments(params: Sequence[ParamSpec], args: Sequence, *, copy_inputs: bool = False) -> BoundArguments:
+    """Check ``args`` against ``params`` and return what the kernel runs on.
+
+    Output arrays are used in place when they are C-contiguous; otherwise the kernel runs on a
+    contiguous copy that :meth:`BoundArguments.finish` copies back.  Errors name the parameter.
+    """
+    if len(args) != len(params):
+        expected = ", ".join(p.name for p in params)
+        raise ArgumentCountError(
+            f"expected {len(params)} arguments ({expected}), got {len(args)}")
+    sizes: dict[str, int] = {}
+    values: list = []
+    write_back: list[tuple[np.ndarray, np.ndarray]] = []
+    for spec, arg in zip(params, args):
+        if not spec.is_buffer:
+            values.append(_scalar_argument(spec, arg))
+            continue
+        if not isinstance(arg, np.ndarray):
+            raise ArgumentTypeError(
+                f"parameter {spec.name}: expected a numpy array of {spec.dtype}, got {type(arg).__name__}")
+        want = numpy_dtype(spec.dtype)
+        if arg.dtype != want:
+            raise ArgumentTypeError(
+                f"parameter {spec.name}: expected dtype {spec.dtype}, got {arg.dtype}")
+        if arg.ndim != len(spec.shape):
+            raise ArgumentShapeError(
+                f"parameter {spec.name}: expected {len(spec.shape)} dimensions {_shape_text(spec.shape)}, "
+                f"got shape {arg.shape}")
+        for axis, (dim, got) in enumerate(zip(spec.shape, arg.shape)):
+            if isinstance(dim, str):
+                if dim in sizes and sizes[dim] != got:
+                    raise ArgumentShapeError(
+                        f"parameter {spec.name}: dimension {axis} is {dim}={sizes[dim]} from an earlier "
+                        f"argument, got {got}")
+                sizes.setdefault(dim, got)
+            elif dim != got:
+                raise ArgumentShapeError(
+                    f"parameter {spec.name}: expected shape {_shape_text(spec.shape)}, got {arg.shape}")
+        if spec.is_output and not arg.flags.writeable:
+            raise ArgumentTypeError(f"parameter {spec.name}: output array is read-only")
+        if arg.flags.c_contiguous and not (copy_inputs and not spec.is_output):
+            values.append(arg)
+        else:
+            work = np.ascontiguousarray(arg).copy() if copy_inputs else np.ascontiguousarray(arg)
+            values.append(work)
+            if spec.is_output and work is not arg:
+                write_back.append((arg, work))
+    return BoundArguments(values, sizes, write_back)
+
+
+def _scalar_argument(spec: ParamSpec, arg):
+    if isinstance(arg, np.ndarray) and arg.ndim == 0:
+        arg = arg[()]
+    if isinstance(arg, (bool, np.bool_)) and spec.dtype != "bool":
+        raise ArgumentTypeError(f"parameter {spec.name}: expected a {spec.dtype} number, got bool")
+    if spec.dtype.startswith(("int", "uint")):
+        if not isinstance(arg, (int, np.integer)):
+            raise ArgumentTypeError(f"parameter {spec.name}: expected an integer ({spec.dtype}), got {type(arg).__name__}")
+        info = np.iinfo(numpy_dtype(spec.dtype))
+        if not info.min <= int(arg) <= info.max:
+            raise ArgumentTypeError(f"parameter {spec.name}: {arg} does not fit in {spec.dtype}")
+        return int(arg)
+    if spec.dtype.startswith("float"):
+        if not isinstance(arg, (int, float, np.integer, np.floating)):
+            raise ArgumentTypeError(f"parameter {spec.name}: expected a number ({spec.dtype}), got {type(arg).__name__}")
+        return numpy_dtype(spec.dtype).type(arg)
+    if spec.dtype == "bool":
+        return bool(arg)
+    raise ArgumentTypeError(f"parameter {spec.name}: scalar parameters of dtype {spec.dtype} are not supported")
+
+
+def _shape_text(shape: Sequence[Dim]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str, int] | None = None) -> list:
+    """Seeded random inputs for ``params``; outputs are zero-filled.
+
+    Floats are uniform in [-1, 1); 8-bit integers cover their whole range (wrap-around shows);
+    wider integers stay within [-100, 100] (or [0, 100] unsigned); bools are fair coins.
+    """
+    rng = np.random.default_rng(seed)
+    sizes = dict(sizes or {})
+    values = []
+    for spec in params:
+        if not spec.is_buffer:
+            raise ArgumentTypeError(
+                f"parameter {spec.name} is a scalar: give its value (e.g. --inputs) instead of random inputs")
+        shape = []
+        for dim in spec.shape:
+            if isinstance(dim, str):
+                if dim not in sizes:
+                    raise ArgumentShapeError(
+                        f"parameter {spec.name} has symbolic size {dim}: give sizes={{'{dim}': ...}} or explicit inputs")
+                shape.append(sizes[dim])
+            else:
+                shape.append(dim)
+        dtype = numpy_dtype(spec.dtype)
+        if spec.is_output:
+            values.append(np.zeros(shape, dtype))
+        elif dtype == np.bool_:
+            values.append(rng.integers(0, 2, shape).astype(np.bool_))
+        elif np.issubdtype(dtype, np.floating):
+            values.append(rng.uniform(-1.0, 1.0, shape).astype(dtype))
+        else:
+            info = np.iinfo(dtype)
+            lo, hi = (info.min, info.max) if info.bits == 8 else (max(info.min, -100), min(info.max, 100))
+            values.append(rng.integers(lo, hi, shape, endpoint=True, dtype=dtype))
+    return values
