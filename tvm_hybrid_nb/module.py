@@ -56,8 +56,13 @@ class Stage:
         return self.name.rsplit(".", 1)[-1]
 
     @property
+    def number(self) -> int:
+        """Position in the whole pipeline: ``index`` plus the module's ``first_index`` (resumed modules)."""
+        return self.index + self._owner.first_index
+
+    @property
     def label(self) -> str:
-        return f"{self.index} {self.short_name}"
+        return f"{self.number} {self.short_name}"
 
     @property
     def changed(self) -> bool:
@@ -141,7 +146,11 @@ class HybridModule:
     """
 
     def __init__(self, func_name: str, target: Any, raw_stages: Sequence[_capture.RawStage],
-                 native=None, build_seconds: float | None = None, name: str | None = None):
+                 native=None, build_seconds: float | None = None, name: str | None = None,
+                 first_index: int = 0, packed_api_index: int | None = None):
+        # first_index: number of stage 0 in the pipeline it came from (a resumed module starts mid-way);
+        # packed_api_index: override for modules whose stage 0 is already past MakePackedAPI.
+        self.first_index = first_index
         self.func_name = func_name
         self.target = target
         self.stages: list[Stage] = [Stage(self, i, r.name, r.mod, r.seconds) for i, r in enumerate(raw_stages)]
@@ -149,7 +158,7 @@ class HybridModule:
         self.build_seconds = build_seconds
         self.name = name or _python_function_name(func_name)
         self.last_compare: CompareResult | None = None
-        self.packed_api_index = next(
+        self.packed_api_index = packed_api_index if packed_api_index is not None else next(
             (s.index for s in self.stages if s.name == _capture.PACKED_API_PASS), None)
         if not self.stages[0].emulatable:
             self._params = None
