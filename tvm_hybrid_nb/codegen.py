@@ -1,4 +1,888 @@
-"""placeholder"""
+"""Hybrid code generation: a TIR PrimFunc at any stage before MakePackedAPI → readable numpy Python.
+
+One ``visit_<Node>`` method per TIR node kind; operators come from tables at class level; every
+statement and expression is built as a Python ``ast`` node and printed with ``ast.unparse``, so
+precedence and indentation are right by construction.  Anything without an exact translation raises
+:class:`~tvm_hybrid_nb.errors.UnsupportedConstructError` naming the node or op.
+
+Exactness rules (the emulator must not invent semantics):
+
+* a value is either numpy-typed (``kind="np"``: a numpy scalar or array of its TIR dtype, so
+  integers wrap and float32 stays float32), a Python int/bool (``kind="py"``: index arithmetic; the
+  generator asks TVM's arithmetic analyzer whether a result fits its dtype and wraps it when it
+  cannot prove so), or a Python float literal (``kind="weak"``, only ever combined with a numpy value);
+* integer ``Div``/``Mod`` truncate and ``FloorDiv``/``FloorMod`` floor; plain ``//``/``%`` are used
+  only where the analyzer proves both agree;
+* buffer accesses are plain subscripts where the analyzer proves them in bounds and bounds-checked
+  ``load``/``store`` calls otherwise (numpy would silently wrap a negative index);
+* ``if_then_else`` is lazy, ``Select`` evaluates both sides with masked-out lanes allowed out of bounds.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import keyword
+import math
+from dataclasses import dataclass, field
+
+import tvm
+from tvm import tirx
+
+from . import runtime
 from .errors import UnsupportedConstructError
-def generate_kernel(func, name, stage=None):
-    raise UnsupportedConstructError("codegen", "not written yet", stage)
+from .signature import ParamSpec
+
+_FOR_KIND_ITERATORS = {0: "range", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread_binding"}
+_INT64_MAX = (1 << 63) - 1
+
+
+def _type_key(node) -> str:
+    return type(node).__tvm_ffi_type_info__.type_key
+
+
+def _key(obj) -> int:
+    return obj.__chandle__()
+
+
+def _dtype(expr) -> str:
+    return str(expr.ty.dtype)
+
+
+def _scalar_dtype(dtype: str) -> str:
+    return dtype.split("x")[0] if "x" in dtype else dtype
+
+
+def _lanes(dtype: str) -> int:
+    return int(dtype.split("x")[1]) if "x" in dtype else 1
+
+
+def _is_float(dtype: str) -> bool:
+    return dtype.startswith(("float", "bfloat"))
+
+
+def _is_int(dtype: str) -> bool:
+    return dtype.startswith(("int", "uint"))
+
+
+def _int_range(dtype: str) -> tuple[int, int]:
+    base = _scalar_dtype(dtype)
+    bits = int(base[4:] if base.startswith("uint") else base[3:])
+    if base.startswith("uint"):
+        return 0, (1 << bits) - 1
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+@dataclass
+class Value:
+    """A generated expression with what the generator knows about its Python value."""
+
+    node: ast.expr
+    kind: str  # "np" | "py" | "weak"
+    dtype: str
+
+    @property
+    def lanes(self) -> int:
+        return _lanes(self.dtype)
+
+
+@dataclass
+class GeneratedKernel:
+    """The result of code generation for one stage."""
+
+    source: str
+    function_name: str
+    params: list[ParamSpec]
+    helpers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _BufferInfo:
+    name: str
+    shape: list
+    dtype: str
+
+
+def _name(ident: str) -> ast.Name:
+    return ast.Name(id=ident, ctx=ast.Load())
+
+
+def _store_name(ident: str) -> ast.Name:
+    return ast.Name(id=ident, ctx=ast.Store())
+
+
+def _const(value) -> ast.expr:
+    if isinstance(value, float) and not math.isfinite(value):
+        if math.isnan(value):
+            return ast.Attribute(_name("np"), "nan", ast.Load())
+        inf = ast.Attribute(_name("np"), "inf", ast.Load())
+        return inf if value > 0 else ast.UnaryOp(ast.USub(), inf)
+    return ast.Constant(value)
+
+
+def _np(attr: str) -> ast.expr:
+    return ast.Attribute(_name("np"), attr, ast.Load())
+
+
+class _Namer:
+    """Distinct objects get distinct names, chosen like TVMScript's printer (``A``, ``A_1``)."""
+
+    def __init__(self, reserved: set[str]):
+        self._used = set(reserved)
+        self._names: dict[int, str] = {}
+
+    def define(self, obj, hint: str) -> str:
+        hint = "".join(c if (c.isalnum() or c == "_") else "_" for c in (hint or "v")) or "v"
+        if hint[0].isdigit():
+            hint = "v_" + hint
+        name, n = hint, 0
+        while name in self._used or keyword.iskeyword(name):
+            n += 1
+            name = f"{hint}_{n}"
+        self._used.add(name)
+        self._names[_key(obj)] = name
+        return name
+
+    def lookup(self, obj) -> str | None:
+        return self._names.get(_key(obj))
+
+
+class HybridCodegen:
+    """Translate one PrimFunc into hybrid Python source.
+
+    Parameters
+    ----------
+    func : tvm.tirx.PrimFunc
+    function_name : str
+        Name of the Python function to define.
+    stage : str, optional
+        Stage label used in error messages and the script's docstring.
+    """
+
+    #: TIR arithmetic nodes that map to a Python operator when no special semantics apply.
+    ARITH_OPS = {"prim.Add": ast.Add, "prim.Sub": ast.Sub, "prim.Mul": ast.Mult}
+    BITWISE_OPS = {"prim.BitwiseAnd": ast.BitAnd, "prim.BitwiseOr": ast.BitOr, "prim.BitwiseXor": ast.BitXor,
+                   "prim.LShift": ast.LShift, "prim.RShift": ast.RShift}
+    COMPARE_OPS = {"prim.EQ": ast.Eq, "prim.NE": ast.NotEq, "prim.LT": ast.Lt, "prim.LE": ast.LtE,
+                   "prim.GT": ast.Gt, "prim.GE": ast.GtE}
+    #: Integer division family: (plain operator when provably equivalent, helper otherwise, float helper).
+    DIVISION_OPS = {"prim.Div": (ast.FloorDiv, "truncdiv", None), "prim.Mod": (ast.Mod, "truncmod", "np.fmod"),
+                    "prim.FloorDiv": (ast.FloorDiv, "floordiv", "float_floordiv"),
+                    "prim.FloorMod": (ast.Mod, "floormod", "float_floormod")}
+    #: Operators that can overflow the dtype of Python-int operands.
+    OVERFLOWING = {"prim.Add", "prim.Sub", "prim.Mul", "prim.LShift"}
+    #: Math intrinsics computed by numpy in the operand dtype.
+    NUMPY_MATH = {name: name for name in (
+        "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "arcsin",
+        "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "floor", "ceil",
+        "trunc", "isnan", "isinf", "isfinite", "fmod", "copysign", "hypot", "nextafter", "power",
+        "arctan2")}
+    NUMPY_MATH.update({"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
+                       "acosh": "arccosh", "atanh": "arctanh", "atan2": "arctan2", "pow": "power",
+                       "fabs": "abs", "round": "rint", "nearbyint": "rint"})
+    #: Intrinsics implemented by a runtime helper of the same meaning.
+    HELPER_MATH = {"rsqrt": "rsqrt", "sigmoid": "sigmoid", "erf": "erf", "popcount": "popcount"}
+    CALL_BITWISE = {"bitwise_and": ast.BitAnd, "bitwise_or": ast.BitOr, "bitwise_xor": ast.BitXor,
+                    "shift_left": ast.LShift, "shift_right": ast.RShift}
+
+    def __init__(self, func, function_name: str, stage: str | None = None):
+        self.func = func
+        self.function_name = function_name
+        self.stage = stage
+        self.analyzer = tvm.sym.Analyzer()
+        helper_names = {n for n in vars(runtime) if not n.startswith("__")}
+        reserved = set(dir(builtins)) | helper_names | {"np", "math", function_name}
+        self.namer = _Namer(reserved)
+        self.helpers: set[str] = set()
+        self.buffers: dict[int, _BufferInfo] = {}
+        self.var_kinds: dict[int, tuple[str, str]] = {}
+        self.masks: list[ast.expr] = []
+
+    # ------------------------------------------------------------------ entry
+    def generate(self) -> GeneratedKernel:
+        try:
+            args, prologue, params = self._signature()
+            body = self.visit_stmt(self.func.body)
+        except UnsupportedConstructError as exc:
+            raise exc.at_stage(self.stage) if self.stage and not exc.stage else exc
+        doc = ast.Expr(ast.Constant(self._docstring(params)))
+        fdef = ast.FunctionDef(
+            name=self.function_name,
+            args=ast.arguments(posonlyargs=[], args=[ast.arg(a) for a in args], kwonlyargs=[], kw_defaults=[],
+                               defaults=[]),
+            body=[doc] + prologue + (body or [ast.Pass()]), decorator_list=[], returns=None, type_params=[])
+        module = ast.Module(body=[fdef], type_ignores=[])
+        ast.fix_missing_locations(module)
+        kernel_text = ast.unparse(module)
+        header = (f'"""Hybrid script of `{self.function_name}`'
+                  + (f" at stage {self.stage}" if self.stage else "")
+                  + '.\n\nGenerated by tvm_hybrid_nb from TVM TIR; runs with numpy alone.\n"""\n')
+        imports = "import numpy as np\n"
+        if self.helpers & runtime.NEEDS_MATH:
+            imports = "import math\n\n" + imports
+        helpers = runtime.helper_source(self.helpers) if self.helpers else ""
+        parts = [header + imports] + ([helpers] if helpers else []) + [kernel_text]
+        source = "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+        return GeneratedKernel(source, self.function_name, params, runtime.helper_closure(self.helpers))
+
+    def _docstring(self, params: list[ParamSpec]) -> str:
+        lines = ", ".join(p.describe() for p in params)
+        return f"Parameters: {lines}. Outputs are written into their arrays in place."
+
+    def _signature(self):
+        args, prologue, params = [], [], []
+        for p in self.func.params:
+            if tirx.is_buffer_var(p):
+                name = self.namer.define(p, p.name)
+                args.append(name)
+                shape = []
+                for axis, dim in enumerate(p.shape):
+                    if _type_key(dim) == "ir.IntImm":
+                        shape.append(int(dim.value))
+                    elif _type_key(dim) == "ir.Var":
+                        dim_name = self.namer.lookup(dim)
+                        if dim_name is None:
+                            dim_name = self.namer.define(dim, dim.name)
+                            self.var_kinds[_key(dim)] = ("py", _dtype(dim))
+                            prologue.append(ast.Assign([_store_name(dim_name)], ast.Subscript(
+                                ast.Attribute(_name(name), "shape", ast.Load()), ast.Constant(axis), ast.Load())))
+                            self.analyzer.bind(dim, tvm.ir.Range.from_min_extent(0, 1 << 30), allow_override=True)
+                        shape.append(dim_name)
+                    else:
+                        raise UnsupportedConstructError("buffer shape expression", f"{p.name}.shape[{axis}] = {dim}")
+                if len(p.strides) or not _is_zero(p.elem_offset):
+                    raise UnsupportedConstructError("strided or offset parameter buffer", p.name)
+                self.buffers[_key(p)] = _BufferInfo(name, list(p.shape), str(p.dtype))
+                params.append(ParamSpec(name, str(p.dtype), tuple(shape)))
+            else:
+                dtype = _dtype(p)
+                if self.namer.lookup(p) is not None:  # already bound as a symbolic size
+                    raise UnsupportedConstructError("scalar parameter used as a buffer size", p.name)
+                name = self.namer.define(p, p.name)
+                args.append(name)
+                if _is_float(dtype):
+                    prologue.append(ast.Assign([_store_name(name)], ast.Call(_np(dtype), [_name(name)], [])))
+                    self.var_kinds[_key(p)] = ("np", dtype)
+                elif _is_int(dtype) or dtype == "bool":
+                    self.var_kinds[_key(p)] = ("py", dtype)
+                else:
+                    raise UnsupportedConstructError("parameter type", f"{p.name}: {dtype}")
+                params.append(ParamSpec(name, dtype, None))
+        return args, prologue, params
+
+    # ------------------------------------------------------------------ dispatch
+    def visit_stmt(self, stmt) -> list[ast.stmt]:
+        key = _type_key(stmt)
+        method = getattr(self, "visit_" + key.split(".")[-1], None)
+        if method is None:
+            raise UnsupportedConstructError(key)
+        return method(stmt)
+
+    def visit_expr(self, expr) -> Value:
+        key = _type_key(expr)
+        if key in self.ARITH_OPS or key in self.BITWISE_OPS:
+            return self.visit_binary(expr, key)
+        if key in self.COMPARE_OPS:
+            return self.visit_compare(expr, key)
+        if key in self.DIVISION_OPS:
+            return self.visit_division(expr, key)
+        method = getattr(self, "visit_" + key.split(".")[-1], None)
+        if method is None:
+            raise UnsupportedConstructError(key)
+        return method(expr)
+
+    # ------------------------------------------------------------------ value helpers
+    def to_np(self, value: Value) -> Value:
+        """Make ``value`` numpy-typed (scalars become ``np.<dtype>(...)``)."""
+        if value.kind == "np":
+            return value
+        dtype = _scalar_dtype(value.dtype)
+        ctor = "bool_" if dtype == "bool" else dtype
+        return Value(ast.Call(_np(ctor), [value.node], []), "np", value.dtype)
+
+    def _unify(self, a: Value, b: Value) -> tuple[Value, Value]:
+        """Operands whose combination keeps the result's dtype."""
+        if _is_float(a.dtype) or _is_float(b.dtype):
+            if a.kind != "np" and b.kind != "np":
+                a = self.to_np(a)
+            return a, b
+        return a, b
+
+    def _result_kind(self, a: Value, b: Value) -> str:
+        return "np" if "np" in (a.kind, b.kind) else "py"
+
+    def _fits(self, expr, dtype: str) -> bool:
+        lo, hi = _int_range(dtype)
+        try:
+            bound = self.analyzer.const_int_bound(expr)
+        except Exception:
+            return False
+        return bound.min_value >= lo and bound.max_value <= hi
+
+    def _bounds(self, expr) -> tuple[int, int]:
+        try:
+            b = self.analyzer.const_int_bound(expr)
+            return b.min_value, b.max_value
+        except Exception:
+            return -_INT64_MAX, _INT64_MAX
+
+    def _use(self, helper: str) -> ast.expr:
+        self.helpers.add(helper)
+        return _name(helper)
+
+    def _call(self, helper: str, *args: ast.expr, kw: dict | None = None) -> ast.expr:
+        keywords = [ast.keyword(k, v) for k, v in (kw or {}).items()]
+        return ast.Call(self._use(helper), list(args), keywords)
+
+    # ------------------------------------------------------------------ leaves
+    def visit_IntImm(self, node) -> Value:
+        dtype = _dtype(node)
+        if dtype == "bool":
+            return Value(ast.Constant(bool(node.value)), "py", dtype)
+        return Value(ast.Constant(int(node.value)), "py", dtype)
+
+    def visit_FloatImm(self, node) -> Value:
+        dtype = _dtype(node)
+        value = float(node.value)
+        if not math.isfinite(value):
+            return Value(ast.Call(_np(dtype), [_const(value)], []), "np", dtype)
+        return Value(ast.Constant(value), "weak", dtype)
+
+    def visit_StringImm(self, node) -> Value:
+        return Value(ast.Constant(str(node.value)), "py", "handle")
+
+    def visit_Var(self, node) -> Value:
+        name = self.namer.lookup(node)
+        if name is None:
+            raise UnsupportedConstructError("free variable", str(node.name))
+        kind, dtype = self.var_kinds.get(_key(node), ("py", _dtype(node)))
+        return Value(_name(name), kind, dtype)
+
+    # ------------------------------------------------------------------ arithmetic
+    def visit_binary(self, node, key: str) -> Value:
+        a, b = self.visit_expr(node.a), self.visit_expr(node.b)
+        dtype = _dtype(node)
+        a, b = self._unify(a, b)
+        op = (self.ARITH_OPS.get(key) or self.BITWISE_OPS[key])()
+        kind = self._result_kind(a, b)
+        out = ast.BinOp(a.node, op, b.node)
+        if kind == "py" and _is_int(dtype) and key in self.OVERFLOWING and not self._fits(node, dtype):
+            out = self._call("wrap", out, ast.Constant(dtype))
+        if _is_float(dtype):
+            kind = "np"
+        return Value(out, kind, dtype)
+
+    def visit_division(self, node, key: str) -> Value:
+        a, b = self.visit_expr(node.a), self.visit_expr(node.b)
+        dtype = _dtype(node)
+        plain_op, int_helper, float_helper = self.DIVISION_OPS[key]
+        if _is_float(dtype):
+            a, b = self._unify(a, b)
+            if key == "prim.Div":
+                return Value(ast.BinOp(a.node, ast.Div(), b.node), "np", dtype)
+            if float_helper == "np.fmod":
+                return Value(ast.Call(_np("fmod"), [a.node, b.node], []), "np", dtype)
+            return Value(self._call(float_helper, a.node, b.node), "np", dtype)
+        if not _is_int(dtype):
+            raise UnsupportedConstructError(key, f"on {dtype}")
+        b_lo, _ = self._bounds(node.b)
+        a_lo, _ = self._bounds(node.a)
+        floor_family = key in ("prim.FloorDiv", "prim.FloorMod")
+        if b_lo >= 1 and (floor_family or a_lo >= 0):
+            out = ast.BinOp(a.node, plain_op(), b.node)
+        else:
+            out = self._call(int_helper, a.node, b.node)
+        kind = self._result_kind(a, b)
+        if kind == "py" and key == "prim.Div" and not self._fits(node, dtype):
+            out = self._call("wrap", out, ast.Constant(dtype))  # INT_MIN / -1
+        return Value(out, kind, dtype)
+
+    def visit_Min(self, node) -> Value:
+        return self._min_max(node, "min", "minimum")
+
+    def visit_Max(self, node) -> Value:
+        return self._min_max(node, "max", "maximum")
+
+    def _min_max(self, node, builtin_name: str, helper: str) -> Value:
+        a, b = self._unify(self.visit_expr(node.a), self.visit_expr(node.b))
+        dtype = _dtype(node)
+        kind = "np" if _is_float(dtype) else self._result_kind(a, b)
+        if _is_int(dtype) and _lanes(dtype) == 1:
+            return Value(ast.Call(_name(builtin_name), [a.node, b.node], []), kind, dtype)
+        if kind == "np" and a.kind != "np":
+            a = self.to_np(a)
+        return Value(self._call(helper, a.node, b.node), kind, dtype)
+
+    def visit_compare(self, node, key: str) -> Value:
+        a, b = self._unify(self.visit_expr(node.a), self.visit_expr(node.b))
+        op = self.COMPARE_OPS[key]()
+        return Value(ast.Compare(a.node, [op], [b.node]), self._result_kind(a, b), _dtype(node))
+
+    def visit_And(self, node) -> Value:
+        return self._logical(node, ast.And, ast.BitAnd, negate_first=False)
+
+    def visit_Or(self, node) -> Value:
+        return self._logical(node, ast.Or, ast.BitOr, negate_first=True)
+
+    def _logical(self, node, bool_op, bit_op, negate_first: bool) -> Value:
+        dtype = _dtype(node)
+        a = self.visit_expr(node.a)
+        if _lanes(dtype) > 1:
+            b = self.visit_expr(node.b)
+            return Value(ast.BinOp(a.node, bit_op(), b.node), "np", dtype)
+        # Short-circuit like the guard it usually is; the right side is analysed under the left.
+        guard = tirx.Not(node.a) if negate_first else node.a
+        with self.analyzer.constraint_scope(guard):
+            b = self.visit_expr(node.b)
+        return Value(ast.BoolOp(bool_op(), [a.node, b.node]), self._result_kind(a, b), dtype)
+
+    def visit_Not(self, node) -> Value:
+        a = self.visit_expr(node.a)
+        if a.lanes > 1:
+            return Value(ast.UnaryOp(ast.Invert(), a.node), "np", a.dtype)
+        return Value(ast.UnaryOp(ast.Not(), a.node), a.kind, _dtype(node))
+
+    def visit_BitwiseNot(self, node) -> Value:
+        a = self.visit_expr(node.a)
+        return Value(ast.UnaryOp(ast.Invert(), a.node), a.kind, _dtype(node))
+
+    def visit_Cast(self, node) -> Value:
+        value = self.visit_expr(node.value)
+        src, dst = value.dtype, _dtype(node)
+        if src == dst:
+            return value
+        dst_scalar = _scalar_dtype(dst)
+        if dst_scalar == "bool":
+            return Value(ast.Compare(value.node, [ast.NotEq()], [ast.Constant(0)]), value.kind, dst)
+        if _is_int(dst) and _is_int(src) and value.kind == "py":
+            if self._fits(node.value, dst):
+                return Value(value.node, "py", dst)
+            return Value(self._call("wrap", value.node, ast.Constant(dst)), "py", dst)
+        if _is_int(dst) and _scalar_dtype(src) == "bool" and value.kind == "py":
+            return Value(ast.Call(_name("int"), [value.node], []), "py", dst)
+        if _is_float(dst) and (_is_int(src) or _is_float(src) or src.startswith("bool")):
+            return Value(ast.Call(_np(dst_scalar), [value.node], []), "np", dst)
+        if _is_int(dst) and (_is_int(src) or _is_float(src) or src.startswith("bool")):
+            return Value(self._call("cast", value.node, ast.Constant(dst_scalar)), "np", dst)
+        raise UnsupportedConstructError("prim.Cast", f"{src} -> {dst}")
+
+    # ------------------------------------------------------------------ conditionals
+    def _conditional(self, cond_expr, true_expr, false_expr, dtype: str, lazy: bool) -> Value:
+        cond = self.visit_expr(cond_expr)
+        lanes = _lanes(dtype)
+        if cond.lanes == 1 and (lazy or lanes == 1):
+            # Scalar condition: only the chosen side runs (identical values; the unchosen side of a
+            # Select may read out of bounds harmlessly on hardware, so it must not fail here).
+            with self.analyzer.constraint_scope(cond_expr):
+                t = self.visit_expr(true_expr)
+            with self.analyzer.constraint_scope(tirx.Not(cond_expr)):
+                f = self.visit_expr(false_expr)
+            t, f = self._unify_arms(t, f)
+            return Value(ast.IfExp(cond.node, t.node, f.node), t.kind, dtype)
+        # Vector condition: both sides evaluated, lanes picked; reads in a side may be out of bounds
+        # only in lanes that side does not supply.
+        self.masks.append(cond.node)
+        t = self.visit_expr(true_expr)
+        self.masks.pop()
+        self.masks.append(ast.UnaryOp(ast.Invert(), cond.node))
+        f = self.visit_expr(false_expr)
+        self.masks.pop()
+        return Value(self._call("select", cond.node, t.node, f.node), "np", dtype)
+
+    def _unify_arms(self, t: Value, f: Value) -> tuple[Value, Value]:
+        if "np" in (t.kind, f.kind) or "weak" in (t.kind, f.kind):
+            return self.to_np(t), self.to_np(f)
+        return t, f
+
+    def visit_Select(self, node) -> Value:
+        return self._conditional(node.condition, node.true_value, node.false_value, _dtype(node), lazy=False)
+
+    def visit_Let(self, node) -> Value:
+        value = self.visit_expr(node.value)
+        name = self.namer.define(node.var, node.var.name)
+        self.var_kinds[_key(node.var)] = (value.kind if value.kind != "weak" else "np", value.dtype)
+        if value.kind == "weak":
+            value = self.to_np(value)
+        self._bind_analyzer(node.var, node.value)
+        body = self.visit_expr(node.body)
+        pair = ast.Tuple([ast.NamedExpr(_store_name(name), value.node), body.node], ast.Load())
+        return Value(ast.Subscript(pair, ast.Constant(1), ast.Load()), body.kind, body.dtype)
+
+    # ------------------------------------------------------------------ vectors
+    def visit_Ramp(self, node) -> Value:
+        base, stride = self.visit_expr(node.base), self.visit_expr(node.stride)
+        dtype = _dtype(node)
+        return Value(self._call("ramp", base.node, stride.node, ast.Constant(int(node.lanes)),
+                                ast.Constant(_scalar_dtype(dtype))), "np", dtype)
+
+    def visit_Broadcast(self, node) -> Value:
+        value = self.visit_expr(node.value)
+        dtype = _dtype(node)
+        return Value(self._call("broadcast", value.node, ast.Constant(int(node.lanes)),
+                                ast.Constant(_scalar_dtype(dtype))), "np", dtype)
+
+    def visit_Shuffle(self, node) -> Value:
+        vectors = [self.visit_expr(v).node for v in node.vectors]
+        indices = [int(i.value) for i in node.indices]
+        return Value(self._call("shuffle", ast.List(vectors, ast.Load()),
+                                ast.List([ast.Constant(i) for i in indices], ast.Load())), "np", _dtype(node))
+
+    # ------------------------------------------------------------------ memory
+    def _buffer(self, buf) -> _BufferInfo:
+        info = self.buffers.get(_key(buf))
+        if info is None:
+            raise UnsupportedConstructError("undeclared buffer", str(buf.name))
+        return info
+
+    def _index_range(self, idx) -> tuple[int, int]:
+        key = _type_key(idx)
+        if key == "prim.Ramp":
+            lo, hi = self._bounds(idx.base)
+            stride_lo, stride_hi = self._bounds(idx.stride)
+            if stride_lo != stride_hi:
+                return -_INT64_MAX, _INT64_MAX
+            span = stride_lo * (int(idx.lanes) - 1)
+            return lo + min(0, span), hi + max(0, span)
+        if key == "prim.Broadcast":
+            return self._bounds(idx.value)
+        return self._bounds(idx)
+
+    def _in_bounds(self, info: _BufferInfo, indices) -> bool:
+        if len(indices) != len(info.shape):
+            return False
+        for idx, dim in zip(indices, info.shape):
+            lo, hi = self._index_range(idx)
+            if lo < 0:
+                return False
+            if _type_key(dim) == "ir.IntImm":
+                if hi >= int(dim.value):
+                    return False
+                continue
+            last = idx
+            if _type_key(idx) == "prim.Ramp":
+                last = idx.base + idx.stride * (int(idx.lanes) - 1)
+            elif _type_key(idx) == "prim.Broadcast":
+                last = idx.value
+            try:
+                if not self.analyzer.can_prove(last < dim):
+                    return False
+            except Exception:
+                return False
+        return True
+
+    def _subscript(self, info: _BufferInfo, indices, values: list[Value]) -> ast.expr:
+        parts = []
+        for idx, val in zip(indices, values):
+            if _type_key(idx) == "prim.Ramp" and len(indices) == 1:
+                s_lo, s_hi = self._bounds(idx.stride)
+                if s_lo == s_hi and s_lo >= 1:
+                    base = self.visit_expr(idx.base).node
+                    lanes = int(idx.lanes)
+                    stop = ast.BinOp(base, ast.Add(), ast.Constant(lanes * s_lo if s_lo > 1 else lanes))
+                    if s_lo > 1:
+                        stop = ast.BinOp(base, ast.Add(), ast.Constant(s_lo * (lanes - 1) + 1))
+                    parts.append(ast.Slice(base, stop, ast.Constant(s_lo) if s_lo > 1 else None))
+                    continue
+            parts.append(val.node)
+        index = parts[0] if len(parts) == 1 else ast.Tuple(parts, ast.Load())
+        return ast.Subscript(_name(info.name), index, ast.Load())
+
+    def visit_TensorLoad(self, node) -> Value:
+        info = self._buffer(node.source)
+        indices = list(node.indices)
+        values = [self.visit_expr(i) for i in indices]
+        dtype = _dtype(node)
+        if self._in_bounds(info, indices):
+            return Value(self._subscript(info, indices, values), "np", dtype)
+        args = [_name(info.name), ast.Tuple([v.node for v in values], ast.Load()), ast.Constant(info.name)]
+        if self.masks:
+            mask = self.masks[0]
+            for m in self.masks[1:]:
+                mask = ast.BinOp(mask, ast.BitAnd(), m)
+            args.append(mask)
+        return Value(self._call("load", *args), "np", dtype)
+
+    def visit_BufferStore(self, node) -> list[ast.stmt]:
+        info = self._buffer(node.buffer)
+        indices = list(node.indices)
+        values = [self.visit_expr(i) for i in indices]
+        value = self.visit_expr(node.value)
+        if self._in_bounds(info, indices):
+            target = self._subscript(info, indices, values)
+            target.ctx = ast.Store()
+            return [ast.Assign([target], value.node)]
+        call = self._call("store", _name(info.name), ast.Tuple([v.node for v in values], ast.Load()), value.node,
+                          ast.Constant(info.name))
+        return [ast.Expr(call)]
+
+    def visit_AllocBuffer(self, node) -> list[ast.stmt]:
+        buf = node.buffer
+        name = self.namer.define(buf, buf.name)
+        self._declare_buffer(buf, name)
+        shape = ast.Tuple([self.visit_expr(d).node for d in buf.shape], ast.Load())
+        return [ast.Assign([_store_name(name)], ast.Call(_np("zeros"), [shape, ast.Constant(str(buf.dtype))], []))]
+
+    def _declare_buffer(self, buf, name: str) -> None:
+        if len(buf.strides):
+            raise UnsupportedConstructError("strided buffer", str(buf.name))
+        self.buffers[_key(buf)] = _BufferInfo(name, list(buf.shape), str(buf.dtype))
+
+    def visit_DeclBuffer(self, node) -> list[ast.stmt]:
+        buf = node.buffer
+        data = node.data
+        if data is None or _type_key(data) != "ir.Call" or data.op.name != "tirx.buffer_data":
+            raise UnsupportedConstructError("tirx.DeclBuffer", f"{buf.name} over data {data}")
+        source = self._buffer(data.args[0])
+        name = self.namer.define(buf, buf.name)
+        self._declare_buffer(buf, name)
+        shape_nodes = [self.visit_expr(d).node for d in buf.shape]
+        offset = buf.elem_offset
+        same_size = self._same_size(buf.shape, source.shape)
+        if str(buf.dtype) == source.dtype and _is_zero(offset) and same_size:
+            value = ast.Call(ast.Attribute(_name(source.name), "reshape", ast.Load()), shape_nodes, [])
+        else:
+            offset_node = self.visit_expr(offset).node if offset is not None else ast.Constant(0)
+            value = self._call("view", _name(source.name), ast.Constant(str(buf.dtype)),
+                               ast.Tuple(shape_nodes, ast.Load()), offset_node)
+        return [ast.Assign([_store_name(name)], value)]
+
+    def _same_size(self, shape_a, shape_b) -> bool:
+        prod_a = 1
+        for d in shape_a:
+            prod_a = prod_a * d
+        prod_b = 1
+        for d in shape_b:
+            prod_b = prod_b * d
+        try:
+            return bool(self.analyzer.can_prove_equal(prod_a, prod_b))
+        except Exception:
+            return False
+
+    # ------------------------------------------------------------------ calls
+    def visit_Call(self, node) -> Value:
+        op = node.op
+        if not isinstance(op, tvm.ir.Op):
+            raise UnsupportedConstructError("call to a function", str(op))
+        name = op.name
+        short = name.split(".", 1)[1] if name.startswith("tirx.") else name
+        dtype = _dtype(node)
+        args = list(node.args)
+        if short == "if_then_else":
+            return self._conditional(args[0], args[1], args[2], dtype, lazy=True)
+        if short == "likely":
+            return self.visit_expr(args[0])
+        if short in self.CALL_BITWISE:
+            fake = _BinaryLike(args[0], args[1], node)
+            key = {"bitwise_and": "prim.BitwiseAnd", "bitwise_or": "prim.BitwiseOr",
+                   "bitwise_xor": "prim.BitwiseXor", "shift_left": "prim.LShift",
+                   "shift_right": "prim.RShift"}[short]
+            return self.visit_binary(fake, key)
+        if short == "bitwise_not":
+            a = self.visit_expr(args[0])
+            return Value(ast.UnaryOp(ast.Invert(), a.node), a.kind, dtype)
+        if short == "reinterpret":
+            a = self.to_np(self.visit_expr(args[0]))
+            return Value(self._call("reinterpret", a.node, ast.Constant(_scalar_dtype(dtype))), "np", dtype)
+        if short in self.NUMPY_MATH or short in self.HELPER_MATH:
+            operands = [self._math_operand(a) for a in args]
+            if short in self.HELPER_MATH:
+                call = self._call(self.HELPER_MATH[short], *operands)
+            else:
+                call = ast.Call(_np(self.NUMPY_MATH[short]), operands, [])
+            return Value(call, "np", dtype)
+        raise UnsupportedConstructError(name, "no exact numpy translation")
+
+    def _math_operand(self, arg) -> ast.expr:
+        value = self.visit_expr(arg)
+        if _is_float(value.dtype) or value.kind != "np":
+            value = self.to_np(value)
+        return value.node
+
+    # ------------------------------------------------------------------ statements
+    def visit_SeqStmt(self, node) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for stmt in node.seq:
+            out.extend(self.visit_stmt(stmt))
+        return out
+
+    def visit_Evaluate(self, node) -> list[ast.stmt]:
+        value = node.value
+        if _type_key(value) in ("ir.IntImm", "ir.FloatImm"):
+            return []
+        return [ast.Expr(self.visit_expr(value).node)]
+
+    def visit_Bind(self, node) -> list[ast.stmt]:
+        value = self.visit_expr(node.value)
+        name = self.namer.define(node.var, node.var.name)
+        if value.kind == "weak" or (_is_float(value.dtype) and value.kind != "np"):
+            value = self.to_np(value)
+        node_value = value.node
+        if value.lanes > 1 and isinstance(node_value, (ast.Subscript, ast.IfExp)):
+            node_value = ast.Call(_np("copy"), [node_value], [])  # a slice would alias the buffer
+        self.var_kinds[_key(node.var)] = (value.kind, value.dtype)
+        self._bind_analyzer(node.var, node.value)
+        return [ast.Assign([_store_name(name)], node_value)]
+
+    def _bind_analyzer(self, var, value) -> None:
+        if _is_int(_dtype(var)) and _lanes(_dtype(var)) == 1:
+            try:
+                self.analyzer.bind(var, value, allow_override=True)
+            except Exception:
+                pass
+
+    def visit_For(self, node) -> list[ast.stmt]:
+        kind = int(node.kind)
+        if kind not in _FOR_KIND_ITERATORS:
+            raise UnsupportedConstructError("tirx.For", f"loop kind {kind}")
+        step = node.step
+        if step is not None and not (_type_key(step) == "ir.IntImm" and int(step.value) == 1):
+            raise UnsupportedConstructError("tirx.For", "loop with a step")
+        lo = self.visit_expr(node.min)
+        extent = self.visit_expr(node.extent)
+        if _is_zero(node.min):
+            bounds = [extent.node]
+        else:
+            end = node.min + node.extent
+            end_value = self.visit_expr(tvm.sym.Analyzer().simplify(end))
+            bounds = [lo.node, end_value.node]
+        iterator = _FOR_KIND_ITERATORS[kind]
+        keywords = []
+        if kind == 4:
+            tag = node.thread_binding.thread_tag if node.thread_binding is not None else ""
+            keywords = [ast.keyword("thread", ast.Constant(str(tag)))]
+        call = (ast.Call(_name("range"), bounds, []) if iterator == "range"
+                else ast.Call(self._use(iterator), bounds, keywords))
+        name = self.namer.define(node.loop_var, node.loop_var.name)
+        self.var_kinds[_key(node.loop_var)] = ("py", _dtype(node.loop_var))
+        try:
+            self.analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent),
+                               allow_override=True)
+        except Exception:
+            pass
+        body = self.visit_stmt(node.body)
+        return [ast.For(_store_name(name), call, body or [ast.Pass()], [])]
+
+    def visit_While(self, node) -> list[ast.stmt]:
+        cond = self.visit_expr(node.condition)
+        body = self.visit_stmt(node.body)
+        return [ast.While(cond.node, body or [ast.Pass()], [])]
+
+    def visit_IfThenElse(self, node) -> list[ast.stmt]:
+        cond = self.visit_expr(node.condition)
+        with self.analyzer.constraint_scope(node.condition):
+            then = self.visit_stmt(node.then_case)
+        orelse = []
+        if node.else_case is not None:
+            with self.analyzer.constraint_scope(tirx.Not(node.condition)):
+                orelse = self.visit_stmt(node.else_case)
+        return [ast.If(cond.node, then or [ast.Pass()], orelse)]
+
+    def visit_AssertStmt(self, node) -> list[ast.stmt]:
+        cond = self.visit_expr(node.condition)
+        message = node.message
+        text = str(message.value) if _type_key(message) == "ir.StringImm" else str(message)
+        call = ast.Call(_name("AssertionError"), [ast.Constant(text)], [])
+        return [ast.If(ast.UnaryOp(ast.Not(), cond.node), [ast.Raise(call, None)], [])]
+
+    def visit_AttrStmt(self, node) -> list[ast.stmt]:
+        if node.attr_key in ("thread_extent", "virtual_thread"):
+            iv = node.node
+            name = self.namer.define(iv.var, iv.var.name)
+            self.var_kinds[_key(iv.var)] = ("py", _dtype(iv.var))
+            extent = self.visit_expr(node.value)
+            try:
+                self.analyzer.bind(iv.var, tvm.ir.Range.from_min_extent(0, node.value), allow_override=True)
+            except Exception:
+                pass
+            body = self.visit_stmt(node.body)
+            call = ast.Call(self._use("thread_binding"), [extent.node],
+                            [ast.keyword("thread", ast.Constant(str(iv.thread_tag)))])
+            return [ast.For(_store_name(name), call, body or [ast.Pass()], [])]
+        return self.visit_stmt(node.body)
+
+    def visit_Break(self, node) -> list[ast.stmt]:
+        return [ast.Break()]
+
+    def visit_Continue(self, node) -> list[ast.stmt]:
+        return [ast.Continue()]
+
+    def visit_SBlockRealize(self, node) -> list[ast.stmt]:
+        block = node.block
+        out: list[ast.stmt] = []
+        reduce_checks = []
+        for iv, value in zip(block.iter_vars, node.iter_values):
+            v = self.visit_expr(value)
+            name = self.namer.define(iv.var, iv.var.name)
+            self.var_kinds[_key(iv.var)] = (v.kind, v.dtype)
+            out.append(ast.Assign([_store_name(name)], v.node))
+            self._bind_analyzer(iv.var, value)
+            if int(iv.iter_type) == 2:  # reduction axis: init runs at its first value
+                reduce_checks.append(ast.Compare(_name(name), [ast.Eq()], [self.visit_expr(iv.dom.min).node]))
+            elif int(iv.iter_type) not in (0,):
+                raise UnsupportedConstructError("s_tir.SBlock", f"iterator kind {int(iv.iter_type)}")
+        inner: list[ast.stmt] = []
+        for buf in block.alloc_buffers:
+            inner.extend(self.visit_AllocBuffer(_AllocLike(buf)))
+        for match in block.match_buffers:
+            inner.extend(self._match_buffer(match))
+        if block.init is not None:
+            init = self.visit_stmt(block.init)
+            if reduce_checks:
+                test = reduce_checks[0] if len(reduce_checks) == 1 else ast.BoolOp(ast.And(), reduce_checks)
+                inner.append(ast.If(test, init or [ast.Pass()], []))
+            else:
+                inner.extend(init)
+        inner.extend(self.visit_stmt(block.body))
+        if not _is_true(node.predicate):
+            pred = self.visit_expr(node.predicate)
+            inner = [ast.If(pred.node, inner or [ast.Pass()], [])]
+        out.extend(inner)
+        if block.name_hint == "root" and not block.iter_vars:
+            return out
+        with_item = ast.withitem(ast.Call(self._use("sblock"), [ast.Constant(str(block.name_hint))], []), None)
+        return [ast.With([with_item], out or [ast.Pass()])]
+
+    def _match_buffer(self, match) -> list[ast.stmt]:
+        buf = match.buffer
+        region = match.source
+        source = self._buffer(region.buffer)
+        ranges = list(region.region)
+        if len(ranges) != len(buf.shape):
+            raise UnsupportedConstructError("s_tir.MatchBufferRegion", f"{buf.name} changes the number of dimensions")
+        name = self.namer.define(buf, buf.name)
+        self._declare_buffer(buf, name)
+        slices = []
+        for r in ranges:
+            lo = self.visit_expr(r.min).node
+            hi = self.visit_expr(tvm.sym.Analyzer().simplify(r.min + r.extent)).node
+            slices.append(ast.Slice(lo, hi, None))
+        value = ast.Subscript(_name(source.name), ast.Tuple(slices, ast.Load()), ast.Load())
+        return [ast.Assign([_store_name(name)], value)]
+
+
+class _BinaryLike:
+    """Adapts a bitwise intrinsic call to the binary-node interface (``a``, ``b``, ``ty``)."""
+
+    def __init__(self, a, b, call):
+        self.a, self.b, self.ty = a, b, call.ty
+        self._call = call
+
+    def __getattr__(self, item):
+        return getattr(self._call, item)
+
+
+class _AllocLike:
+    def __init__(self, buffer):
+        self.buffer = buffer
+
+
+def _is_zero(expr) -> bool:
+    return expr is None or (_type_key(expr) == "ir.IntImm" and int(expr.value) == 0)
+
+
+def _is_true(expr) -> bool:
+    return expr is None or (_type_key(expr) == "ir.IntImm" and bool(expr.value))
+
+
+def generate_kernel(func, function_name: str, stage: str | None = None) -> GeneratedKernel:
+    """Generate the hybrid script of ``func`` (see :class:`HybridCodegen`)."""
+    return HybridCodegen(func, function_name, stage).generate()

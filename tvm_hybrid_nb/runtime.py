@@ -1,0 +1,280 @@
+"""Emulation runtime: the numpy-only helpers that hybrid scripts call.
+
+Each helper is named for the TIR semantics it implements and is self-contained (it uses only
+``np``, ``math`` and the other helpers listed in :data:`HELPER_DEPENDENCIES`), because the code
+generator copies the source of the helpers a kernel uses into that kernel's hybrid script: the script
+then runs with numpy alone.  Scalars are numpy scalars of their TIR dtype (so integers wrap and
+float32 stays float32) or plain Python ints for index arithmetic that the generator proved in range.
+"""
+from __future__ import annotations
+
+import inspect
+import math  # noqa: F401  (used inside helpers copied into scripts)
+
+import numpy as np
+
+
+# --------------------------------------------------------------------------- loop kinds
+def parallel(*bounds):
+    """A ``T.parallel`` loop: iterations run in order here (the IR says they are independent)."""
+    return range(*bounds)
+
+
+def vectorized(*bounds):
+    """A ``T.vectorized`` loop, run lane by lane."""
+    return range(*bounds)
+
+
+def unrolled(*bounds):
+    """A ``T.unroll`` loop."""
+    return range(*bounds)
+
+
+def thread_binding(*bounds, thread=""):
+    """A loop bound to a GPU thread axis, run one thread after another."""
+    return range(*bounds)
+
+
+class sblock:  # noqa: N801  (reads like TVMScript's T.sblock)
+    """Marks the extent of a schedulable block; does nothing at run time."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+# --------------------------------------------------------------------------- integer semantics
+def wrap(value, dtype):
+    """Wrap a Python int into ``dtype``'s range (two's complement), as the hardware does."""
+    info = np.iinfo(dtype)
+    span = 1 << info.bits
+    return (value - info.min) % span + info.min
+
+
+def _check_divisor(b):
+    if np.any(np.asarray(b) == 0):
+        raise ZeroDivisionError("integer division by zero")
+
+
+def truncdiv(a, b):
+    """Integer division rounding toward zero (TIR ``Div`` on integers, C semantics)."""
+    _check_divisor(b)
+    if isinstance(a, int) and isinstance(b, int):
+        q = abs(a) // abs(b)
+        return q if (a < 0) == (b < 0) else -q
+    r = np.fmod(a, b)
+    return (a - r) // b
+
+
+def truncmod(a, b):
+    """Remainder with the sign of the dividend (TIR ``Mod`` on integers, C ``%``)."""
+    _check_divisor(b)
+    if isinstance(a, int) and isinstance(b, int):
+        r = abs(a) % abs(b)
+        return r if a >= 0 else -r
+    return np.fmod(a, b)
+
+
+def floordiv(a, b):
+    """Integer division rounding toward minus infinity (TIR ``FloorDiv``)."""
+    _check_divisor(b)
+    return a // b
+
+
+def floormod(a, b):
+    """Remainder with the sign of the divisor (TIR ``FloorMod``)."""
+    _check_divisor(b)
+    return a % b
+
+
+def float_floordiv(a, b):
+    """TIR ``FloorDiv`` on floats: ``floor(a / b)`` in the operands' dtype."""
+    return np.floor(a / b)
+
+
+def float_floormod(a, b):
+    """TIR ``FloorMod`` on floats: ``a - floor(a / b) * b`` in the operands' dtype."""
+    return a - np.floor(a / b) * b
+
+
+# --------------------------------------------------------------------------- conversions
+def cast(value, dtype):
+    """Convert like TVM's ``Cast``: integers wrap, floats round to nearest, float→int truncates."""
+    arr = np.asarray(value)
+    out = (arr != 0) if dtype == "bool" else arr.astype(dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+def reinterpret(value, dtype):
+    """Reinterpret the bits of ``value`` as ``dtype`` (same total width)."""
+    arr = np.ascontiguousarray(value)
+    out = arr.view(dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+# --------------------------------------------------------------------------- vectors
+def ramp(base, stride, lanes, dtype="int32"):
+    """The vector ``[base, base + stride, ..., base + (lanes - 1) * stride]``."""
+    return (np.arange(lanes, dtype=dtype) * np.asarray(stride, dtype=dtype) + np.asarray(base, dtype=dtype)).astype(dtype)
+
+
+def broadcast(value, lanes, dtype):
+    """``lanes`` copies of a scalar."""
+    return np.full(lanes, value, dtype=dtype)
+
+
+def shuffle(vectors, indices):
+    """Concatenate ``vectors`` and pick lanes ``indices``."""
+    return np.concatenate([np.atleast_1d(v) for v in vectors])[list(indices)]
+
+
+def select(condition, true_value, false_value):
+    """TIR ``Select``: both sides are already evaluated; pick per lane."""
+    out = np.where(condition, true_value, false_value)
+    return out[()] if out.ndim == 0 else out
+
+
+def minimum(a, b):
+    """TIR ``Min`` as the backend emits it, ``select(a < b, a, b)`` (NaN picks ``b``)."""
+    return select(a < b, a, b)
+
+
+def maximum(a, b):
+    """TIR ``Max`` as the backend emits it, ``select(a > b, a, b)`` (NaN picks ``b``)."""
+    return select(a > b, a, b)
+
+
+# --------------------------------------------------------------------------- memory
+def alloc(shape, dtype):
+    """A new buffer; TVM leaves it uninitialised, here it starts at zero."""
+    return np.zeros(shape, dtype=dtype)
+
+
+def view(data, dtype, shape, elem_offset=0):
+    """A buffer declared over existing storage (``DeclBuffer``): shares memory, never copies."""
+    flat = data.reshape(-1)
+    if flat.dtype != np.dtype(dtype):
+        flat = flat.view(dtype)
+    size = int(np.prod(shape, dtype=np.int64))
+    if elem_offset < 0 or elem_offset + size > flat.size:
+        raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {flat.size}")
+    out = flat[elem_offset:elem_offset + size].reshape(shape)
+    if not np.shares_memory(out, data):
+        raise RuntimeError("buffer view would copy its storage")
+    return out
+
+
+def _bounds_error(kind, name, buffer, index):
+    shown = tuple(np.asarray(i).tolist() for i in index)
+    return IndexError(f"out-of-bounds {kind} of {name}{list(shown)} (shape {tuple(buffer.shape)})")
+
+
+def _in_bounds(buffer, index):
+    ok = True
+    for i, n in zip(index, buffer.shape):
+        i = np.asarray(i)
+        ok = ok & (i >= 0) & (i < n)
+    return ok
+
+
+def load(buffer, index, name="buffer", mask=None):
+    """Bounds-checked read of ``buffer[index]``.
+
+    Lanes where ``mask`` is false (masked-out lanes of a ``Select``) may be out of bounds: they read 0.
+    """
+    index = tuple(index)
+    ok = _in_bounds(buffer, index)
+    if mask is None:
+        if not np.all(ok):
+            raise _bounds_error("read", name, buffer, index)
+        return buffer[index]
+    if not np.all(ok | ~np.asarray(mask, dtype=bool)):
+        raise _bounds_error("read", name, buffer, index)
+    safe = tuple(np.where(ok, i, 0) for i in index)
+    out = np.where(ok, buffer[safe], np.zeros((), buffer.dtype))
+    return out[()] if out.ndim == 0 else out
+
+
+def store(buffer, index, value, name="buffer"):
+    """Bounds-checked write of ``value`` to ``buffer[index]``."""
+    index = tuple(index)
+    if not np.all(_in_bounds(buffer, index)):
+        raise _bounds_error("write", name, buffer, index)
+    buffer[index] = value
+
+
+# --------------------------------------------------------------------------- math in the operand dtype
+def rsqrt(x):
+    """``1 / sqrt(x)`` in ``x``'s dtype."""
+    x = np.asarray(x)
+    out = np.asarray(1, dtype=x.dtype) / np.sqrt(x)
+    return out[()] if out.ndim == 0 else out
+
+
+def sigmoid(x):
+    """``1 / (1 + exp(-x))`` in ``x``'s dtype."""
+    x = np.asarray(x)
+    one = np.asarray(1, dtype=x.dtype)
+    out = one / (one + np.exp(-x))
+    return out[()] if out.ndim == 0 else out
+
+
+def erf(x):
+    """The error function, computed in double and rounded to ``x``'s dtype."""
+    x = np.asarray(x)
+    out = np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+def _unary_in_dtype(fn, x):
+    x = np.asarray(x)
+    out = np.asarray(fn(x.astype(np.float64))).astype(x.dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+def popcount(x):
+    """Number of set bits, in ``x``'s dtype."""
+    x = np.asarray(x)
+    bits = np.unpackbits(np.ascontiguousarray(x).reshape(-1).view(np.uint8)).reshape(x.size, -1).sum(axis=1)
+    out = bits.astype(x.dtype).reshape(x.shape)
+    return out[()] if out.ndim == 0 else out
+
+
+#: Which helpers each helper calls, so a script gets everything it needs.
+HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "truncdiv": ("_check_divisor",),
+    "truncmod": ("_check_divisor",),
+    "floordiv": ("_check_divisor",),
+    "floormod": ("_check_divisor",),
+    "minimum": ("select",),
+    "maximum": ("select",),
+    "load": ("_in_bounds", "_bounds_error"),
+    "store": ("_in_bounds", "_bounds_error"),
+}
+
+#: Helpers that need ``import math`` in the script.
+NEEDS_MATH = frozenset({"erf"})
+
+
+def helper_closure(names) -> list[str]:
+    """``names`` plus every helper they depend on, in this module's definition order."""
+    wanted: set[str] = set()
+    stack = list(names)
+    while stack:
+        name = stack.pop()
+        if name not in wanted:
+            wanted.add(name)
+            stack.extend(HELPER_DEPENDENCIES.get(name, ()))
+    order = list(globals())
+    return sorted(wanted, key=order.index)
+
+
+def helper_source(names) -> str:
+    """The source text of the given helpers and their dependencies, ready to paste into a script."""
+    parts = [inspect.getsource(globals()[name]) for name in helper_closure(names)]
+    return "\n\n".join(p.rstrip() for p in parts)
