@@ -1,0 +1,108 @@
+"""Find the first pass whose emulated output differs from a reference.
+
+Stages are emulated in pipeline order on one set of inputs.  A pass that did not change the IR
+cannot change the result, so only the input stage and passes that changed the IR are run.  An
+emulation that fails at run time (an out-of-bounds index after a broken pass, say) counts as a
+divergence too.  No IPython, no widgets: the explorer's button and notebooks call this.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .errors import EmulationError
+
+
+@dataclass
+class Divergence:
+    """Outcome of :func:`find_first_divergence`.
+
+    Attributes
+    ----------
+    stage : Stage or None
+        The first stage whose output differs from the reference; None when none does.
+    result : CompareResult or None
+        Its comparison (None when its emulation raised, see ``error``, or when none differs).
+    error : str or None
+        The emulation error of ``stage``, when it failed instead of producing output.
+    previous : Stage or None
+        The last stage checked before ``stage`` (it matched).
+    checked : list of (Stage, CompareResult)
+        Every stage compared, in order, up to and including ``stage``.
+    skipped : list of Stage
+        Stages passed over because they cannot be emulated.
+    reference : str
+        ``"native"`` or the reference function's name.
+    """
+
+    stage: Any
+    result: Any
+    error: str | None
+    previous: Any
+    checked: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+    reference: str = "native"
+
+    @property
+    def found(self) -> bool:
+        return self.stage is not None
+
+    def __str__(self) -> str:
+        from .presentation import divergence_text
+
+        return divergence_text(self)
+
+
+def find_first_divergence(hm: Any, *arrays, reference: str | Callable = "native",
+                          stages: Sequence[Any] | None = None, only_changed: bool = True,
+                          seed: int = 0, sizes: dict[str, int] | None = None,
+                          rtol: float | None = None, atol: float | None = None,
+                          progress: Callable[[Any], None] | None = None) -> Divergence:
+    """Emulate stages in order and return the first whose output differs from ``reference``.
+
+    Parameters
+    ----------
+    hm : HybridModule
+    *arrays : numpy.ndarray
+        Every kernel argument, in order; without them seeded random inputs are made once.
+    reference : "native" or callable
+        As for :meth:`HybridModule.compare`.
+    stages : sequence of Stage, optional
+        The stages to try (default: all of ``hm.stages``).
+    only_changed : bool
+        Skip passes that did not change the IR (they cannot change the result).
+    seed, sizes
+        For the random inputs.
+    rtol, atol : float, optional
+        Tolerances (default: by dtype).
+    progress : callable, optional
+        Called with each stage before it is emulated.
+
+    Returns
+    -------
+    Divergence
+    """
+    if not arrays:
+        arrays = tuple(hm.random_inputs(seed=seed, sizes=sizes))
+    candidates = list(hm.stages if stages is None else stages)
+    ref_name = reference if isinstance(reference, str) else getattr(reference, "__name__", "reference")
+    checked: list = []
+    skipped: list = []
+    previous = None
+    for stage in candidates:
+        if only_changed and stage.index > 0 and not stage.changed:
+            continue
+        if not stage.emulatable:
+            skipped.append(stage)
+            continue
+        if progress is not None:
+            progress(stage)
+        try:
+            result = hm.compare(*arrays, reference=reference, stage=stage.index, rtol=rtol, atol=atol)
+        except EmulationError as exc:
+            return Divergence(stage, None, str(exc), previous, checked, skipped, ref_name)
+        checked.append((stage, result))
+        if not result.ok:
+            return Divergence(stage, result, None, previous, checked, skipped, ref_name)
+        previous = stage
+    return Divergence(None, None, None, previous, checked, skipped, ref_name)

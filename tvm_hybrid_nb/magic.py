@@ -1,0 +1,295 @@
+"""IPython glue: the ``%%hybrid_build`` cell magic and the ``%hybrid_build EXPR`` line magic.
+
+This is the only module that talks to IPython.  Errors are translated here, once: the domain
+exceptions of :mod:`tvm_hybrid_nb.errors`, exceptions raised by the cell and TVM's own errors all
+become one :class:`~IPython.core.error.UsageError` line (the whole traceback with ``--verbose``).
+The kernel stays alive, and a failed build never rebinds NAME.
+
+Load with ``%load_ext tvm_hybrid_nb``; ``%%hybrid_build?`` shows the arguments.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any, Callable, Sequence
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+#: Where ``%%hybrid_build`` binds the module when no NAME is given.
+DEFAULT_NAME = "hybrid_mod"
+
+_OPTION_RE = re.compile(r"(?:^|\s)--(?:target|reference|inputs|no-widget|dump|verbose|help)(?=\s|=|$)|(?:^|\s)-h(?=\s|$)")
+
+
+class _CellError(Exception):
+    """The user's cell (or an option expression) raised; carries a one-line description."""
+
+    def __init__(self, message: str, original: BaseException):
+        super().__init__(message)
+        self.original = original
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    """Collapse ``text`` to its first non-empty line, at most ``limit`` characters."""
+    for line in str(text).splitlines():
+        if line.strip():
+            text = line.strip()
+            break
+    else:
+        text = str(text).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe_exception(exc: BaseException) -> str:
+    """One line for any exception: our own messages as they are, TVM's without the C++ trace."""
+    from .errors import HybridError
+
+    if isinstance(exc, HybridError):
+        return one_line(str(exc))
+    text = str(exc)
+    if "\n" in text or type(exc).__module__.startswith(("tvm", "tvm_ffi")):
+        try:
+            from .capture import short_tvm_message
+
+            text = short_tvm_message(exc)
+        except Exception:  # keep the plain message when TVM itself is what failed to import
+            pass
+    message = one_line(text)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def _error_line_in(exc: BaseException, filename: str) -> int | None:
+    tb = exc.__traceback__
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def split_line_form(line: str) -> tuple[str, str]:
+    """Split the line of ``%hybrid_build EXPR [options]`` into (EXPR, options).
+
+    The expression ends where the first known option (``--target`` …) starts.
+    """
+    match = _OPTION_RE.search(line)
+    if match is None:
+        return line.strip(), ""
+    return line[: match.start()].strip(), line[match.start():].strip()
+
+
+def complete_arguments(params: Sequence[Any], values: Sequence[Any]) -> list:
+    """Every kernel argument from ``values``: all of them, or the inputs only.
+
+    Given only the inputs (the parameters the kernel does not write), zero-filled outputs are
+    added; their symbolic sizes are taken from the inputs.
+
+    Raises
+    ------
+    UsageError
+        When the count fits neither form or an output size cannot be inferred.
+    """
+    import numpy as np
+
+    from .signature import numpy_dtype
+
+    values = list(values)
+    if len(values) == len(params):
+        return values
+    inputs = [p for p in params if not p.is_output]
+    if len(values) != len(inputs):
+        names = ", ".join(p.name for p in params)
+        in_names = ", ".join(p.name for p in inputs)
+        raise UsageError(f"--inputs gave {len(values)} values; the kernel takes {len(params)} ({names}) "
+                         f"or, outputs left out, {len(inputs)} ({in_names})")
+    sizes: dict[str, int] = {}
+    for spec, value in zip(inputs, values):
+        if spec.is_buffer and hasattr(value, "shape"):
+            for dim, got in zip(spec.shape, value.shape):
+                if isinstance(dim, str):
+                    sizes.setdefault(dim, int(got))
+    out: list = []
+    given = iter(values)
+    for spec in params:
+        if not spec.is_output:
+            out.append(next(given))
+            continue
+        shape = []
+        for dim in spec.shape:
+            if isinstance(dim, str):
+                if dim not in sizes:
+                    raise UsageError(f"--inputs: cannot tell the size {dim} of output {spec.name}; give every argument")
+                shape.append(sizes[dim])
+            else:
+                shape.append(dim)
+        out.append(np.zeros(shape, numpy_dtype(spec.dtype)))
+    return out
+
+
+@magics_class
+class HybridMagics(Magics):
+    """Magics of tvm_hybrid_nb."""
+
+    @magic_arguments()
+    @argument("name", nargs="?", default=None, metavar="NAME",
+              help=f"cell form: variable to bind the HybridModule to (default {DEFAULT_NAME}); "
+                   "line form: the expression to explore (EXPR)")
+    @argument("--target", default=None, metavar="T", help="TVM target (default llvm)")
+    @argument("--reference", default=None, metavar="FUNC",
+              help="a Python function of the input arrays returning the expected output(s), "
+                   "used by 'Emulate & compare' instead of the native build")
+    @argument("--inputs", default=None, metavar="EXPR",
+              help="an expression giving the arrays to compare on: every argument, or the inputs only "
+                   "(default: seeded random values by dtype and shape)")
+    @argument("--no-widget", action="store_true", help="show the HTML summary instead of the explorer widget")
+    @argument("--dump", default=None, metavar="DIR", help="also write every stage to DIR (HybridModule.save)")
+    @argument("--verbose", action="store_true", help="show full tracebacks, TVM's C++ trace included")
+    @line_cell_magic
+    def hybrid_build(self, line: str, cell: str | None = None):
+        """Build a TVM schedule with every pass captured and show the pass explorer.
+
+        Cell form::
+
+            %%hybrid_build [NAME] [--target T] [--reference FUNC] [--inputs EXPR]
+                           [--no-widget] [--dump DIR] [--verbose]
+            sch = ...          # runs in the notebook's namespace
+            sch                # the last expression is built (anything thn.build takes)
+
+        The HybridModule is bound to NAME (default ``hybrid_mod``) and the explorer is shown.
+
+        Line form::
+
+            %hybrid_build EXPR [--target T] [--reference FUNC] [--inputs EXPR] ...
+
+        explores EXPR: a schedule, IRModule, PrimFunc, list of te.Tensor or HybridModule.  A module
+        built from EXPR is bound to ``hybrid_mod``; a HybridModule is shown as it is.
+
+        Errors are one line (``--verbose`` shows the whole traceback) and a failed build leaves
+        NAME as it was.
+        """
+        if cell is None:
+            expr, options = split_line_form(line)
+            args = self._parse(options)
+            if args.name is not None:  # a stray positional after an option
+                raise UsageError(f"unexpected argument {args.name!r}: %hybrid_build EXPR [options]")
+            if not expr:
+                raise UsageError("%hybrid_build needs an expression: %hybrid_build EXPR [options], "
+                                 "or use the cell form %%hybrid_build [NAME]")
+            return self._run(args, lambda: self._eval(expr, "the expression", args.verbose), line_form=True)
+        args = self._parse(line)
+        name = args.name or DEFAULT_NAME
+        if not name.isidentifier() or _is_keyword(name):
+            raise UsageError(f"NAME must be a Python identifier, got {name!r}")
+        return self._run(args, lambda: self._run_cell(cell, args.verbose), name=name)
+
+    # ------------------------------------------------------------------ steps
+    def _parse(self, options: str):
+        try:
+            return parse_argstring(self.hybrid_build, options)
+        except UsageError:
+            raise
+        except ValueError as exc:  # unbalanced quotes from the argument splitter
+            raise UsageError(f"%hybrid_build: {exc}") from None
+
+    def _run(self, args, produce: Callable[[], Any], name: str | None = None, line_form: bool = False):
+        try:
+            return self._build_and_show(args, produce, name, line_form)
+        except UsageError:
+            raise
+        except _CellError as exc:
+            if args.verbose:
+                raise exc.original
+            raise UsageError(str(exc)) from None
+        except Exception as exc:  # the one translation of every error into one line
+            if args.verbose:
+                raise
+            raise UsageError(describe_exception(exc)) from None
+
+    def _build_and_show(self, args, produce: Callable[[], Any], name: str | None, line_form: bool):
+        from . import ui
+        from .module import HybridModule, build
+
+        value = produce()
+        reference = self._option_value(args.reference, "--reference", args.verbose)
+        if reference is not None and not callable(reference):
+            raise UsageError(f"--reference must name a function, got a {type(reference).__name__}")
+        inputs = self._option_value(args.inputs, "--inputs", args.verbose)
+        if inputs is not None and (isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__len__")):
+            raise UsageError(f"--inputs must be a list or tuple of arrays, got a {type(inputs).__name__}")
+
+        if isinstance(value, HybridModule) and args.target is None:
+            hm, built = value, False
+        else:
+            hm, built = build(value, target=args.target or "llvm"), True
+        arguments = complete_arguments(hm.params, inputs) if inputs is not None else None
+
+        if line_form:
+            if built:
+                self.shell.user_ns[DEFAULT_NAME] = hm
+        else:
+            self.shell.user_ns[name] = hm
+
+        from IPython.display import display
+
+        if args.no_widget:
+            display(hm)
+        else:
+            display(ui.explorer(hm, reference=reference or "native", inputs=arguments))
+        if args.dump:
+            path = hm.save(args.dump, overwrite=True)
+            print(f"stages written to {path if path is not None else args.dump}")
+        return None
+
+    def _run_cell(self, cell: str, verbose: bool) -> Any:
+        """Run ``cell`` in the user namespace and return the value of its last expression."""
+        shell = self.shell
+        source = shell.transform_cell(cell)
+        filename = shell.compile.cache(source, shell.execution_count, raw_code=cell)
+        try:
+            tree = ast.parse(source, filename=filename)
+        except SyntaxError as exc:
+            raise _CellError(f"syntax error in the cell, line {exc.lineno}: {exc.msg}", exc) from None
+        if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+            raise UsageError("the cell must end with an expression giving what to build "
+                             "(a schedule, IRModule, PrimFunc or list of te.Tensor)")
+        last = ast.Expression(tree.body[-1].value)
+        body = ast.Module(body=tree.body[:-1], type_ignores=[])
+        ns = shell.user_ns
+        try:
+            exec(compile(body, filename, "exec"), ns)  # noqa: S102 - the user's own cell
+            return eval(compile(last, filename, "eval"), ns)  # noqa: S307
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:
+            line = _error_line_in(exc, filename)
+            where = f" (line {line})" if line else ""
+            raise _CellError(f"the cell raised {describe_exception(exc)}{where}", exc) from None
+
+    def _eval(self, expr: str, what: str, verbose: bool) -> Any:
+        try:
+            return eval(expr, self.shell.user_ns)  # noqa: S307 - the user's own expression
+        except KeyboardInterrupt:
+            raise
+        except SyntaxError as exc:
+            raise _CellError(f"{what} {expr!r} is not valid Python: {exc.msg}", exc) from None
+        except Exception as exc:
+            raise _CellError(f"{what} {expr!r} raised {describe_exception(exc)}", exc) from None
+
+    def _option_value(self, expr: str | None, option: str, verbose: bool) -> Any:
+        if expr is None:
+            return None
+        return self._eval(expr, option, verbose)
+
+
+def _is_keyword(name: str) -> bool:
+    import keyword
+
+    return keyword.iskeyword(name)
+
+
+def load_ipython_extension(ipython) -> None:
+    """Register ``%%hybrid_build`` / ``%hybrid_build`` with ``ipython``."""
+    ipython.register_magics(HybridMagics)

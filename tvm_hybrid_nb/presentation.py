@@ -1,0 +1,328 @@
+"""Presentation: plain strings and numbers in, HTML (or PNG bytes) out.
+
+Everything here is free of IPython, ipywidgets and TVM node types, so the same HTML serves the
+widgets (:mod:`tvm_hybrid_nb.ui`), ``HybridModule._repr_html_`` (a notebook without widget state,
+an exported notebook) and reports.  Highlighting uses pygments' :class:`~pygments.formatters.HtmlFormatter`
+with inline styles (``noclasses=True``): the HTML needs no stylesheet, so it renders the same in
+JupyterLab, in nbconvert output and in a saved notebook.  Diffs come from :mod:`difflib`.
+
+A :class:`~tvm_hybrid_nb.module.HybridModule` is taken duck-typed (``stages``, ``name``, ``target``,
+``params``); a stage needs ``index``, ``name``, ``short_name``, ``label``, ``seconds``, ``changed``,
+``emulatable``, ``reason``, ``source`` and ``script``.
+"""
+from __future__ import annotations
+
+import difflib
+import html
+import io
+from typing import Any, Iterable, Sequence
+
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import DiffLexer, PythonLexer
+
+#: pygments style used for every highlighted block (a light style: the block sets its own background).
+PYGMENTS_STYLE = "default"
+
+_BLOCK_STYLE = ("background:#f8f8f8;color:#1a1a1a;border:1px solid #ddd;border-radius:3px;"
+                "padding:4px 8px;margin:2px 0;overflow:auto;max-height:{max_height};"
+                "font-size:12px;line-height:1.35;text-align:left")
+_MUTED = "color:#666"
+_OK_COLOR = "#1a7f37"
+_BAD_COLOR = "#cf222e"
+
+
+def escape(text: Any) -> str:
+    """HTML-escape ``text`` (any object, through ``str``)."""
+    return html.escape(str(text), quote=True)
+
+
+def _formatter() -> HtmlFormatter:
+    return HtmlFormatter(noclasses=True, style=PYGMENTS_STYLE, nowrap=False, cssclass="thn-code")
+
+
+def _wrap_block(inner: str, kind: str, max_height: str) -> str:
+    return (f'<div class="thn-{kind}" style="{_BLOCK_STYLE.format(max_height=max_height)}">'
+            f"{inner}</div>")
+
+
+def highlight_python(code: str, max_height: str = "32em") -> str:
+    """Python source as self-contained highlighted HTML (inline styles, scrolls past ``max_height``).
+
+    Parameters
+    ----------
+    code : str
+        The source text (hybrid Python or TVMScript, which is Python syntax).
+    max_height : str
+        CSS height after which the block scrolls.
+
+    Returns
+    -------
+    str
+        An HTML ``<div>`` holding pygments' ``<pre>``.
+    """
+    return _wrap_block(highlight(code, PythonLexer(), _formatter()), "python", max_height)
+
+
+def unified_diff(before: str, after: str, before_name: str = "before", after_name: str = "after",
+                 context: int = 3) -> str:
+    """The unified diff of two texts (empty when they are equal).
+
+    Parameters
+    ----------
+    before, after : str
+        The texts to compare, line by line.
+    before_name, after_name : str
+        Names for the ``---`` and ``+++`` header lines.
+    context : int
+        Lines of context around each change.
+
+    Returns
+    -------
+    str
+    """
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 fromfile=before_name, tofile=after_name, n=context)
+    out = []
+    for line in lines:
+        out.append(line if line.endswith("\n") else line + "\n")
+    return "".join(out)
+
+
+def highlight_diff(diff_text: str, max_height: str = "32em",
+                   empty_message: str = "No change: the IR is identical to the previous stage.") -> str:
+    """A unified diff as highlighted HTML; ``empty_message`` when there is no difference."""
+    if not diff_text.strip():
+        return f'<div class="thn-diff-empty" style="{_MUTED};padding:4px">{escape(empty_message)}</div>'
+    return _wrap_block(highlight(diff_text, DiffLexer(), _formatter()), "diff", max_height)
+
+
+def diff_html(before: str, after: str, before_name: str, after_name: str, max_height: str = "32em") -> str:
+    """Highlighted unified diff between two texts (see :func:`unified_diff`)."""
+    return highlight_diff(unified_diff(before, after, before_name, after_name), max_height=max_height)
+
+
+def note_html(text: str, kind: str = "info") -> str:
+    """A one-paragraph note; ``kind`` is ``"info"``, ``"warning"`` or ``"error"``."""
+    colors = {"info": "#555", "warning": "#9a6700", "error": _BAD_COLOR}
+    color = colors.get(kind, colors["info"])
+    return f'<div class="thn-note thn-{kind}" style="color:{color};padding:2px 0">{escape(text)}</div>'
+
+
+def format_seconds(seconds: float | None) -> str:
+    """A duration for people: ``0.12 ms``, ``3.4 ms``, ``1.25 s``."""
+    if seconds is None:
+        return "?"
+    if seconds < 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def signature_text(hm: Any) -> str:
+    """``name(A: float32[16, 16], ...)``, or ``name(?)`` when the input stage cannot be emulated."""
+    try:
+        params = hm.params
+        return f"{hm.name}({', '.join(p.describe() for p in params)})"
+    except Exception:  # parameters come from the code generator; without it the signature is unknown
+        return f"{hm.name}(?)"
+
+
+def pass_table_html(stages: Sequence[Any], only_changed: bool = False) -> str:
+    """A table of passes: index, pass name, changed, time, emulatable (or why not).
+
+    Parameters
+    ----------
+    stages : sequence of Stage
+        Duck-typed stages (see the module docstring).
+    only_changed : bool
+        Leave out passes that did not change the IR.
+    """
+    head = ("<tr>" + "".join(f'<th style="text-align:left;padding:1px 8px">{h}</th>'
+                             for h in ("#", "pass", "changed", "time", "emulation")) + "</tr>")
+    rows = []
+    for s in stages:
+        if only_changed and not s.changed:
+            continue
+        style = "" if s.changed else _MUTED
+        if s.emulatable:
+            emu = f'<span style="color:{_OK_COLOR}">yes</span>'
+        else:
+            emu = f'<span title="{escape(s.reason)}">no: {escape(_shorten(s.reason or "", 90))}</span>'
+        cells = (str(s.index), escape(s.name), "yes" if s.changed else "", format_seconds(s.seconds), emu)
+        rows.append(f'<tr class="thn-pass-row" style="{style}">'
+                    + "".join(f'<td style="text-align:left;padding:1px 8px">{c}</td>' for c in cells)
+                    + "</tr>")
+    return (f'<table class="thn-pass-table" style="border-collapse:collapse;font-size:12px">'
+            f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def module_header_html(hm: Any) -> str:
+    """One line naming the kernel, its signature, target and how many passes changed the IR."""
+    stages = list(hm.stages)
+    changed = sum(1 for s in stages[1:] if s.changed)
+    target = getattr(hm.target, "kind", None)
+    target_text = getattr(target, "name", None) or str(hm.target)
+    build = getattr(hm, "build_seconds", None)
+    built = f", built in {format_seconds(build)}" if build is not None else ""
+    return (f'<div class="thn-header" style="padding:2px 0"><b>HybridModule</b> '
+            f"<code>{escape(signature_text(hm))}</code> &mdash; target {escape(target_text)}, "
+            f"{len(stages)} stages, {changed} passes changed the IR{built}</div>")
+
+
+def stage_source_html(stage: Any, max_height: str = "32em") -> str:
+    """The hybrid Python of ``stage`` highlighted, or why it has none followed by its TVMScript."""
+    if stage.emulatable:
+        return highlight_python(stage.source, max_height=max_height)
+    return (note_html(f"No hybrid source for stage {stage.label}: {stage.reason}", "warning")
+            + highlight_python(stage.script, max_height=max_height))
+
+
+def module_html(hm: Any) -> str:
+    """What a HybridModule shows without widgets: header, highlighted source, pass table.
+
+    Parameters
+    ----------
+    hm : HybridModule
+        Taken duck-typed: ``name``, ``target``, ``stages``, ``params``, ``build_seconds``.
+
+    Returns
+    -------
+    str
+        Self-contained HTML (inline styles only).
+    """
+    stages = list(hm.stages)
+    changed = sum(1 for s in stages[1:] if s.changed)
+    return (f'<div class="thn-module">{module_header_html(hm)}'
+            f'<div style="padding:2px 0"><b>Source</b> (hybrid Python of the input stage)</div>'
+            f"{stage_source_html(stages[0], max_height='24em')}"
+            f'<details class="thn-passes"><summary>{len(stages) - 1} passes, {changed} changed the IR'
+            f"</summary>{pass_table_html(stages)}</details></div>")
+
+
+def module_text(hm: Any) -> str:
+    """Plain-text summary: ``repr(hm)`` and the passes that changed the IR."""
+    lines = [repr(hm)]
+    for s in list(hm.stages)[1:]:
+        if s.changed:
+            emu = "" if s.emulatable else "  (not emulatable)"
+            lines.append(f"  {s.label:<32} {format_seconds(s.seconds):>10}{emu}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- comparison results
+def compare_html(result: Any) -> str:
+    """A CompareResult as HTML: a ``MATCH``/``MISMATCH`` line, then one line per output.
+
+    Each output line gives max abs / rel error, the mismatch count (and first mismatch) and
+    the tolerances; the head line gives both run times.
+    """
+    ok = bool(result.ok)
+    verdict = "MATCH" if ok else "MISMATCH"
+    color = _OK_COLOR if ok else _BAD_COLOR
+    head = (f'<div class="thn-verdict"><b style="color:{color}">{verdict}</b>: stage '
+            f"{escape(result.stage)} emulated ({escape(result.mode)}) vs {escape(result.reference)} "
+            f"&mdash; emulation {format_seconds(result.emulate_seconds)}, "
+            f"reference {format_seconds(result.reference_seconds)}</div>")
+    rows = []
+    for o in result.outputs:
+        total = 1
+        for d in o.shape:
+            total *= int(d)
+        first = f", first at {o.first_mismatch}" if o.first_mismatch is not None else ""
+        rows.append(f'<li class="thn-output">{escape(o.name)} ({escape(o.dtype)}{list(o.shape)}): '
+                    f"max abs err {o.max_abs_error:.3g}, max rel err {o.max_rel_error:.3g}, "
+                    f"{o.mismatches}/{total} mismatches{escape(first)} "
+                    f'<span style="{_MUTED}">(rtol {o.rtol:g}, atol {o.atol:g})</span></li>')
+    return f'<div class="thn-compare">{head}<ul style="margin:2px 0">{"".join(rows)}</ul></div>'
+
+
+def _as_2d(mask):
+    import numpy as np
+
+    arr = np.asarray(mask)
+    if arr.ndim == 0:
+        return arr.reshape(1, 1)
+    if arr.ndim == 1:
+        return arr.reshape(1, -1)
+    if arr.ndim > 2:
+        return arr.reshape(-1, arr.shape[-1])
+    return arr
+
+
+def heatmap_png(mask: Any, title: str = "", dpi: int = 80) -> bytes:
+    """A small heat map (PNG bytes) of where ``mask`` is true (or of its magnitude).
+
+    Parameters
+    ----------
+    mask : array_like
+        Boolean mismatch mask or error magnitudes; more than two dimensions are folded into rows
+        (all leading axes), one dimension becomes one row.
+    title : str
+        Figure title.
+    dpi : int
+        Resolution.
+
+    Returns
+    -------
+    bytes
+        A PNG image.  Drawn with matplotlib's Agg canvas directly: pyplot's global state is untouched.
+    """
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    data = _as_2d(mask).astype(np.float64)
+    rows, cols = data.shape
+    width = min(6.0, max(2.5, cols / 8.0))
+    height = min(4.0, max(1.2, rows / 8.0 + 0.8))
+    fig = Figure(figsize=(width, height), dpi=dpi)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    image = ax.imshow(data, cmap="Reds", aspect="auto", interpolation="nearest", vmin=0.0,
+                      vmax=max(1.0, float(np.nanmax(data)) if data.size else 1.0))
+    ax.set_xlabel("last axis")
+    ax.set_ylabel("other axes" if np.ndim(mask) > 2 else ("axis 0" if np.ndim(mask) == 2 else ""))
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def divergence_html(found: Any) -> str:
+    """The result of a divergence search (:class:`tvm_hybrid_nb.bisect.Divergence`) as HTML."""
+    if found.stage is None:
+        skipped = f" ({len(found.skipped)} stages could not be emulated and were skipped)" if found.skipped else ""
+        return (f'<div class="thn-divergence"><b style="color:{_OK_COLOR}">No divergent pass</b>: '
+                f"all {len(found.checked)} emulated stages MATCH {escape(found.reference)}{skipped}.</div>")
+    where = ("the input stage already differs" if found.stage.index == 0
+             else f"first divergent pass: <b>{escape(found.stage.label)}</b> ({escape(found.stage.name)})")
+    prev = (f"; the stage before it ({escape(found.previous.label)}) matches" if found.previous is not None else "")
+    detail = (compare_html(found.result) if found.result is not None
+              else note_html(f"its emulation failed: {found.error}", "error"))
+    return (f'<div class="thn-divergence"><b style="color:{_BAD_COLOR}">Divergence</b>: {where}{prev}.'
+            f"</div>{detail}")
+
+
+def divergence_text(found: Any) -> str:
+    """Plain-text version of :func:`divergence_html`."""
+    if found.stage is None:
+        return f"No divergent pass: all {len(found.checked)} emulated stages MATCH {found.reference}."
+    detail = str(found.result) if found.result is not None else f"its emulation failed: {found.error}"
+    if found.stage.index == 0:
+        return f"The input stage already differs from {found.reference}:\n{detail}"
+    return f"First divergent pass: {found.stage.label} ({found.stage.name})\n{detail}"
+
+
+def _shorten(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def lines_html(lines: Iterable[str]) -> str:
+    """Escaped lines joined with ``<br>``."""
+    return "<br>".join(escape(x) for x in lines)
