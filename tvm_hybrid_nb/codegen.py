@@ -663,7 +663,7 @@ class HybridCodegen:
         if not isinstance(op, tvm.ir.Op):
             raise UnsupportedConstructError("call to a function", str(op))
         name = op.name
-        short = name.split(".", 1)[1] if name.startswith("tirx.") else name
+        short = name.split(".", 1)[1] if "." in name else name
         dtype = _dtype(node)
         args = list(node.args)
         if short == "if_then_else":
