@@ -58,3 +58,7 @@ class ArgumentTypeError(HybridError, TypeError):
 
 class DumpError(HybridError):
     """A dump directory or file is missing, corrupt or would be overwritten."""
+
+
+class UnknownPassError(HybridError, LookupError):
+    """A pass name given to :func:`tvm_hybrid_nb.resume` that is not a TVM pass (or is ambiguous)."""
