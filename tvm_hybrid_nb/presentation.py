@@ -251,7 +251,7 @@ def _as_2d(mask):
     return arr
 
 
-def heatmap_png(mask: Any, title: str = "", dpi: int = 80) -> bytes:
+def heatmap_png(mask: Any, title: str = "", dpi: int = 90) -> bytes:
     """A small heat map (PNG bytes) of where ``mask`` is true (or of its magnitude).
 
     Parameters
@@ -275,8 +275,8 @@ def heatmap_png(mask: Any, title: str = "", dpi: int = 80) -> bytes:
 
     data = _as_2d(mask).astype(np.float64)
     rows, cols = data.shape
-    width = min(6.0, max(2.5, cols / 8.0))
-    height = min(4.0, max(1.2, rows / 8.0 + 0.8))
+    width = min(6.0, max(3.5, cols / 8.0))
+    height = min(4.5, max(2.2, rows / 8.0 + 1.0))
     fig = Figure(figsize=(width, height), dpi=dpi)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
