@@ -43,8 +43,8 @@ def resume(path, passes=None, target=None):
 
 
 def report(hm, path):
-    """Write a self-contained HTML report (see :func:`tvm_hybrid_nb.report.write_report`)."""
-    from .report import write_report
+    """Write a self-contained HTML report (see :func:`tvm_hybrid_nb.html_report.write_report`)."""
+    from .html_report import write_report
 
     return write_report(hm, path)
 

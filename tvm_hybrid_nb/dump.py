@@ -306,6 +306,8 @@ def save(hm: HybridModule, directory: str | os.PathLike, overwrite: bool = False
     """
     directory = Path(directory)
     _prepare_directory(directory, overwrite)
+    if sizes is None:
+        sizes = getattr(hm, "sizes", None)
     try:
         params = hm.params
     except HybridError:
@@ -361,6 +363,8 @@ class DumpedModule(HybridModule):
         The file this module was resumed from.
     directory : pathlib.Path or None
         The dump it was loaded from.
+    sizes : dict
+        Values of symbolic dimensions the dump's runnable files use (``emulate`` uses them too).
     """
 
     def __init__(self, func_name: str, target: Any, raw_stages: Sequence[_capture.RawStage], *,
@@ -370,6 +374,7 @@ class DumpedModule(HybridModule):
         self.pipeline_done = list(pipeline_done)
         self.resumed_from = resumed_from
         self.directory = directory
+        self.sizes: dict[str, int] = {}
         self.in_pipeline = list(in_pipeline) if in_pipeline is not None else [True] * len(raw_stages)
         if _capture.PACKED_API_PASS in self.pipeline_done:
             kwargs.setdefault("packed_api_index", 0)
@@ -518,7 +523,23 @@ def load(directory: str | os.PathLike) -> DumpedModule:
         if isinstance(entry.get("changed"), bool):
             stage._changed = entry["changed"]  # as measured on the original build's modules
     hm.last_compare = _compare_from_json(index.get("last_compare"))
+    hm.sizes = dict(index.get("sizes") or {})
     return hm
+
+
+def record_compare(directory: str | os.PathLike, result: CompareResult) -> None:
+    """Store ``result`` as the dump's latest comparison (``last_compare`` in ``index.json``).
+
+    Parameters
+    ----------
+    directory : str or path
+        A dump directory.
+    result : CompareResult
+        What :meth:`HybridModule.compare` returned; the report shows it.
+    """
+    index = read_index(directory)
+    index["last_compare"] = _compare_to_json(result)
+    (Path(directory) / INDEX_FILE).write_text(json.dumps(index, indent=1), encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -713,13 +734,16 @@ def resume(path: str | os.PathLike, passes: Sequence[str] | str | None = None, t
     common = dict(resumed_from=path.name, name=index.get("name"), first_index=number,
                   params=_params_of(index, path.parent / INDEX_FILE),
                   packed_api_index=0 if _capture.PACKED_API_PASS in skip else None)
+    sizes = dict(index.get("sizes") or {})
     if isinstance(passes, str):
         passes = [p for p in passes.split(",") if p.strip()]
     if passes is None:
         lib, stages, seconds = _finish_pipeline(mod, target, skip, path.name)
         raw = [_capture.RawStage("input", _capture.snapshot_module(mod), 0.0)] + stages
-        return DumpedModule(func_name, target, raw, native=lib, build_seconds=seconds, pipeline_done=skip,
-                            in_pipeline=[True] * len(raw), **common)
+        hm = DumpedModule(func_name, target, raw, native=lib, build_seconds=seconds, pipeline_done=skip,
+                          in_pipeline=[True] * len(raw), **common)
+        hm.sizes = sizes
+        return hm
     made = [(spec, resolve_pass(spec, target)) for spec in passes]
     if not made:
         raise UnknownPassError("passes is empty: name at least one pass, or give passes=None for the rest of "
@@ -736,5 +760,7 @@ def resume(path: str | os.PathLike, passes: Sequence[str] | str | None = None, t
         raise BuildError(f"pass {failed} failed on {path.name}: {_capture.short_tvm_message(exc)}") from exc
     seconds = time.perf_counter() - start
     raw = [_capture.RawStage("input", _capture.snapshot_module(mod), 0.0)] + cap.stages
-    return DumpedModule(func_name, target, raw, native=None, build_seconds=seconds, pipeline_done=skip,
-                        in_pipeline=[True] + [False] * len(cap.stages), **common)
+    hm = DumpedModule(func_name, target, raw, native=None, build_seconds=seconds, pipeline_done=skip,
+                      in_pipeline=[True] + [False] * len(cap.stages), **common)
+    hm.sizes = sizes
+    return hm

@@ -1,0 +1,282 @@
+"""Command line: ``python -m tvm_hybrid_nb {dump,resume,report,emulate}`` (also ``tvm-hybrid-nb``).
+
+Every command prints one clear line on error and exits with a status scripts can rely on:
+:data:`EXIT_OK`, :data:`EXIT_MISMATCH`, :data:`EXIT_USAGE` or :data:`EXIT_INTERNAL`.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Sequence
+
+#: Success (and, for ``emulate``, every output matched).
+EXIT_OK = 0
+#: ``emulate``: an output mismatched, the emulation failed, or the stage cannot be emulated.
+EXIT_MISMATCH = 1
+#: Usage error or bad input: missing or corrupt files, a script without a schedule, a TVM build
+#: error, an unknown pass or stage, a non-empty output directory.
+EXIT_USAGE = 2
+#: A bug in tvm_hybrid_nb (run with ``--traceback`` and report it).
+EXIT_INTERNAL = 3
+
+#: Names a script given to ``dump`` may define, looked up in this order.
+SCRIPT_CALLABLE = "hybrid_target"
+SCRIPT_VARIABLE = "schedule"
+#: ``run_name`` of a script executed by ``dump`` (its ``if __name__ == "__main__":`` block does not run).
+SCRIPT_RUN_NAME = "__tvm_hybrid_nb_dump__"
+
+EPILOG = """\
+exit status:
+  0  success (emulate: every output matched the native build)
+  1  emulate: an output mismatched, the emulation failed, or the stage cannot be emulated
+  2  usage error or bad input: missing/corrupt files, script without a schedule,
+     TVM build error, unknown pass or stage, non-empty output directory
+  3  internal error in tvm_hybrid_nb (rerun with --traceback)
+"""
+
+DUMP_EPILOG = f"""\
+script convention:
+  SCRIPT.py is run with runpy (as module {SCRIPT_RUN_NAME!r}, so an
+  `if __name__ == "__main__":` block is not run). It must define, at module level, either
+    {SCRIPT_CALLABLE}()  a function taking no arguments that returns what to build, or
+    {SCRIPT_VARIABLE}         what to build:
+  a tvm.s_tir.Schedule, a tvm.IRModule with one PrimFunc, a tvm.tirx.PrimFunc or a list
+  of te.Tensor (given to te.create_prim_func). An optional module-level `target`
+  (e.g. "llvm") is used unless --target is given.
+
+example SCRIPT.py:
+  from tvm import te, s_tir
+  A = te.placeholder((64,), "float32", name="A")
+  B = te.compute((64,), lambda i: A[i] * 2.0, name="B")
+  schedule = s_tir.Schedule(te.create_prim_func([A, B]))
+
+{EPILOG}"""
+
+
+class CliError(Exception):
+    """A usage error or bad input: printed as one line, exit status :data:`EXIT_USAGE`."""
+
+
+def _sizes(pairs: Sequence[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for text in pairs or ():
+        name, sep, value = text.partition("=")
+        if not sep or not name or not value.strip().lstrip("-").isdigit():
+            raise CliError(f"--size expects NAME=INTEGER, got {text!r}")
+        out[name.strip()] = int(value)
+    return out
+
+
+def load_script_target(script: str | os.PathLike) -> tuple[Any, str | None]:
+    """Run ``script`` and return (what to build, its ``target`` or None) by the documented convention.
+
+    Parameters
+    ----------
+    script : str or path
+        A Python file defining ``hybrid_target()`` or ``schedule``.
+
+    Returns
+    -------
+    tuple
+        The object for :func:`tvm_hybrid_nb.build` and the script's ``target`` variable (or None).
+
+    Raises
+    ------
+    CliError
+        When the file is missing, raises, or defines neither name.
+    """
+    path = Path(script)
+    if not path.is_file():
+        raise CliError(f"{path}: no such script")
+    try:
+        namespace = runpy.run_path(str(path), run_name=SCRIPT_RUN_NAME)
+    except SystemExit as exc:
+        raise CliError(f"{path}: the script called sys.exit({exc.code!r})") from None
+    except Exception as exc:
+        raise CliError(f"{path}: the script raised {type(exc).__name__}: {exc}") from exc
+    target = namespace.get("target")
+    target = target if isinstance(target, str) or type(target).__name__ == "Target" else None
+    if callable(namespace.get(SCRIPT_CALLABLE)):
+        try:
+            return namespace[SCRIPT_CALLABLE](), target
+        except Exception as exc:
+            raise CliError(f"{path}: {SCRIPT_CALLABLE}() raised {type(exc).__name__}: {exc}") from exc
+    if SCRIPT_VARIABLE in namespace:
+        return namespace[SCRIPT_VARIABLE], target
+    raise CliError(f"{path}: defines neither {SCRIPT_CALLABLE}() nor {SCRIPT_VARIABLE} "
+                   f"(see python -m tvm_hybrid_nb dump --help)")
+
+
+def _summary(hm: Any) -> str:
+    stages = hm.stages
+    changed = sum(1 for s in stages[1:] if s.changed)
+    emulatable = sum(1 for s in stages if s.emulatable)
+    return (f"{len(stages)} stages ({stages[0].number}..{stages[-1].number}) of {hm.func_name}: "
+            f"{changed} passes changed the IR, {emulatable} stages emulatable")
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    """``dump SCRIPT.py --out DIR``: build the script's schedule and save every stage."""
+    import tvm_hybrid_nb as thn
+    from . import dump
+
+    obj, script_target = load_script_target(args.script)
+    hm = thn.build(obj, target=args.target or script_target or "llvm")
+    out = dump.save(hm, args.out, overwrite=args.overwrite, sizes=_sizes(args.size))
+    print(f"dumped {_summary(hm)} to {out}")
+    return EXIT_OK
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """``resume FILE [--passes A,B] --out DIR``: continue the pipeline from a dumped stage."""
+    import tvm_hybrid_nb as thn
+    from . import dump
+
+    passes = [p.strip() for p in args.passes.split(",") if p.strip()] if args.passes is not None else None
+    if passes is not None and not passes:
+        raise CliError("--passes is empty: name at least one pass (e.g. --passes tirx.FlattenBuffer)")
+    hm = thn.resume(args.file, passes=passes, target=args.target)
+    out = dump.save(hm, args.out, overwrite=args.overwrite)
+    what = f"ran {', '.join(s.name for s in hm.stages[1:])}" if passes is not None else "ran the rest of the pipeline"
+    print(f"resumed from {args.file}, {what}: dumped {_summary(hm)} to {out}")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``report DIR -o out.html``: write the self-contained HTML report of a dump."""
+    import tvm_hybrid_nb as thn
+
+    hm = thn.load(args.dir)
+    out = Path(args.output)
+    if not out.parent.is_dir():
+        raise CliError(f"{out}: directory {out.parent} does not exist")
+    thn.report(hm, out)
+    print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB, {len(hm.stages)} stages)")
+    return EXIT_OK
+
+
+def _stage_key(hm: Any, text: str) -> Any:
+    if text.lstrip("-").isdigit():
+        number = int(text)
+        first = hm.first_index
+        if not first <= number < first + len(hm.stages):
+            raise CliError(f"--stage {number}: this dump has stages {first}..{first + len(hm.stages) - 1}")
+        return number - first
+    return text
+
+
+def cmd_emulate(args: argparse.Namespace) -> int:
+    """``emulate DIR --stage N``: emulate a dumped stage and compare it with the native build."""
+    import tvm_hybrid_nb as thn
+    from . import dump
+    from .errors import EmulationError, StageNotEmulatableError
+
+    hm = thn.load(args.dir)
+    stage = hm.stage(_stage_key(hm, args.stage))
+    try:
+        sizes = {**(getattr(hm, "sizes", None) or {}), **_sizes(args.size)}
+        result = hm.compare(stage=stage.index, seed=args.seed, sizes=sizes,
+                            rtol=args.rtol, atol=args.atol)
+    except (StageNotEmulatableError, EmulationError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_MISMATCH
+    print(result)
+    if args.record:
+        dump.record_compare(args.dir, result)
+    return EXIT_OK if result.ok else EXIT_MISMATCH
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m tvm_hybrid_nb``."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="python -m tvm_hybrid_nb", formatter_class=fmt, epilog=EPILOG,
+        description="Dump, reload, resume, report on and emulate TVM compilations, pass by pass.")
+    parser.add_argument("--traceback", action="store_true", help="print the full traceback on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
+                        help="print the full traceback on errors")
+
+    p = sub.add_parser("dump", parents=[common], formatter_class=fmt, epilog=DUMP_EPILOG,
+                       help="build a script's schedule and write every stage to a directory",
+                       description="Build the schedule SCRIPT.py defines with TVM's real pipeline and write "
+                                   "every stage as NNN_<pass>.py (runnable with numpy), .tvmscript.py and "
+                                   ".json, plus index.json.")
+    p.add_argument("script", metavar="SCRIPT.py")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (created; must be empty)")
+    p.add_argument("--target", help="TVM target (default: the script's `target`, else llvm)")
+    p.add_argument("--overwrite", action="store_true", help="replace a previous dump in DIR")
+    p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
+                   help="value of a symbolic dimension for the runnable .py files (default 16)")
+    p.set_defaults(func=cmd_dump)
+
+    p = sub.add_parser("resume", parents=[common], formatter_class=fmt, epilog=EPILOG,
+                       help="continue the pipeline from a dumped stage and write the new stages",
+                       description="Load stage FILE (NNN_<pass>.json, or an edited NNN_<pass>.tvmscript.py) "
+                                   "and run the rest of the default pipeline, or just --passes, after it. "
+                                   "The new dump's stage numbers continue from NNN.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--passes", metavar="A,B",
+                   help="comma-separated passes to run instead of the rest of the pipeline "
+                        "(e.g. tirx.FlattenBuffer,s_tir.ThreadSync(warp))")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (created; must be empty)")
+    p.add_argument("--target", help="TVM target (default: the dump's)")
+    p.add_argument("--overwrite", action="store_true", help="replace a previous dump in DIR")
+    p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("report", parents=[common], formatter_class=fmt, epilog=EPILOG,
+                       help="write a self-contained HTML report of a dump",
+                       description="Write one HTML file (no network, no scripts): pass list, highlighted "
+                                   "TVMScript and hybrid source per stage, diffs, latest comparison.")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.html")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("emulate", parents=[common], formatter_class=fmt, epilog=EPILOG,
+                       help="emulate a dumped stage and compare it with the native build",
+                       description="Emulate stage N of a dump on seeded random inputs and compare the outputs "
+                                   "with the natively compiled kernel (built from the dump, no script needed). "
+                                   "Exit status 0 when every output matches, 1 otherwise.")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--stage", default="0", metavar="N",
+                   help="stage number as in the file names (NNN), or a pass name (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
+                   help="value of a symbolic dimension (default: the sizes the dump was written with)")
+    p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default by dtype)")
+    p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default by dtype)")
+    p.add_argument("--no-record", dest="record", action="store_false",
+                   help="do not store the result in DIR/index.json (the report shows the latest one)")
+    p.set_defaults(func=cmd_emulate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (see :data:`EPILOG`)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    from .errors import HybridError
+
+    try:
+        return args.func(args)
+    except (CliError, HybridError) as exc:
+        if args.traceback:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug: say so, keep the status distinct from bad input
+        if args.traceback:
+            traceback.print_exc()
+        print(f"internal error: {type(exc).__name__}: {exc} (rerun with --traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
