@@ -94,7 +94,7 @@ def run_pipeline(mod: "tvm.IRModule", target: Any,
     Returns the runtime module, the stages (input first) and the wall time of the build.
     """
     capture = PassCapture()
-    build = build or tvm.build
+    build = build or tvm.tirx.build  # what tvm.build runs, without its deprecation warning
     start = time.perf_counter()
     try:
         with tvm.transform.PassContext(instruments=[capture]):

@@ -576,10 +576,11 @@ class HybridCodegen:
                 s_lo, s_hi = self._bounds(idx.stride)
                 if s_lo == s_hi and s_lo >= 1:
                     base = self.visit_expr(idx.base).node
-                    lanes = int(idx.lanes)
-                    stop = ast.BinOp(base, ast.Add(), ast.Constant(lanes * s_lo if s_lo > 1 else lanes))
-                    if s_lo > 1:
-                        stop = ast.BinOp(base, ast.Add(), ast.Constant(s_lo * (lanes - 1) + 1))
+                    span = s_lo * (int(idx.lanes) - 1) + 1
+                    if isinstance(base, ast.Constant):
+                        stop = ast.Constant(base.value + span)
+                    else:
+                        stop = ast.BinOp(base, ast.Add(), ast.Constant(span))
                     parts.append(ast.Slice(base, stop, ast.Constant(s_lo) if s_lo > 1 else None))
                     continue
             parts.append(val.node)

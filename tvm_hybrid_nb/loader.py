@@ -22,14 +22,19 @@ def load_kernel(source: str, function_name: str, label: str = "kernel") -> Calla
     return namespace[function_name]
 
 
-def hybrid_line(exc: BaseException) -> tuple[int, str] | None:
-    """The innermost (line number, text) of hybrid source in ``exc``'s traceback, if any."""
+def hybrid_line(exc: BaseException, function_name: str | None = None) -> tuple[int, str] | None:
+    """The innermost (line number, text) of hybrid source in ``exc``'s traceback, if any.
+
+    With ``function_name``, the line inside that function is preferred over lines of the helpers
+    it called, so the message points at the kernel statement that failed.
+    """
     tb = exc.__traceback__
-    found = None
+    found = in_function = None
     while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename
-        if filename.startswith("<hybrid:"):
-            lineno = tb.tb_lineno
-            found = (lineno, linecache.getline(filename, lineno).strip())
+        code = tb.tb_frame.f_code
+        if code.co_filename.startswith("<hybrid:"):
+            found = (tb.tb_lineno, linecache.getline(code.co_filename, tb.tb_lineno).strip())
+            if code.co_name == function_name:
+                in_function = found
         tb = tb.tb_next
-    return found
+    return in_function or found

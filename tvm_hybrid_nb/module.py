@@ -237,7 +237,7 @@ class HybridModule:
         """The natively compiled runtime module (built on demand after :func:`load`)."""
         if self._native is None:
             try:
-                self._native = tvm.build(self.stages[0].mod, target=self.target)
+                self._native = tvm.tirx.build(self.stages[0].mod, target=self.target)
             except Exception as exc:
                 raise BuildError(f"native build failed: {_capture.short_tvm_message(exc)}") from exc
         return self._native
@@ -322,7 +322,7 @@ class HybridModule:
                     raise ArgumentShapeError(
                         f"parameter {spec.name}: dimension {axis} is {got}, expected {want}")
             # TVM checks shape objects by identity: re-express the input over the buffer's own shape.
-            adapted.append(te.compute(buf.shape, lambda *i, t=tensor: t(*i), name=f"{spec.name}_in"))
+            adapted.append(te.compute(buf.shape, _element_reader(tensor), name=f"{spec.name}_in"))
         try:
             out = te.extern_primfunc(adapted, func, name=self.name)
         except Exception as exc:
@@ -353,6 +353,11 @@ class HybridModule:
 
 
 # ---------------------------------------------------------------------- helpers
+def _element_reader(tensor):
+    """An fcompute that reads ``tensor`` at the same indices (te.compute rejects default arguments)."""
+    return lambda *indices: tensor(*indices)
+
+
 def _same_dim(got, want) -> bool:
     try:
         return int(got) == int(want)
@@ -367,7 +372,7 @@ def _run_kernel(kernel: Callable, values: list, stage: Stage) -> None:
     except (KeyboardInterrupt, HybridError):
         raise
     except Exception as exc:
-        line = hybrid_line(exc)
+        line = hybrid_line(exc, stage._owner.name)
         where = f" at line {line[0]}: {line[1]}" if line else ""
         raise EmulationError(f"emulation of stage {stage.label} failed{where}: "
                              f"{type(exc).__name__}: {exc}") from exc

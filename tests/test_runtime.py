@@ -1,0 +1,141 @@
+"""Emulation runtime helpers: TIR semantics checked against independent arithmetic, negatives included."""
+from __future__ import annotations
+
+import importlib
+import sys
+
+import numpy as np
+import pytest
+
+from tvm_hybrid_nb import runtime
+from tvm_hybrid_nb.loader import hybrid_line, load_kernel
+
+PAIRS = [(7, 2), (-7, 2), (7, -2), (-7, -2), (6, 3), (-6, 3), (0, -5), (-1, 7), (1, -7)]
+
+
+@pytest.mark.parametrize("a,b", PAIRS)
+def test_trunc_and_floor_division_on_python_and_numpy_ints(a, b):
+    exact_trunc = int(a / b)  # exact for these small values
+    assert runtime.truncdiv(a, b) == exact_trunc
+    assert runtime.truncmod(a, b) == a - exact_trunc * b
+    assert runtime.floordiv(a, b) == (a - (a % b)) // b
+    assert runtime.floormod(a, b) == a - runtime.floordiv(a, b) * b
+    for dtype in (np.int8, np.int32, np.int64):
+        na, nb = dtype(a), dtype(b)
+        q = runtime.truncdiv(na, nb)
+        assert q == exact_trunc and np.asarray(q).dtype == dtype
+        assert runtime.truncmod(na, nb) == a - exact_trunc * b
+    va = np.array([a, -a], np.int32)
+    np.testing.assert_array_equal(runtime.truncdiv(va, np.int32(b)), [int(a / b), int(-a / b)])
+
+
+def test_division_by_zero_raises_instead_of_returning_zero():
+    with pytest.raises(ZeroDivisionError):
+        runtime.truncdiv(np.int32(3), np.int32(0))
+    with pytest.raises(ZeroDivisionError):
+        runtime.floormod(np.array([1, 2], np.int32), np.array([1, 0], np.int32))
+
+
+def test_wrap_is_twos_complement():
+    assert runtime.wrap(2 ** 31, "int32") == -2 ** 31
+    assert runtime.wrap(-2 ** 31 - 1, "int32") == 2 ** 31 - 1
+    assert runtime.wrap(256 + 5, "uint8") == 5
+    assert runtime.wrap(-1, "uint16") == 65535
+    assert runtime.wrap(12345, "int64") == 12345
+
+
+def test_cast_matches_c_conversions():
+    assert runtime.cast(np.float32(-3.7), "int32") == -3
+    assert runtime.cast(np.float32(3.7), "int32") == 3
+    assert runtime.cast(np.int32(300), "int8") == 44
+    assert runtime.cast(np.int32(-129), "int8") == 127
+    assert runtime.cast(np.int32(-1), "uint8") == 255
+    assert runtime.cast(2.5, "bool") == np.True_
+    out = runtime.cast(np.float64(0.1), "float32")
+    assert out.dtype == np.float32 and out == np.float32(0.1)
+    assert runtime.cast(np.float32(65520.0), "float16") == np.inf  # rounds past float16 max
+
+
+def test_float_floor_division_and_mod_keep_dtype():
+    a, b = np.float32(-7.5), np.float32(2.0)
+    assert runtime.float_floordiv(a, b) == -4.0 and runtime.float_floordiv(a, b).dtype == np.float32
+    assert runtime.float_floormod(a, b) == 0.5 and runtime.float_floormod(a, b).dtype == np.float32
+
+
+def test_min_max_follow_select_semantics_with_nan():
+    nan = np.float32(np.nan)
+    assert runtime.minimum(nan, np.float32(1)) == 1  # select(nan < 1, nan, 1) -> 1
+    assert np.isnan(runtime.minimum(np.float32(1), nan))
+    assert runtime.maximum(np.float32(2), np.float32(1)) == 2
+
+
+def test_math_helpers_stay_in_operand_dtype():
+    x = np.float32(0.5)
+    assert runtime.rsqrt(x).dtype == np.float32 and runtime.rsqrt(x) == np.float32(1) / np.sqrt(x)
+    assert runtime.sigmoid(np.float16(0.5)).dtype == np.float16
+    assert runtime.erf(np.float32(0.5)).dtype == np.float32
+    assert abs(float(runtime.erf(np.float32(0.5))) - 0.5204998778) < 1e-6
+    assert runtime.popcount(np.uint8(0b1011)) == 3
+
+
+def test_vectors_ramp_broadcast_shuffle():
+    np.testing.assert_array_equal(runtime.ramp(3, -2, 4), [3, 1, -1, -3])
+    assert runtime.ramp(0, 1, 4, "int64").dtype == np.int64
+    np.testing.assert_array_equal(runtime.broadcast(np.float32(1.5), 3, "float32"), [1.5] * 3)
+    np.testing.assert_array_equal(runtime.shuffle([np.arange(3), np.arange(3, 6)], [5, 0, 2]), [5, 0, 2])
+
+
+def test_checked_access_refuses_negative_and_past_end_indices():
+    buf = np.arange(8, dtype=np.float32)
+    with pytest.raises(IndexError, match=r"out-of-bounds read of A\[-1\]"):
+        runtime.load(buf, (-1,), "A")
+    with pytest.raises(IndexError, match="out-of-bounds write of A"):
+        runtime.store(buf, (np.arange(6, 10),), np.zeros(4, np.float32), "A")
+    # Masked-out lanes may be out of bounds; they read 0 and are never used.
+    got = runtime.load(buf, (np.arange(6, 10),), "A", mask=np.array([True, True, False, False]))
+    np.testing.assert_array_equal(got[:2], [6, 7])
+    with pytest.raises(IndexError):
+        runtime.load(buf, (np.arange(6, 10),), "A", mask=np.array([True, True, True, False]))
+
+
+def test_view_shares_storage_and_reinterprets():
+    storage = np.zeros(8, np.float32)
+    v = runtime.view(storage, "float32", (2, 2), 4)
+    v[1, 1] = 5
+    assert storage[7] == 5
+    bits = runtime.view(storage, "int32", (8,))
+    assert bits[7] == np.float32(5).view(np.int32)
+    with pytest.raises(IndexError):
+        runtime.view(storage, "float32", (4,), 6)
+
+
+def test_helper_sources_are_self_contained():
+    names = runtime.helper_closure({"load", "truncdiv", "erf"})
+    assert {"_in_bounds", "_bounds_error", "_check_divisor"} <= set(names)
+    namespace: dict = {"np": np, "math": __import__("math")}
+    exec(runtime.helper_source({"load", "truncdiv", "erf"}), namespace)
+    assert namespace["truncdiv"](-7, 2) == -3
+
+
+def test_loaded_kernels_show_their_lines_in_tracebacks():
+    src = "import numpy as np\n\ndef k(a):\n    x = 1\n    return a[10]\n"
+    fn = load_kernel(src, "k", label="test")
+    with pytest.raises(IndexError) as info:
+        fn(np.zeros(3))
+    assert hybrid_line(info.value, "k") == (5, "return a[10]")
+
+
+def test_import_refuses_an_unknown_tvm_ffi_version(monkeypatch):
+    from importlib import metadata
+
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version",
+                        lambda name: "0.1.15" if name == "apache-tvm-ffi" else real(name))
+    saved = {k: v for k, v in sys.modules.items() if k.startswith("tvm_hybrid_nb")}
+    for k in saved:
+        del sys.modules[k]
+    try:
+        with pytest.raises(ImportError, match=r"apache-tvm-ffi 0.1.15 .*pip install 'apache-tvm-ffi==0.1.14.post1'"):
+            importlib.import_module("tvm_hybrid_nb")
+    finally:
+        sys.modules.update(saved)
