@@ -188,11 +188,15 @@ class HybridMagics(Magics):
     # ------------------------------------------------------------------ steps
     def _parse(self, options: str):
         try:
-            return parse_argstring(self.hybrid_build, options)
+            args = parse_argstring(self.hybrid_build, options)
         except UsageError:
             raise
         except ValueError as exc:  # unbalanced quotes from the argument splitter
             raise UsageError(f"%hybrid_build: {exc}") from None
+        # IPython splits arguments without removing quotes: --inputs "[a, b]" arrives quoted.
+        for key in ("name", "target", "reference", "inputs", "dump"):
+            setattr(args, key, _unquote(getattr(args, key)))
+        return args
 
     def _run(self, args, produce: Callable[[], Any], name: str | None = None, line_form: bool = False):
         try:
@@ -265,7 +269,9 @@ class HybridMagics(Magics):
             raise
         except Exception as exc:
             line = _error_line_in(exc, filename)
-            where = f" (line {line})" if line else ""
+            # Numbered as the notebook shows the cell: the %%hybrid_build line is line 1.
+            stripped = len(cell) - len(cell.lstrip("\n"))
+            where = f" (cell line {line + 1 + stripped})" if line else ""
             raise _CellError(f"the cell raised {describe_exception(exc)}{where}", exc) from None
 
     def _eval(self, expr: str, what: str, verbose: bool) -> Any:
@@ -282,6 +288,12 @@ class HybridMagics(Magics):
         if expr is None:
             return None
         return self._eval(expr, option, verbose)
+
+
+def _unquote(value: str | None) -> str | None:
+    if value is not None and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
 
 
 def _is_keyword(name: str) -> bool:

@@ -1,0 +1,195 @@
+"""%%hybrid_build / %hybrid_build through a real IPython InteractiveShell."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from ipywidgets.widgets.widget import _instances as widget_instances
+
+from nb_kernels import MATMUL_CELL, MATMUL_SETUP
+from tvm_hybrid_nb.module import HybridModule
+from tvm_hybrid_nb.ui import Explorer
+
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.fixture(scope="module")
+def shell():
+    sh = InteractiveShell.instance()
+    result = sh.run_cell("%load_ext tvm_hybrid_nb\n" + MATMUL_SETUP)
+    assert result.success
+    return sh
+
+
+def run(shell, source):
+    with capture_output() as cap:
+        result = shell.run_cell(source)
+    return result, cap
+
+
+def explorers(cap) -> list:
+    found = []
+    for out in cap.outputs:
+        view = out.data.get(WIDGET)
+        if view is not None:
+            found.append(widget_instances[view["model_id"]])
+    return found
+
+
+def assert_one_line_usage_error(result, cap, *fragments):
+    assert not result.success
+    err = cap.stderr.strip()
+    assert err.startswith("UsageError: "), err
+    assert len(err.splitlines()) == 1, err
+    assert "Traceback" not in err and "File \"" not in cap.stdout
+    for fragment in fragments:
+        assert fragment in err, err
+
+
+def test_cell_form_builds_the_last_expression_binds_and_shows_the_explorer(shell):
+    shell.user_ns.pop("hybrid_mod", None)
+    result, cap = run(shell, "%%hybrid_build\n" + MATMUL_CELL)
+    assert result.success, cap.stderr
+    hm = shell.user_ns["hybrid_mod"]
+    assert isinstance(hm, HybridModule)
+    assert [p.name for p in hm.params] == ["A", "B", "C"]
+    assert "sch" in shell.user_ns  # the cell ran in the user namespace
+    (ex,) = explorers(cap)
+    assert isinstance(ex, Explorer) and ex.hm is hm
+    assert ex.tab.titles[0] == "Source"
+    ex.tab.children[0].compare.button.click()
+    assert "MATCH" in ex.tab.children[0].compare.result.value
+
+
+def test_cell_form_binds_name(shell):
+    result, cap = run(shell, "%%hybrid_build my_kernel --target llvm\n" + MATMUL_CELL)
+    assert result.success, cap.stderr
+    assert isinstance(shell.user_ns["my_kernel"], HybridModule)
+    assert shell.user_ns["my_kernel"].target.kind.name == "llvm"
+
+
+def test_line_form_explores_a_schedule_or_a_module(shell):
+    run(shell, "%%hybrid_build explored\n" + MATMUL_CELL)
+    hm = shell.user_ns["explored"]
+    shell.user_ns.pop("hybrid_mod", None)
+    result, cap = run(shell, "%hybrid_build explored")
+    assert result.success, cap.stderr
+    (ex,) = explorers(cap)
+    assert ex.hm is hm and "hybrid_mod" not in shell.user_ns  # shown as it is, nothing rebound
+    result, cap = run(shell, "%hybrid_build sch --no-widget")
+    assert result.success, cap.stderr
+    assert explorers(cap) == []
+    assert "thn-pass-table" in cap.outputs[0].data["text/html"]
+    assert isinstance(shell.user_ns["hybrid_mod"], HybridModule)
+    assert shell.user_ns["hybrid_mod"] is not hm
+
+
+def test_line_form_expression_may_contain_spaces_and_calls(shell):
+    result, cap = run(shell, '%hybrid_build te.create_prim_func([A, B, C]) --target "llvm"')
+    assert result.success, cap.stderr
+    (ex,) = explorers(cap)
+    assert [p.name for p in ex.hm.params] == ["A", "B", "C"]
+
+
+def test_reference_and_inputs_options_reach_the_buttons(shell):
+    shell.run_cell("""
+calls = []
+def matmul_ref(a, b):
+    calls.append(a.copy())
+    return a @ b
+given_a = np.eye(16, dtype="float32") * 2
+given_b = np.ones((16, 16), "float32")
+""")
+    result, cap = run(shell, "%%hybrid_build ref_mod --reference matmul_ref --inputs '[given_a, given_b]'\n"
+                      + MATMUL_CELL)
+    assert result.success, cap.stderr
+    (ex,) = explorers(cap)
+    ex.tab.children[0].compare.button.click()
+    shown = ex.tab.children[0].compare.result.value
+    assert "MATCH" in shown and "matmul_ref" in shown
+    np.testing.assert_array_equal(shell.user_ns["calls"][-1], shell.user_ns["given_a"])
+
+
+def test_cell_exception_is_one_line_and_keeps_the_old_binding(shell):
+    shell.user_ns["keep_me"] = "old value"
+    result, cap = run(shell, "%%hybrid_build keep_me\nx = 1\ny = undefined_name + x\nsch")
+    assert_one_line_usage_error(result, cap, "NameError", "undefined_name", "cell line 3")
+    assert shell.user_ns["keep_me"] == "old value"
+    ok, _ = run(shell, "1 + 1")  # the shell is alive
+    assert ok.success and ok.result == 2
+
+
+def test_schedule_error_is_one_line_without_the_cpp_trace(shell):
+    shell.user_ns["keep_me"] = "old value"
+    cell = MATMUL_CELL.replace('sch.get_sblock("C")', 'sch.get_sblock("no_such_block")')
+    result, cap = run(shell, "%%hybrid_build keep_me\n" + cell)
+    assert_one_line_usage_error(result, cap, "the cell raised", "no_such_block", "cell line 8")
+    assert "0x" not in cap.stderr and ".cc" not in cap.stderr
+    assert shell.user_ns["keep_me"] == "old value"
+
+
+GPU_BOUND_ON_CPU = MATMUL_CELL.replace("sch\n", "").rstrip() + """
+sch.bind(sch.get_loops(sch.get_sblock("C"))[2], "threadIdx.x")
+sch
+"""
+
+
+def test_tvm_lowering_error_is_one_line(shell):
+    shell.user_ns["keep_me"] = "old value"
+    result, cap = run(shell, "%%hybrid_build keep_me\n" + GPU_BOUND_ON_CPU)
+    assert_one_line_usage_error(result, cap, "TVM lowering failed")
+    assert shell.user_ns["keep_me"] == "old value"
+
+
+def test_verbose_shows_the_whole_traceback(shell):
+    result, cap = run(shell, "%%hybrid_build keep_me --verbose\n" + GPU_BOUND_ON_CPU)
+    assert not result.success
+    assert "Traceback" in cap.stdout + cap.stderr or "BuildError" in cap.stdout + cap.stderr
+    assert len((cap.stdout + cap.stderr).splitlines()) > 5
+
+
+def test_unbuildable_values_and_bad_arguments_are_usage_errors(shell):
+    assert shell.run_cell(MATMUL_CELL).success  # a good `sch` (other tests rebind it)
+    result, cap = run(shell, "%%hybrid_build keep_me\n42")
+    assert_one_line_usage_error(result, cap, "cannot build a int")
+    result, cap = run(shell, "%%hybrid_build keep_me\nz = 3")
+    assert_one_line_usage_error(result, cap, "must end with an expression")
+    result, cap = run(shell, "%%hybrid_build 9lives\nsch")
+    assert_one_line_usage_error(result, cap, "NAME must be a Python identifier")
+    result, cap = run(shell, "%%hybrid_build keep_me --reference 5\nsch")
+    assert_one_line_usage_error(result, cap, "--reference must name a function")
+    result, cap = run(shell, "%%hybrid_build keep_me --inputs '[1, 2, 3, 4]'\nsch")
+    assert_one_line_usage_error(result, cap, "--inputs gave 4 values")
+    result, cap = run(shell, "%%hybrid_build keep_me --inputs 'nope('\nsch")
+    assert_one_line_usage_error(result, cap, "--inputs", "not valid Python")
+    result, cap = run(shell, "%%hybrid_build keep_me --frobnicate\nsch")
+    assert_one_line_usage_error(result, cap, "unrecognized arguments")
+    result, cap = run(shell, "%hybrid_build")
+    assert_one_line_usage_error(result, cap, "needs an expression")
+    result, cap = run(shell, "%hybrid_build missing_thing")
+    assert_one_line_usage_error(result, cap, "NameError")
+    assert shell.user_ns["keep_me"] == "old value"
+
+
+def test_unsupported_construct_is_shown_not_raised_and_inputs_explain(shell):
+    shell.run_cell("""
+from tvm import tirx
+X = te.placeholder((8,), "float32", name="X")
+Y = te.compute((8,), lambda i: tirx.call_pure_extern("float32", "cosf", X[i]), name="Y")
+""")
+    result, cap = run(shell, "%%hybrid_build cos_mod\n[X, Y]")
+    assert result.success, cap.stderr
+    (ex,) = explorers(cap)
+    assert ex.tab.children[0].compare is None
+    assert "call_pure_extern" in ex.tab.children[0].content.value
+    result, cap = run(shell, "%%hybrid_build cos_mod2 --inputs '[np.zeros(8, \"float32\")]'\n[X, Y]")
+    assert_one_line_usage_error(result, cap, "cannot be emulated", "call_pure_extern")
+    assert "cos_mod2" not in shell.user_ns
+
+
+def test_help_lists_the_arguments(shell):
+    doc = shell.find_cell_magic("hybrid_build").__doc__
+    for option in ("--target", "--reference", "--inputs", "--no-widget", "--dump", "--verbose", "NAME"):
+        assert option in doc
+    assert shell.find_line_magic("hybrid_build") is not None
