@@ -633,6 +633,11 @@ def resolve_pass(spec: str, target: Any = None) -> "tvm.transform.Pass":
     ns, factory = found[0]
     if arg is not None and arg.strip():
         args: tuple = (int(arg) if arg.strip().lstrip("-").isdigit() else arg.strip().strip("'\""),)
+        if short == "BindTarget":
+            try:
+                args = (tvm.target.Target(args[0]),)
+            except Exception as exc:
+                raise UnknownPassError(f"bad target for pass {spec!r}: {_capture.short_tvm_message(exc)}") from None
     elif short == "BindTarget":
         args = (target,)
     else:
