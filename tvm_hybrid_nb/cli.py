@@ -46,7 +46,7 @@ script convention:
     {SCRIPT_VARIABLE}         what to build:
   a tvm.s_tir.Schedule, a tvm.IRModule with one PrimFunc, a tvm.tirx.PrimFunc or a list
   of te.Tensor (given to te.create_prim_func). An optional module-level `target`
-  (e.g. "llvm") is used unless --target is given.
+  (e.g. "llvm" or {{"kind": "llvm", "mcpu": "skylake"}}) is used unless --target is given.
 
 example SCRIPT.py:
   from tvm import te, s_tir
@@ -92,14 +92,17 @@ def load_script_target(script: str | os.PathLike) -> tuple[Any, str | None]:
     path = Path(script)
     if not path.is_file():
         raise CliError(f"{path}: no such script")
+    sys.path.insert(0, str(path.resolve().parent))  # as `python SCRIPT.py` would: sibling imports work
     try:
         namespace = runpy.run_path(str(path), run_name=SCRIPT_RUN_NAME)
     except SystemExit as exc:
         raise CliError(f"{path}: the script called sys.exit({exc.code!r})") from None
     except Exception as exc:
         raise CliError(f"{path}: the script raised {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.path.remove(str(path.resolve().parent))
     target = namespace.get("target")
-    target = target if isinstance(target, str) or type(target).__name__ == "Target" else None
+    target = target if isinstance(target, (str, dict)) or type(target).__name__ == "Target" else None
     if callable(namespace.get(SCRIPT_CALLABLE)):
         try:
             return namespace[SCRIPT_CALLABLE](), target
