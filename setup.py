@@ -28,6 +28,8 @@ setup(
             "ipykernel>=6",
             "jupyterlab>=4,<5",
             "playwright>=1.40",
+            # the ipywidgets 8 front end for JupyterLab 4 (the browser test renders the explorer)
+            "jupyterlab_widgets>=3,<4",
         ],
     },
     entry_points={"console_scripts": ["tvm-hybrid-nb=tvm_hybrid_nb.cli:main"]},
