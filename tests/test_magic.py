@@ -193,3 +193,16 @@ def test_help_lists_the_arguments(shell):
     for option in ("--target", "--reference", "--inputs", "--no-widget", "--dump", "--verbose", "NAME"):
         assert option in doc
     assert shell.find_line_magic("hybrid_build") is not None
+
+
+def test_dump_writes_every_stage_and_a_rerun_replaces_it(shell, tmp_path):
+    target = tmp_path / "stages"
+    for _ in range(2):  # re-running the cell replaces the previous dump
+        result, cap = run(shell, f"%%hybrid_build dumped --dump {target}\n" + MATMUL_CELL)
+        assert result.success, cap.stderr
+    hm = shell.user_ns["dumped"]
+    assert (target / "index.json").is_file()
+    assert len(list(target.glob("*.tvmscript.py"))) == len(hm.stages)
+    (target / "notes.txt").write_text("mine")
+    result, cap = run(shell, f"%%hybrid_build dumped --dump {target / 'notes.txt'}\n" + MATMUL_CELL)
+    assert_one_line_usage_error(result, cap, "not a directory")
