@@ -49,6 +49,7 @@ class Stage:
         self._generated = None
         self._reason: str | None = None
         self._kernels: dict[str, Callable] = {}
+        self._fast = None
 
     @property
     def short_name(self) -> str:
@@ -126,13 +127,22 @@ class Stage:
         gen = self._generate()
         return gen.params if gen is not None else None
 
-    def kernel(self) -> Callable:
-        """The compiled Python function of this stage's hybrid source."""
+    def fast_source(self) -> str:
+        """The fast-mode script: provably independent loops run as numpy array operations."""
         if not self.emulatable:
             raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
-        if "exact" not in self._kernels:
-            self._kernels["exact"] = load_kernel(self.source, self._owner.name, label=self.label)
-        return self._kernels["exact"]
+        if self._fast is None:
+            self._fast = generate_kernel(self.function, self._owner.name, stage=self.label, mode="fast")
+        return self._fast.source
+
+    def kernel(self, mode: str = "exact") -> Callable:
+        """The compiled Python function of this stage's hybrid source (``mode`` "exact" or "fast")."""
+        if not self.emulatable:
+            raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
+        if mode not in self._kernels:
+            source = self.source if mode == "exact" else self.fast_source()
+            self._kernels[mode] = load_kernel(source, self._owner.name, label=f"{self.label} {mode}")
+        return self._kernels[mode]
 
     def __repr__(self) -> str:
         return f"<Stage {self.index} {self.name} changed={self.changed} {self.seconds * 1e3:.2f} ms>"
@@ -222,7 +232,7 @@ class HybridModule:
         if mode not in EMULATION_MODES:
             raise ValueError(f"mode must be one of {EMULATION_MODES}, got {mode!r}")
         s = self.stage(stage)
-        kernel = s.kernel()
+        kernel = s.kernel(mode)
         bound = bind_arguments(self.params, arrays)
         _run_kernel(kernel, bound.values, s)
         bound.finish()

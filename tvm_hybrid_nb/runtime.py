@@ -51,6 +51,8 @@ class sblock:  # noqa: N801  (reads like TVMScript's T.sblock)
 # --------------------------------------------------------------------------- integer semantics
 def wrap(value, dtype):
     """Wrap a Python int into ``dtype``'s range (two's complement), as the hardware does."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return np.asarray(value).astype(dtype)[()]
     info = np.iinfo(dtype)
     span = 1 << info.bits
     return (value - info.min) % span + info.min
@@ -124,8 +126,11 @@ def ramp(base, stride, lanes, dtype="int32"):
 
 
 def broadcast(value, lanes, dtype):
-    """``lanes`` copies of a scalar."""
-    return np.full(lanes, value, dtype=dtype)
+    """``lanes`` copies of a scalar (of each element, for a per-iteration array in fast mode)."""
+    value = np.asarray(value, dtype=dtype)
+    if value.ndim == 0:
+        return np.full(lanes, value, dtype=dtype)
+    return np.broadcast_to(value, value.shape[:-1] + (lanes,)).copy()
 
 
 def shuffle(vectors, indices):
@@ -200,9 +205,14 @@ def load(buffer, index, name="buffer", mask=None):
     return out[()] if out.ndim == 0 else out
 
 
-def store(buffer, index, value, name="buffer"):
-    """Bounds-checked write of ``value`` to ``buffer[index]``."""
+def store(buffer, index, value, name="buffer", mask=None):
+    """Bounds-checked write of ``value`` to ``buffer[index]``; with ``mask``, only where it holds."""
     index = tuple(index)
+    if mask is not None:
+        shape = np.broadcast_shapes(np.shape(mask), np.shape(value), *(np.shape(i) for i in index))
+        keep = np.broadcast_to(np.asarray(mask, dtype=bool), shape)
+        index = tuple(np.broadcast_to(i, shape)[keep] for i in index)
+        value = np.broadcast_to(value, shape)[keep]
     if not np.all(_in_bounds(buffer, index)):
         raise _bounds_error("write", name, buffer, index)
     buffer[index] = value
