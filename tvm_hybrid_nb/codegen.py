@@ -104,6 +104,8 @@ class GeneratedKernel:
     function_name: str
     params: list[ParamSpec]
     helpers: list[str] = field(default_factory=list)
+    #: Number of outermost serial loops that report progress (executed variant only).
+    progress_loops: int = 0
 
 
 @dataclass
@@ -198,8 +200,12 @@ class HybridCodegen:
     #: Fast mode gives each vectorised loop its own array axis; the last axis holds vector lanes.
     FAST_AXES = 8
 
-    def __init__(self, func, function_name: str, stage: str | None = None, mode: str = "exact"):
+    def __init__(self, func, function_name: str, stage: str | None = None, mode: str = "exact",
+                 progress: bool = False):
         self.func = func
+        self.progress = progress
+        self.serial_depth = 0
+        self.progress_loops = 0
         self.function_name = function_name
         self.stage = stage
         self.fast = mode == "fast"
@@ -246,7 +252,8 @@ class HybridCodegen:
         helpers = runtime.helper_source(self.helpers) if self.helpers else ""
         parts = [header + imports] + ([helpers] if helpers else []) + [kernel_text]
         source = "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
-        return GeneratedKernel(source, self.function_name, params, runtime.helper_closure(self.helpers))
+        return GeneratedKernel(source, self.function_name, params, runtime.helper_closure(self.helpers),
+                               self.progress_loops)
 
     def _docstring(self, params: list[ParamSpec]) -> str:
         lines = ", ".join(p.describe() for p in params)
@@ -819,8 +826,19 @@ class HybridCodegen:
                 else ast.Call(self._use(iterator), bounds, keywords))
         name = self.namer.define(node.loop_var, node.loop_var.name)
         self.var_kinds[_key(node.loop_var)] = ("py", _dtype(node.loop_var), False)
-        body = self.visit_stmt(node.body)
-        return [ast.For(_store_name(name), call, body or [ast.Pass()], [])]
+        hook = []
+        if self.progress and self.serial_depth == 0:
+            # __progress__(loop number, iterations done, extent): only in the executed variant.
+            done = ast.BinOp(_name(name), ast.Sub(), lo.node) if not _is_zero(node.min) else _name(name)
+            hook = [ast.Expr(ast.Call(_name("__progress__"),
+                                      [ast.Constant(self.progress_loops), done, extent.node], []))]
+            self.progress_loops += 1
+        self.serial_depth += 1
+        try:
+            body = self.visit_stmt(node.body)
+        finally:
+            self.serial_depth -= 1
+        return [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]
 
     def _vectorized_for(self, node, lo: Value) -> list[ast.stmt]:
         """All iterations at once: the loop variable becomes an array along its own axis."""
@@ -1006,13 +1024,15 @@ def _is_true(expr) -> bool:
     return expr is None or (_type_key(expr) == "ir.IntImm" and bool(expr.value))
 
 
-def generate_kernel(func, function_name: str, stage: str | None = None, mode: str = "exact") -> GeneratedKernel:
+def generate_kernel(func, function_name: str, stage: str | None = None, mode: str = "exact",
+                    progress: bool = False) -> GeneratedKernel:
     """Generate the hybrid script of ``func`` (see :class:`HybridCodegen`).
 
     ``mode="exact"`` interprets the IR as written; ``mode="fast"`` runs loops whose iterations are
-    provably independent as numpy array operations (bit-identical results).
+    provably independent as numpy array operations (bit-identical results).  ``progress=True`` makes
+    the variant that is executed: each outermost loop iteration calls ``__progress__``.
     """
-    return HybridCodegen(func, function_name, stage, mode).generate()
+    return HybridCodegen(func, function_name, stage, mode, progress).generate()
 
 
 # ---------------------------------------------------------------------- fast-mode dependence test

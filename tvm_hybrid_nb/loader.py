@@ -8,7 +8,7 @@ from typing import Callable
 _counter = itertools.count()
 
 
-def load_kernel(source: str, function_name: str, label: str = "kernel") -> Callable:
+def load_kernel(source: str, function_name: str, label: str = "kernel", namespace: dict | None = None) -> Callable:
     """Execute ``source`` in a fresh namespace and return the function ``function_name`` it defines.
 
     The source is registered with :mod:`linecache` under a pseudo file name
@@ -17,7 +17,8 @@ def load_kernel(source: str, function_name: str, label: str = "kernel") -> Calla
     filename = f"<hybrid:{label}#{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     code = compile(source, filename, "exec")
-    namespace: dict = {"__name__": f"hybrid_{function_name}"}
+    namespace = dict(namespace or {})
+    namespace["__name__"] = f"hybrid_{function_name}"
     exec(code, namespace)
     return namespace[function_name]
 

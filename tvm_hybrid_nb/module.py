@@ -136,12 +136,33 @@ class Stage:
         return self._fast.source
 
     def kernel(self, mode: str = "exact") -> Callable:
-        """The compiled Python function of this stage's hybrid source (``mode`` "exact" or "fast")."""
+        """The executed function of this stage: its hybrid source (``mode`` "exact" or "fast") with
+        progress hooks in the outermost loops.  Call it as ``kernel(*arrays, progress=callback)``.
+        """
         if not self.emulatable:
             raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
         if mode not in self._kernels:
-            source = self.source if mode == "exact" else self.fast_source()
-            self._kernels[mode] = load_kernel(source, self._owner.name, label=f"{self.label} {mode}")
+            gen = generate_kernel(self.function, self._owner.name, stage=self.label, mode=mode, progress=True)
+            state = {"callback": None}
+            total = max(gen.progress_loops, 1)
+
+            def report(loop_no, done, extent):
+                callback = state["callback"]
+                if callback is not None and extent:
+                    callback(min(1.0, (loop_no + (int(done) + 1) / int(extent)) / total))
+
+            fn = load_kernel(gen.source, self._owner.name, label=f"{self.label} {mode}",
+                             namespace={"__progress__": report})
+
+            def run(*arrays, progress=None):
+                state["callback"] = progress
+                try:
+                    return fn(*arrays)
+                finally:
+                    state["callback"] = None
+
+            run.source = gen.source
+            self._kernels[mode] = run
         return self._kernels[mode]
 
     def __repr__(self) -> str:
@@ -227,14 +248,17 @@ class HybridModule:
                 progress: Callable[[float], None] | None = None):
         """Run ``stage``'s hybrid source on numpy arrays (every parameter, in order).
 
-        Outputs are written into the given arrays and returned (one array or a tuple).
+        Outputs are written into the given arrays and returned (one array or a tuple).  ``mode``
+        is ``"exact"`` (the IR interpreted as written) or ``"fast"`` (independent loops as numpy
+        array operations, bit-identical).  ``progress(fraction)`` is called as the outermost loops
+        advance; KeyboardInterrupt stops the emulation and propagates unchanged.
         """
         if mode not in EMULATION_MODES:
             raise ValueError(f"mode must be one of {EMULATION_MODES}, got {mode!r}")
         s = self.stage(stage)
         kernel = s.kernel(mode)
         bound = bind_arguments(self.params, arrays)
-        _run_kernel(kernel, bound.values, s)
+        _run_kernel(kernel, bound.values, s, progress)
         bound.finish()
         return self._outputs_of(arrays)
 
@@ -375,10 +399,10 @@ def _same_dim(got, want) -> bool:
         return tvm_ffi.structural_equal(got, want)
 
 
-def _run_kernel(kernel: Callable, values: list, stage: Stage) -> None:
+def _run_kernel(kernel: Callable, values: list, stage: Stage, progress=None) -> None:
     try:
         with np.errstate(all="ignore"):
-            kernel(*values)
+            kernel(*values, progress=progress)
     except (KeyboardInterrupt, HybridError):
         raise
     except Exception as exc:
@@ -461,7 +485,7 @@ def as_ir_module(obj: Any, name: str | None = None) -> tuple[str, "tvm.IRModule"
         f"a tvm.tirx.PrimFunc or a list of te.Tensor")
 
 
-def build(obj: Any, target: Any = "llvm", name: str | None = None) -> HybridModule:
+def build(obj: Any, target: Any = "llvm", name: str | None = None, pipeline: str = "default") -> HybridModule:
     """Compile ``obj`` with TVM's real pipeline (``tvm.build``) and capture every pass.
 
     Parameters
@@ -472,6 +496,8 @@ def build(obj: Any, target: Any = "llvm", name: str | None = None) -> HybridModu
         Anything ``tvm.build`` accepts.
     name : str, optional
         Which PrimFunc of an IRModule to build.
+    pipeline : str
+        A TIR pipeline name registered with ``tvm.tirx.register_tir_pipeline`` (default: TVM's own).
 
     Returns
     -------
@@ -482,5 +508,6 @@ def build(obj: Any, target: Any = "llvm", name: str | None = None) -> HybridModu
         target_obj = tvm.target.Target(target) if not isinstance(target, tvm.target.Target) else target
     except Exception as exc:
         raise BuildError(f"unknown target {target!r}: {_capture.short_tvm_message(exc)}") from exc
-    lib, raw, seconds = _capture.run_pipeline(mod, target_obj)
+    lib, raw, seconds = _capture.run_pipeline(
+        mod, target_obj, build=lambda m, target: tvm.tirx.build(m, target=target, pipeline=pipeline))
     return HybridModule(fname, target_obj, raw, native=lib, build_seconds=seconds)
