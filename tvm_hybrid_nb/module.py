@@ -377,7 +377,8 @@ class HybridModule:
             sig = ", ".join(p.describe() for p in self.params)
         except HybridError:
             sig = "?"
-        return (f"<HybridModule {self.name}({sig}) target={self.target} stages={len(self.stages)} "
+        target = getattr(getattr(self.target, "kind", None), "name", self.target)
+        return (f"<HybridModule {self.name}({sig}) target={target} stages={len(self.stages)} "
                 f"({changed} passes changed the IR)>")
 
     def _repr_html_(self) -> str:
