@@ -47,7 +47,8 @@ def _key(obj) -> int:
 
 
 def _dtype(expr) -> str:
-    return str(expr.ty.dtype)
+    dtype = getattr(expr.ty, "dtype", None)
+    return str(dtype) if dtype is not None else "handle"  # PointerType: a data pointer
 
 
 def _scalar_dtype(dtype: str) -> str:
@@ -113,6 +114,23 @@ class _BufferInfo:
     name: str
     shape: list
     dtype: str
+    #: Lane indices prepended to every access of a buffer private to each lane (an allocation inside
+    #: a loop that runs as array lanes).
+    prefix: list = field(default_factory=list)
+    #: Per-thread memory (``local`` scope): indexed by the thread lanes first.
+    per_thread: bool = False
+
+
+@dataclass
+class _Axis:
+    """An array axis standing for the iterations of a loop (fast mode) or the threads of a block."""
+
+    name: str
+    lo: ast.expr
+    extent: ast.expr
+    is_thread: bool
+    axis: int = 0
+    tag: str = ""
 
 
 def _name(ident: str) -> ast.Name:
@@ -197,12 +215,20 @@ class HybridCodegen:
     CALL_BITWISE = {"bitwise_and": ast.BitAnd, "bitwise_or": ast.BitOr, "bitwise_xor": ast.BitXor,
                     "shift_left": ast.LShift, "shift_right": ast.RShift}
 
-    #: Fast mode gives each vectorised loop its own array axis; the last axis holds vector lanes.
-    FAST_AXES = 8
+    #: Lanes layout: axes 0-3 are the threads of a block (fixed per thread tag, so per-thread memory
+    #: can be indexed anywhere), axes 4-10 the loops that fast mode runs as arrays, the last axis
+    #: holds vector lanes.
+    FAST_AXES = 12
+    THREAD_AXES = {"threadIdx.z": 0, "threadIdx.y": 1, "threadIdx.x": 2, "vthread": 3}
+    FIRST_LOOP_AXIS = 4
 
     def __init__(self, func, function_name: str, stage: str | None = None, mode: str = "exact",
-                 progress: bool = False):
+                 progress: bool = False, module_functions: dict | None = None):
         self.func = func
+        self.mode = mode
+        self.module_functions = dict(module_functions or {})
+        self.extra_defs: list[ast.FunctionDef] = []
+        self.launched: dict[str, str] = {}
         self.progress = progress
         self.serial_depth = 0
         self.progress_loops = 0
@@ -214,9 +240,12 @@ class HybridCodegen:
         self.vectorized_loops: list[str] = []
         self.serial_fallbacks: list[str] = []
         self.storage_roots: dict[int, int] = {}
+        self.axes: list[_Axis] = []
+        self.thread_extents = _thread_extents(func.body)
+        self.reducers: list = []
         self.analyzer = tvm.sym.Analyzer()
         helper_names = {n for n in vars(runtime) if not n.startswith("__")}
-        reserved = set(dir(builtins)) | helper_names | {"np", "math", function_name}
+        reserved = set(dir(builtins)) | helper_names | {"np", "math", function_name} | set(self.module_functions)
         self.namer = _Namer(reserved)
         self.helpers: set[str] = set()
         self.buffers: dict[int, _BufferInfo] = {}
@@ -224,7 +253,8 @@ class HybridCodegen:
         self.masks: list[ast.expr] = []
 
     # ------------------------------------------------------------------ entry
-    def generate(self) -> GeneratedKernel:
+    def function_def(self) -> tuple[ast.FunctionDef, list[ParamSpec]]:
+        """The function's ``def`` (kernels it launches are collected in ``self.extra_defs``)."""
         try:
             args, prologue, params = self._signature()
             body = self.visit_stmt(self.func.body)
@@ -236,7 +266,11 @@ class HybridCodegen:
             args=ast.arguments(posonlyargs=[], args=[ast.arg(a) for a in args], kwonlyargs=[], kw_defaults=[],
                                defaults=[]),
             body=[doc] + prologue + (body or [ast.Pass()]), decorator_list=[], returns=None, type_params=[])
-        module = ast.Module(body=[fdef], type_ignores=[])
+        return fdef, params
+
+    def generate(self) -> GeneratedKernel:
+        fdef, params = self.function_def()
+        module = ast.Module(body=self.extra_defs + [fdef], type_ignores=[])
         ast.fix_missing_locations(module)
         kernel_text = ast.unparse(module)
         mode_note = ""
@@ -280,7 +314,7 @@ class HybridCodegen:
                         shape.append(dim_name)
                     else:
                         raise UnsupportedConstructError("buffer shape expression", f"{p.name}.shape[{axis}] = {dim}")
-                if len(p.strides) or not _is_zero(p.elem_offset):
+                if (len(p.strides) and not _contiguous_strides(p)) or not _is_zero(p.elem_offset):
                     raise UnsupportedConstructError("strided or offset parameter buffer", p.name)
                 self.buffers[_key(p)] = _BufferInfo(name, list(p.shape), str(p.dtype))
                 params.append(ParamSpec(name, str(p.dtype), tuple(shape)))
@@ -295,6 +329,8 @@ class HybridCodegen:
                     self.var_kinds[_key(p)] = ("np", dtype, False)
                 elif _is_int(dtype) or dtype == "bool":
                     self.var_kinds[_key(p)] = ("py", dtype, False)
+                elif dtype == "handle":  # a data pointer (device kernels): the storage array itself
+                    self.var_kinds[_key(p)] = ("np", dtype, False)
                 else:
                     raise UnsupportedConstructError("parameter type", f"{p.name}: {dtype}")
                 params.append(ParamSpec(name, dtype, None))
@@ -611,10 +647,21 @@ class HybridCodegen:
                 return False
         return True
 
+    def _prefix(self, info: _BufferInfo) -> list[ast.expr]:
+        """Lane indices in front of a per-lane buffer's own indices."""
+        if not info.per_thread:
+            return list(info.prefix)
+        active = {ax.tag: ax for ax in self.axes if ax.is_thread}
+        lanes = []
+        for tag, _axis in sorted(self.THREAD_AXES.items(), key=lambda kv: kv[1]):
+            ax = active.get(tag)
+            lanes.append(_name(ax.name) if ax is not None else ast.Constant(0))
+        return lanes + list(info.prefix)
+
     def _subscript(self, info: _BufferInfo, indices, values: list[Value]) -> ast.expr:
-        parts = []
+        parts = self._prefix(info)
         for idx, val in zip(indices, values):
-            if _type_key(idx) == "prim.Ramp" and len(indices) == 1 and not val.varying:
+            if _type_key(idx) == "prim.Ramp" and len(parts) == 0 and len(indices) == 1 and not val.varying:
                 s_lo, s_hi = self._bounds(idx.stride)
                 if s_lo == s_hi and s_lo >= 1:
                     base = self.visit_expr(idx.base).node
@@ -637,16 +684,24 @@ class HybridCodegen:
             mask = ast.BinOp(mask, ast.BitAnd(), m)
         return mask
 
+    @staticmethod
+    def _check_vector_buffer(info: _BufferInfo, values: list[Value]) -> None:
+        """Fast mode keeps accesses to a buffer of vectors (an extra lanes axis) serial."""
+        if _lanes(info.dtype) > 1 and (_varying(*values) or info.prefix or info.per_thread):
+            raise _CannotVectorize(f"buffer of vectors {info.name} indexed per lane")
+
     def visit_TensorLoad(self, node) -> Value:
         info = self._buffer(node.source)
         indices = list(node.indices)
         values = [self.visit_expr(i) for i in indices]
+        self._check_vector_buffer(info, values)
         dtype = _dtype(node)
-        varying = _varying(*values)
+        varying = _varying(*values) or bool(info.prefix) or info.per_thread
         # In a lane-masked region the analyzer's guard does not hold for masked-out lanes.
         if not self.stmt_masks and self._in_bounds(info, indices):
             return Value(self._subscript(info, indices, values), "np", dtype, varying)
-        args = [_name(info.name), ast.Tuple([v.node for v in values], ast.Load()), ast.Constant(info.name)]
+        args = [_name(info.name), ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load()),
+                ast.Constant(info.name)]
         mask = self._mask_expr(self.stmt_masks + self.masks)
         if mask is not None:
             args.append(mask)
@@ -656,37 +711,70 @@ class HybridCodegen:
         info = self._buffer(node.buffer)
         indices = list(node.indices)
         values = [self.visit_expr(i) for i in indices]
+        self._check_vector_buffer(info, values)
         value = self.visit_expr(node.value)
         if not self.stmt_masks and self._in_bounds(info, indices):
             target = self._subscript(info, indices, values)
             target.ctx = ast.Store()
             return [ast.Assign([target], value.node)]
-        args = [_name(info.name), ast.Tuple([v.node for v in values], ast.Load()), value.node,
+        args = [_name(info.name), ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load()), value.node,
                 ast.Constant(info.name)]
         if self.stmt_masks:
             args.append(self._mask_expr(self.stmt_masks))
         return [ast.Expr(self._call("store", *args))]
 
     def visit_AllocBuffer(self, node) -> list[ast.stmt]:
-        if self.vector_depth:
-            raise _CannotVectorize("allocation inside the loop")
         buf = node.buffer
         name = self.namer.define(buf, buf.name)
         self._declare_buffer(buf, name)
-        shape = ast.Tuple([self.visit_expr(d).node for d in buf.shape], ast.Load())
-        return [ast.Assign([_store_name(name)], ast.Call(_np("zeros"), [shape, ast.Constant(str(buf.dtype))], []))]
+        dims = [self.visit_expr(d) for d in buf.shape]
+        if _varying(*dims):
+            raise _CannotVectorize("allocation whose size differs between iterations")
+        scope = str(buf.scope())
+        info = self.buffers[_key(buf)]
+        # Per-thread memory gets one copy per thread of the block (wherever it is allocated), an
+        # allocation inside a loop that runs as lanes one copy per lane; shared memory is one copy.
+        info.per_thread = scope.startswith("local") or (scope == "global" and any(ax.is_thread for ax in self.axes))
+        private = [ax for ax in self.axes if not ax.is_thread]
+        info.prefix = [ast.BinOp(_name(ax.name), ast.Sub(), ax.lo)
+                       if not (isinstance(ax.lo, ast.Constant) and ax.lo.value == 0) else _name(ax.name)
+                       for ax in private]
+        lanes_shape = []
+        if info.per_thread:
+            if not self.thread_extents:
+                info.per_thread = False
+            else:
+                for tag, _axis in sorted(self.THREAD_AXES.items(), key=lambda kv: kv[1]):
+                    lanes_shape.append(ast.Constant(self.thread_extents.get(tag, 1)))
+        # A buffer of vectors (float32x3 after StorageRewrite): each element is a row of lanes.
+        vector_lanes = [ast.Constant(_lanes(str(buf.dtype)))] if _lanes(str(buf.dtype)) > 1 else []
+        shape = ast.Tuple(lanes_shape + [ax.extent for ax in private] + [d.node for d in dims] + vector_lanes,
+                          ast.Load())
+        return [ast.Assign([_store_name(name)],
+                           ast.Call(_np("zeros"), [shape, ast.Constant(_scalar_dtype(str(buf.dtype)))], []))]
 
     def _declare_buffer(self, buf, name: str) -> None:
-        if len(buf.strides):
+        if len(buf.strides) and not _contiguous_strides(buf):
             raise UnsupportedConstructError("strided buffer", str(buf.name))
         self.buffers[_key(buf)] = _BufferInfo(name, list(buf.shape), str(buf.dtype))
 
     def visit_DeclBuffer(self, node) -> list[ast.stmt]:
         buf = node.buffer
         data = node.data
+        if data is not None and _type_key(data) == "ir.Var" and _dtype(data) == "handle":
+            storage = self.visit_expr(data)
+            name = self.namer.define(buf, buf.name)
+            self._declare_buffer(buf, name)
+            offset = self.visit_expr(buf.elem_offset) if buf.elem_offset is not None else Value(
+                ast.Constant(0), "py", "int32")
+            shape = ast.Tuple([self.visit_expr(d).node for d in buf.shape], ast.Load())
+            value = self._call("view", storage.node, ast.Constant(str(buf.dtype)), shape, offset.node)
+            return [ast.Assign([_store_name(name)], value)]
         if data is None or _type_key(data) != "ir.Call" or data.op.name != "tirx.buffer_data":
             raise UnsupportedConstructError("tirx.DeclBuffer", f"{buf.name} over data {data}")
         source = self._buffer(data.args[0])
+        if source.prefix or source.per_thread:
+            raise UnsupportedConstructError("tirx.DeclBuffer", f"view {buf.name} of per-lane buffer {source.name}")
         name = self.namer.define(buf, buf.name)
         self._declare_buffer(buf, name)
         self.storage_roots[_key(buf)] = self.storage_roots.get(_key(data.args[0]), _key(data.args[0]))
@@ -718,6 +806,8 @@ class HybridCodegen:
     # ------------------------------------------------------------------ calls
     def visit_Call(self, node) -> Value:
         op = node.op
+        if isinstance(op, tvm.ir.GlobalVar):
+            return self._launch(op, list(node.args))
         if not isinstance(op, tvm.ir.Op):
             raise UnsupportedConstructError("call to a function", str(op))
         name = op.name
@@ -728,6 +818,34 @@ class HybridCodegen:
             return self._conditional(args[0], args[1], args[2], dtype, lazy=True)
         if short == "likely":
             return self.visit_expr(args[0])
+        if short == "buffer_data":
+            info = self._buffer(args[0])
+            if info.prefix or info.per_thread:
+                raise UnsupportedConstructError("tirx.buffer_data", f"of per-lane buffer {info.name}")
+            flat = ast.Call(ast.Attribute(_name(info.name), "reshape", ast.Load()), [ast.Constant(-1)], [])
+            return Value(flat, "np", "handle")
+        if short in ("tvm_warp_shuffle", "tvm_warp_shuffle_down", "tvm_warp_shuffle_up"):
+            if self.stmt_masks:
+                raise UnsupportedConstructError(name, "inside a branch that only some threads take")
+            kind = {"tvm_warp_shuffle": "idx", "tvm_warp_shuffle_down": "down", "tvm_warp_shuffle_up": "up"}[short]
+            value, offset, width = self.visit_expr(args[1]), self.visit_expr(args[2]), self.visit_expr(args[3])
+            if offset.varying:
+                raise UnsupportedConstructError(name, "with a source lane that differs between threads")
+            extents = [ast.Constant(self.thread_extents.get(tag, 1))
+                       for tag in ("threadIdx.z", "threadIdx.y", "threadIdx.x")]
+            call = self._call("warp_shuffle", ast.Constant(kind), self.to_np(value).node, offset.node, width.node,
+                              ast.Tuple(extents, ast.Load()))
+            return Value(call, "np", dtype, True)
+        if short == "tvm_warp_activemask":
+            if self.stmt_masks:
+                raise UnsupportedConstructError(name, "inside a branch that only some threads take")
+            return Value(self._call("warp_activemask"), "np", dtype)
+        if short == "tvm_storage_sync":
+            call_args = [ast.Constant(str(args[0].value)) if args else ast.Constant("shared")]
+            mask = self._mask_expr(self.stmt_masks)
+            if mask is not None:
+                call_args.append(mask)
+            return Value(self._call("barrier", *call_args), "py", "int32")
         if short in self.CALL_BITWISE:
             key = {"bitwise_and": "prim.BitwiseAnd", "bitwise_or": "prim.BitwiseOr",
                    "bitwise_xor": "prim.BitwiseXor", "shift_left": "prim.LShift",
@@ -750,6 +868,23 @@ class HybridCodegen:
             return Value(call, "np", dtype, _varying(*operands))
         raise UnsupportedConstructError(name, "no exact numpy translation")
 
+    def _launch(self, gv, args) -> Value:
+        """A host function calling a device kernel (after SplitHostDevice): generate the kernel too."""
+        name = gv.name_hint
+        callee = self.module_functions.get(name)
+        if callee is None:
+            raise UnsupportedConstructError("call to a function", f"{name} is not in the module")
+        if name not in self.launched:
+            sub = HybridCodegen(callee, _python_name(name), self.stage, self.mode,
+                                module_functions=self.module_functions)
+            fdef, _ = sub.function_def()
+            self.helpers |= sub.helpers
+            self.extra_defs.extend(sub.extra_defs + [fdef])
+            self.vectorized_loops.extend(sub.vectorized_loops)
+            self.launched[name] = _python_name(name)
+        values = [self.visit_expr(a) for a in args]
+        return Value(ast.Call(_name(self.launched[name]), [v.node for v in values], []), "py", "int32")
+
     def _math_operand(self, arg) -> Value:
         value = self.visit_expr(arg)
         if _is_float(value.dtype) or value.kind != "np":
@@ -767,6 +902,9 @@ class HybridCodegen:
         value = node.value
         if _type_key(value) in ("ir.IntImm", "ir.FloatImm"):
             return []
+        if _type_key(value) == "ir.Call" and isinstance(value.op, tvm.ir.Op) and value.op.name.endswith(
+                "tvm_thread_allreduce"):
+            return self._thread_allreduce(list(value.args))
         return [ast.Expr(self.visit_expr(value).node)]
 
     def visit_Bind(self, node) -> list[ast.stmt]:
@@ -804,7 +942,11 @@ class HybridCodegen:
                                allow_override=True)
         except Exception:
             pass
-        if (self.fast and self.vector_depth < self.FAST_AXES - 1
+        if kind == 4:
+            tag = str(node.thread_binding.thread_tag) if node.thread_binding is not None else ""
+            if not tag.startswith("blockIdx"):
+                return self._thread_lanes(node.loop_var, node.min, lo, node.extent, tag, node.body)
+        if (self.fast and self._free_loop_axis() is not None
                 and _loop_is_independent(node, self.storage_roots)):
             saved = self._save_state()
             try:
@@ -842,31 +984,85 @@ class HybridCodegen:
 
     def _vectorized_for(self, node, lo: Value) -> list[ast.stmt]:
         """All iterations at once: the loop variable becomes an array along its own axis."""
-        name = self.namer.define(node.loop_var, node.loop_var.name)
-        dtype = _dtype(node.loop_var)
+        return self._lanes_for(node.loop_var, node.min, lo, node.extent, node.body, is_thread=False)
+
+    def _free_loop_axis(self) -> int | None:
+        used = {ax.axis for ax in self.axes}
+        for axis in range(self.FIRST_LOOP_AXIS, self.FAST_AXES - 1):
+            if axis not in used:
+                return axis
+        return None
+
+    def _lanes_for(self, var, min_expr, lo: Value, extent_expr, body_stmt, is_thread: bool,
+                   tag: str = "") -> list[ast.stmt]:
+        if is_thread:
+            axis = self.THREAD_AXES.get("vthread" if tag.startswith("vthread") else tag)
+            if axis is None:
+                raise _CannotVectorize(f"unknown thread tag {tag}")
+            outer = next((ax for ax in self.axes if ax.axis == axis), None)
+            if outer is not None:
+                return self._same_thread(var, min_expr, extent_expr, body_stmt, outer, tag)
+        else:
+            axis = self._free_loop_axis()
+            if axis is None:
+                raise _CannotVectorize("too many nested array axes")
+        name = self.namer.define(var, var.name)
+        dtype = _dtype(var)
         shape = [1] * self.FAST_AXES
-        shape[self.vector_depth] = -1
-        end = self.visit_expr(tvm.sym.Analyzer().simplify(node.min + node.extent))
+        shape[axis] = -1
+        end = self.visit_expr(tvm.sym.Analyzer().simplify(min_expr + extent_expr))
+        extent = self.visit_expr(extent_expr)
         arange = ast.Call(_np("arange"), [lo.node, end.node], [ast.keyword("dtype", ast.Constant(dtype))])
         reshape = ast.Call(ast.Attribute(arange, "reshape", ast.Load()), [ast.Constant(c) for c in shape], [])
-        self.var_kinds[_key(node.loop_var)] = ("np", dtype, True)
+        self.var_kinds[_key(var)] = ("np", dtype, True)
         self.vector_depth += 1
+        self.axes.append(_Axis(name, lo.node, extent.node, is_thread, axis, tag))
         try:
-            body = self.visit_stmt(node.body)
+            body = self.visit_stmt(body_stmt)
         finally:
             self.vector_depth -= 1
+            self.axes.pop()
         self.vectorized_loops.append(name)
         return [ast.Assign([_store_name(name)], reshape)] + body
 
+    def _same_thread(self, var, min_expr, extent_expr, body_stmt, outer: "_Axis", tag: str) -> list[ast.stmt]:
+        """A loop bound to a thread tag that is already running: the same threads, not new ones
+        (before UnifyThreadBinding the IR may bind ``threadIdx.x`` again inside itself)."""
+        extent = self.visit_expr(extent_expr)
+        same_extent = (isinstance(extent.node, ast.Constant) and isinstance(outer.extent, ast.Constant)
+                       and extent.node.value == outer.extent.value)
+        if not (_is_zero(min_expr) and same_extent):
+            raise _CannotVectorize(f"{tag} bound again with a different extent")
+        name = self.namer.define(var, var.name)
+        self.var_kinds[_key(var)] = ("np", _dtype(var), True)
+        return [ast.Assign([_store_name(name)], _name(outer.name))] + self.visit_stmt(body_stmt)
+
+    def _thread_lanes(self, var, min_expr, lo: Value, extent_expr, tag: str, body) -> list[ast.stmt]:
+        """Threads of a block run in lockstep, one array lane each: every statement completes for all
+        threads before the next starts, which is what the IR's barriers (explicit after ThreadSync,
+        implied before it) guarantee for race-free kernels."""
+        try:
+            self.analyzer.bind(var, tvm.ir.Range.from_min_extent(min_expr, extent_expr), allow_override=True)
+        except Exception:
+            pass
+        saved = self._save_state()
+        try:
+            out = self._lanes_for(var, min_expr, lo, extent_expr, body, is_thread=True, tag=tag)
+        except _CannotVectorize as exc:
+            self._restore_state(saved)
+            raise UnsupportedConstructError("thread-bound loop", f"{tag}: {exc}") from None
+        note = ast.Expr(ast.Call(self._use("thread_lanes"), [_name(self.namer.lookup(var)), ast.Constant(tag)], []))
+        return out[:1] + [note] + out[1:]
+
     def _save_state(self):
         return (dict(self.namer._names), set(self.namer._used), dict(self.buffers), dict(self.var_kinds),
-                list(self.vectorized_loops), list(self.stmt_masks), self.vector_depth)
+                list(self.vectorized_loops), list(self.stmt_masks), self.vector_depth, list(self.axes))
 
     def _restore_state(self, saved) -> None:
-        (names, used, buffers, kinds, loops, masks, depth) = saved
+        (names, used, buffers, kinds, loops, masks, depth, axes) = saved
         self.namer._names, self.namer._used = names, used
         self.buffers, self.var_kinds, self.vectorized_loops = buffers, kinds, loops
-        self.stmt_masks, self.vector_depth = masks, depth
+        self.stmt_masks, self.vector_depth, self.axes = masks, depth, axes
 
     def visit_While(self, node) -> list[ast.stmt]:
         cond = self.visit_expr(node.condition)
@@ -907,6 +1103,18 @@ class HybridCodegen:
         return [ast.If(ast.UnaryOp(ast.Not(), test), [ast.Raise(call, None)], [])]
 
     def visit_AttrStmt(self, node) -> list[ast.stmt]:
+        if node.attr_key in ("thread_extent", "virtual_thread") and not str(node.node.thread_tag).startswith(
+                "blockIdx"):
+            iv = node.node
+            zero = tirx.const(0, _dtype(iv.var))
+            return self._thread_lanes(iv.var, zero, Value(ast.Constant(0), "py", _dtype(iv.var)), node.value,
+                                      str(iv.thread_tag), node.body)
+        if node.attr_key == "reduce_scope":
+            self.reducers.append(node.node)
+            try:
+                return self.visit_stmt(node.body)
+            finally:
+                self.reducers.pop()
         if node.attr_key in ("thread_extent", "virtual_thread"):
             iv = node.node
             name = self.namer.define(iv.var, iv.var.name)
@@ -921,6 +1129,49 @@ class HybridCodegen:
                             [ast.keyword("thread", ast.Constant(str(iv.thread_tag)))])
             return [ast.For(_store_name(name), call, body or [ast.Pass()], [])]
         return self.visit_stmt(node.body)
+
+    def _thread_allreduce(self, args) -> list[ast.stmt]:
+        count = int(args[0].value)
+        if count != 1 or not self.reducers:
+            raise UnsupportedConstructError("tirx.tvm_thread_allreduce", f"{count} values or no reduce_scope")
+        value, cond, result, threads = args[1], args[2], args[3], args[4:]
+        if not _is_true(cond):
+            raise UnsupportedConstructError("tirx.tvm_thread_allreduce", "with a lane condition")
+        if _type_key(result) != "ir.TensorLoad":
+            raise UnsupportedConstructError("tirx.tvm_thread_allreduce", "result is not a buffer element")
+        reducer = self.reducers[-1]
+        lhs, rhs = reducer.lhs[0], reducer.rhs[0]
+        names = [self.namer.define(lhs, lhs.name), self.namer.define(rhs, rhs.name)]
+        for var in (lhs, rhs):
+            self.var_kinds[_key(var)] = ("np", _dtype(var), True)
+        combine = ast.Lambda(ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names], kwonlyargs=[],
+                                           kw_defaults=[], defaults=[]), self.visit_expr(reducer.result[0]).node)
+        axes, extents = [], []
+        for var in threads:
+            name = self.namer.lookup(var)
+            axis = next((ax for ax in self.axes if ax.is_thread and ax.name == name), None)
+            if axis is None:
+                raise UnsupportedConstructError("tirx.tvm_thread_allreduce", f"over {var}, not a running thread")
+            axes.append(ast.Constant(axis.axis))
+            extents.append(axis.extent)
+        reduced = self._call("thread_allreduce", combine, self.to_np(self.visit_expr(value)).node,
+                             ast.Tuple(axes, ast.Load()), ast.Tuple(extents, ast.Load()))
+        return self._assign_element(result, reduced)
+
+    def _assign_element(self, load, value: ast.expr) -> list[ast.stmt]:
+        """``buffer[indices] = value`` for the element ``load`` names, by the usual access rules."""
+        info = self._buffer(load.source)
+        indices = list(load.indices)
+        values = [self.visit_expr(i) for i in indices]
+        if not self.stmt_masks and self._in_bounds(info, indices):
+            target = self._subscript(info, indices, values)
+            target.ctx = ast.Store()
+            return [ast.Assign([target], value)]
+        args = [_name(info.name), ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load()), value,
+                ast.Constant(info.name)]
+        if self.stmt_masks:
+            args.append(self._mask_expr(self.stmt_masks))
+        return [ast.Expr(self._call("store", *args))]
 
     def visit_Break(self, node) -> list[ast.stmt]:
         if self.vector_depth:
@@ -947,6 +1198,11 @@ class HybridCodegen:
                 reduce_checks.append(Value(ast.Compare(_name(name), [ast.Eq()], [lo.node]), "py", "bool", v.varying))
             elif int(iv.iter_type) not in (0,):
                 raise UnsupportedConstructError("s_tir.SBlock", f"iterator kind {int(iv.iter_type)}")
+        if (any(c.varying for c in reduce_checks) and any(ax.is_thread for ax in self.axes)
+                and not self._writes_only_per_thread(block)):
+            raise UnsupportedConstructError(
+                "cross-thread reduction block", f"{block.name_hint}: threads reduce into the same element; "
+                "it is emulated from s_tir.LowerCrossThreadReduction on")
         pred = None if _is_true(node.predicate) else self.visit_expr(node.predicate)
         if pred is not None and pred.varying:
             self.stmt_masks.append(pred.node)  # lanes outside the predicate neither init nor update
@@ -979,6 +1235,15 @@ class HybridCodegen:
             return out
         with_item = ast.withitem(ast.Call(self._use("sblock"), [ast.Constant(str(block.name_hint))], []), None)
         return [ast.With([with_item], out or [ast.Pass()])]
+
+    def _writes_only_per_thread(self, block) -> bool:
+        """Whether every store in ``block`` goes to memory private to each thread."""
+        private = {_key(b) for b in block.alloc_buffers}
+        private |= {k for k, info in self.buffers.items() if info.per_thread}
+        stores = []
+        tvm_ffi.structural_walk(block.body, lambda n: stores.append(n) or True
+                                if _type_key(n) == "tirx.BufferStore" else True, order="post")
+        return all(_key(st.buffer) in private for st in stores)
 
     def _match_buffer(self, match) -> list[ast.stmt]:
         buf = match.buffer
@@ -1025,14 +1290,14 @@ def _is_true(expr) -> bool:
 
 
 def generate_kernel(func, function_name: str, stage: str | None = None, mode: str = "exact",
-                    progress: bool = False) -> GeneratedKernel:
+                    progress: bool = False, module_functions: dict | None = None) -> GeneratedKernel:
     """Generate the hybrid script of ``func`` (see :class:`HybridCodegen`).
 
     ``mode="exact"`` interprets the IR as written; ``mode="fast"`` runs loops whose iterations are
     provably independent as numpy array operations (bit-identical results).  ``progress=True`` makes
     the variant that is executed: each outermost loop iteration calls ``__progress__``.
     """
-    return HybridCodegen(func, function_name, stage, mode, progress).generate()
+    return HybridCodegen(func, function_name, stage, mode, progress, module_functions).generate()
 
 
 # ---------------------------------------------------------------------- fast-mode dependence test
@@ -1184,3 +1449,49 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand) -> bool:
         return max(highs) - min(lows) < abs(step)
     except Exception:  # anything the analyzer cannot reason about: no claim of independence
         return False
+
+
+
+def _python_name(name: str) -> str:
+    clean = "".join(c if (c.isalnum() or c == "_") else "_" for c in name) or "kernel"
+    if clean[0].isdigit() or keyword.iskeyword(clean) or hasattr(builtins, clean):
+        clean = "k_" + clean
+    return clean
+
+
+def _thread_extents(body) -> dict[str, int]:
+    """Constant extent of each thread tag launched in ``body`` (for per-thread memory)."""
+    extents: dict[str, int] = {}
+
+    def visit(node):
+        key = _type_key(node)
+        if key == "tirx.For" and int(node.kind) == 4 and node.thread_binding is not None:
+            tag, extent = str(node.thread_binding.thread_tag), node.extent
+        elif key == "tirx.AttrStmt" and node.attr_key in ("thread_extent", "virtual_thread"):
+            tag, extent = str(node.node.thread_tag), node.value
+        else:
+            return True
+        tag = "vthread" if tag.startswith("vthread") else tag
+        if _type_key(extent) == "ir.IntImm":
+            extents[tag] = max(extents.get(tag, 0), int(extent.value))
+        return True
+
+    tvm_ffi.structural_walk(body, visit, order="post")
+    return extents
+
+
+def _contiguous_strides(buf) -> bool:
+    """Whether explicit strides are just the row-major ones (``strides=(1,)`` on a 1-D buffer)."""
+    expected = 1
+    for dim, stride in reversed(list(zip(buf.shape, buf.strides))):
+        if _type_key(stride) != "ir.IntImm" or int(stride.value) != expected:
+            return False
+        if _type_key(dim) != "ir.IntImm":
+            return False
+        expected *= int(dim.value)
+    return True
+
+
+def kernel_signature(func, function_name: str) -> list[ParamSpec]:
+    """The parameters of ``func`` as the hybrid script takes them (whether or not its body translates)."""
+    return HybridCodegen(func, function_name)._signature()[2]

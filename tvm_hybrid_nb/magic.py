@@ -229,6 +229,10 @@ class HybridMagics(Magics):
         else:
             hm, built = build(value, target=args.target or "llvm"), True
         arguments = complete_arguments(hm.params, inputs) if inputs is not None else None
+        if arguments is not None:
+            from .signature import bind_arguments
+
+            bind_arguments(hm.params, arguments)  # wrong shape or dtype: one line naming the parameter
 
         if line_form:
             if built:

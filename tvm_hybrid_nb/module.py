@@ -14,7 +14,7 @@ import tvm_ffi
 from tvm import te
 
 from . import capture as _capture
-from .codegen import generate_kernel
+from .codegen import generate_kernel, kernel_signature
 from .compare import CompareResult, compare_outputs
 from .errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError, BuildError, EmulationError,
                      HybridError, StageLookupError, StageNotEmulatableError, UnsupportedConstructError)
@@ -91,6 +91,12 @@ class Stage:
                 return func
         return None
 
+    @property
+    def module_functions(self) -> dict:
+        """The stage's other PrimFuncs by name (device kernels that the entry function launches)."""
+        return {gv.name_hint: f for gv, f in self.mod.functions.items()
+                if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint != self._owner.func_name}
+
     def _generate(self):
         if self._generated is None and self._reason is None:
             packed = self._owner.packed_api_index
@@ -101,9 +107,12 @@ class Stage:
                 self._reason = f"the module has no function {self._owner.func_name!r} at this stage"
             else:
                 try:
-                    self._generated = generate_kernel(self.function, self._owner.name, stage=self.label)
+                    self._generated = generate_kernel(self.function, self._owner.name, stage=self.label,
+                                                      module_functions=self.module_functions)
                 except UnsupportedConstructError as exc:
                     self._reason = str(exc)
+                except Exception as exc:  # a generator bug must not take the session down
+                    self._reason = f"hybrid code generation failed at stage {self.label}: {type(exc).__name__}: {exc}"
         return self._generated
 
     @property
@@ -132,7 +141,8 @@ class Stage:
         if not self.emulatable:
             raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
         if self._fast is None:
-            self._fast = generate_kernel(self.function, self._owner.name, stage=self.label, mode="fast")
+            self._fast = generate_kernel(self.function, self._owner.name, stage=self.label, mode="fast",
+                                         module_functions=self.module_functions)
         return self._fast.source
 
     def kernel(self, mode: str = "exact") -> Callable:
@@ -142,7 +152,8 @@ class Stage:
         if not self.emulatable:
             raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
         if mode not in self._kernels:
-            gen = generate_kernel(self.function, self._owner.name, stage=self.label, mode=mode, progress=True)
+            gen = generate_kernel(self.function, self._owner.name, stage=self.label, mode=mode, progress=True,
+                                  module_functions=self.module_functions)
             state = {"callback": None}
             total = max(gen.progress_loops, 1)
 
@@ -191,17 +202,19 @@ class HybridModule:
         self.last_compare: CompareResult | None = None
         self.packed_api_index = packed_api_index if packed_api_index is not None else next(
             (s.index for s in self.stages if s.name == _capture.PACKED_API_PASS), None)
-        if not self.stages[0].emulatable:
+        try:
+            func = self.stages[0].function
+            self._params = _mark_outputs(kernel_signature(func, self.name), func)
+        except UnsupportedConstructError as exc:
             self._params = None
-        else:
-            self._params = _mark_outputs(self.stages[0].params, self.stages[0].function)
+            self._signature_error = str(exc)
 
     # ------------------------------------------------------------------ lookup
     @property
     def params(self) -> list[ParamSpec]:
         """The kernel's parameters, in order, with outputs marked."""
         if self._params is None:
-            raise StageNotEmulatableError(f"the input stage cannot be emulated: {self.stages[0].reason}")
+            raise StageNotEmulatableError(f"the kernel's parameters cannot be emulated: {self._signature_error}")
         return self._params
 
     @property

@@ -35,6 +35,65 @@ def thread_binding(*bounds, thread=""):
     return range(*bounds)
 
 
+def thread_lanes(index, tag):
+    """Marks the threads ``tag`` (e.g. ``threadIdx.x``) running in lockstep as the lanes of ``index``."""
+    return index
+
+
+def barrier(scope="shared", reached=True):
+    """``__syncthreads``: a no-op in lockstep, but every thread of the block must reach it."""
+    reached = np.asarray(reached)
+    if reached.any() and not reached.all():
+        raise RuntimeError(f"barrier ({scope}) not reached by all threads of the block: "
+                           f"{int(reached.sum())} of {reached.size} lanes")
+
+
+def _lane_array(value, ndim):
+    value = np.asarray(value)
+    return value.reshape((1,) * (ndim - value.ndim) + value.shape)
+
+
+def thread_allreduce(combine, value, axes, extents, ndim=12):
+    """``tvm_thread_allreduce``: fold the values of the threads along ``axes`` with ``combine`` in
+    thread order (lowest thread first) and give every thread the result."""
+    full = _lane_array(value, ndim)
+    shape = list(full.shape)
+    for axis, extent in zip(axes, extents):
+        shape[axis] = extent
+    full = np.broadcast_to(full, shape)
+    moved = np.moveaxis(full, list(axes), list(range(len(axes))))
+    flat = moved.reshape((-1,) + moved.shape[len(axes):])
+    acc = flat[0]
+    for k in range(1, flat.shape[0]):
+        acc = combine(acc, flat[k])
+    return np.expand_dims(acc, tuple(axes))
+
+
+def warp_shuffle(kind, value, offset, width, extents, ndim=12):
+    """``tvm_warp_shuffle`` (kind "idx"), ``_down`` and ``_up`` over threads numbered x fastest,
+    warps of 32 consecutive threads split into segments of ``width`` lanes."""
+    full = _lane_array(value, ndim)
+    shape = list(full.shape)
+    shape[:len(extents)] = extents
+    full = np.broadcast_to(full, shape)
+    count = int(np.prod(extents))
+    flat = full.reshape((count,) + full.shape[len(extents):])
+    lane = np.arange(count)
+    pos = lane % width
+    if kind == "idx":
+        src = lane - pos + int(offset) % width
+    elif kind == "down":
+        src = np.where(pos + offset < width, lane + offset, lane)
+    else:
+        src = np.where(pos >= offset, lane - offset, lane)
+    return flat[np.minimum(src, count - 1)].reshape(full.shape)
+
+
+def warp_activemask():
+    """``__activemask()``: every lane of the warp takes part (divergent shuffles are refused)."""
+    return np.uint32(0xFFFFFFFF)
+
+
 class sblock:  # noqa: N801  (reads like TVMScript's T.sblock)
     """Marks the extent of a schedulable block; does nothing at run time."""
 
@@ -264,6 +323,8 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "minimum": ("select",),
     "maximum": ("select",),
     "load": ("_in_bounds", "_bounds_error"),
+    "thread_allreduce": ("_lane_array",),
+    "warp_shuffle": ("_lane_array",),
     "store": ("_in_bounds", "_bounds_error"),
 }
 
