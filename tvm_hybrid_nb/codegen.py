@@ -751,7 +751,7 @@ class HybridCodegen:
         shape = ast.Tuple(lanes_shape + [ax.extent for ax in private] + [d.node for d in dims] + vector_lanes,
                           ast.Load())
         return [ast.Assign([_store_name(name)],
-                           ast.Call(_np("zeros"), [shape, ast.Constant(_scalar_dtype(str(buf.dtype)))], []))]
+                           self._call("alloc", shape, ast.Constant(_scalar_dtype(str(buf.dtype)))))]
 
     def _declare_buffer(self, buf, name: str) -> None:
         if len(buf.strides) and not _contiguous_strides(buf):

@@ -62,3 +62,7 @@ class DumpError(HybridError):
 
 class UnknownPassError(HybridError, LookupError):
     """A pass name given to :func:`tvm_hybrid_nb.resume` that is not a TVM pass (or is ambiguous)."""
+
+
+class InsufficientMemoryError(HybridError, MemoryError):
+    """Arrays or buffers that would need more memory than the machine has; refused before allocating."""

@@ -94,7 +94,7 @@ def complete_arguments(params: Sequence[Any], values: Sequence[Any]) -> list:
     """
     import numpy as np
 
-    from .signature import numpy_dtype
+    from .signature import check_allocation, numpy_dtype
 
     values = list(values)
     if len(values) == len(params):
@@ -111,11 +111,9 @@ def complete_arguments(params: Sequence[Any], values: Sequence[Any]) -> list:
             for dim, got in zip(spec.shape, value.shape):
                 if isinstance(dim, str):
                     sizes.setdefault(dim, int(got))
-    out: list = []
-    given = iter(values)
-    for spec in params:
+    shapes: dict[int, list] = {}
+    for index, spec in enumerate(params):
         if not spec.is_output:
-            out.append(next(given))
             continue
         shape = []
         for dim in spec.shape:
@@ -125,8 +123,13 @@ def complete_arguments(params: Sequence[Any], values: Sequence[Any]) -> list:
                 shape.append(sizes[dim])
             else:
                 shape.append(dim)
-        out.append(np.zeros(shape, numpy_dtype(spec.dtype)))
-    return out
+        shapes[index] = shape
+    total = sum(int(np.prod(shape, dtype=object)) * numpy_dtype(params[i].dtype).itemsize
+                for i, shape in shapes.items())
+    check_allocation(total, "the outputs (" + ", ".join(params[i].name for i in shapes) + ")")
+    given = iter(values)
+    return [np.zeros(shapes[i], numpy_dtype(spec.dtype)) if spec.is_output else next(given)
+            for i, spec in enumerate(params)]
 
 
 @magics_class

@@ -17,7 +17,8 @@ from . import capture as _capture
 from .codegen import generate_kernel, kernel_signature
 from .compare import CompareResult, compare_outputs
 from .errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError, BuildError, EmulationError,
-                     HybridError, StageLookupError, StageNotEmulatableError, UnsupportedConstructError)
+                     HybridError, InsufficientMemoryError, StageLookupError, StageNotEmulatableError,
+                     UnsupportedConstructError)
 from .loader import hybrid_line, load_kernel
 from .signature import ParamSpec, bind_arguments, random_arguments
 
@@ -419,6 +420,8 @@ def _run_kernel(kernel: Callable, values: list, stage: Stage, progress=None) -> 
             kernel(*values, progress=progress)
     except (KeyboardInterrupt, HybridError):
         raise
+    except MemoryError as exc:
+        raise InsufficientMemoryError(f"emulation of stage {stage.label} refused: {exc}") from None
     except Exception as exc:
         line = hybrid_line(exc, stage._owner.name)
         where = f" at line {line[0]}: {line[1]}" if line else ""

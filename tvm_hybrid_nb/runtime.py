@@ -215,7 +215,23 @@ def maximum(a, b):
 
 # --------------------------------------------------------------------------- memory
 def alloc(shape, dtype):
-    """A new buffer; TVM leaves it uninitialised, here it starts at zero."""
+    """A new buffer; TVM leaves it uninitialised, here it starts at zero.
+
+    A buffer larger than the machine's physical memory is refused (MemoryError) before allocating.
+    """
+    import os
+
+    nbytes = np.dtype(dtype).itemsize
+    for dim in np.atleast_1d(shape):
+        nbytes *= max(int(dim), 0)
+    try:
+        limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        limit = None
+    if limit is not None and nbytes > limit:
+        raise MemoryError(f"buffer of shape {tuple(int(d) for d in np.atleast_1d(shape))} ({dtype}) would need "
+                          f"{nbytes / 2**30:.3g} GiB but this machine has {limit / 2**30:.3g} GiB of memory; "
+                          f"nothing was allocated")
     return np.zeros(shape, dtype=dtype)
 
 

@@ -1,12 +1,13 @@
 """Kernel signatures as plain data: what each parameter of a kernel expects (no TVM types here)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Sequence, Union
 
 import numpy as np
 
-from .errors import ArgumentCountError, ArgumentShapeError, ArgumentTypeError
+from .errors import ArgumentCountError, ArgumentShapeError, ArgumentTypeError, InsufficientMemoryError
 
 #: A dimension is a fixed size or the name of a symbolic size bound from the arrays.
 Dim = Union[int, str]
@@ -144,6 +145,40 @@ def _shape_text(shape: Sequence[Dim]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
+def physical_memory() -> int | None:
+    """Bytes of physical memory of this machine (None where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_allocation(nbytes: int, what: str) -> None:
+    """Refuse, before allocating, ``nbytes`` that exceed the machine's physical memory.
+
+    Raises
+    ------
+    InsufficientMemoryError
+        Naming ``what`` and both sizes.
+    """
+    limit = physical_memory()
+    if limit is not None and nbytes > limit:
+        raise InsufficientMemoryError(
+            f"{what} would need {_gib(nbytes)} but this machine has {_gib(limit)} of memory; "
+            f"nothing was allocated (use smaller sizes)")
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.3g} GiB"
+
+
+def _nbytes(shape: Sequence[int], dtype: np.dtype) -> int:
+    count = 1
+    for dim in shape:
+        count *= max(int(dim), 0)
+    return count * np.dtype(dtype).itemsize
+
+
 def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str, int] | None = None) -> list:
     """Seeded random inputs for ``params``; outputs are zero-filled.
 
@@ -152,7 +187,7 @@ def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str
     """
     rng = np.random.default_rng(seed)
     sizes = dict(sizes or {})
-    values = []
+    shapes = []
     for spec in params:
         if not spec.is_buffer:
             raise ArgumentTypeError(
@@ -166,6 +201,13 @@ def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str
                 shape.append(sizes[dim])
             else:
                 shape.append(dim)
+        if any(int(d) < 0 for d in shape):
+            raise ArgumentShapeError(f"parameter {spec.name}: negative size in shape {tuple(shape)}")
+        shapes.append(shape)
+    total = sum(_nbytes(shape, numpy_dtype(spec.dtype)) for spec, shape in zip(params, shapes))
+    check_allocation(total, f"the arguments ({', '.join(p.name for p in params)})")
+    values = []
+    for spec, shape in zip(params, shapes):
         dtype = numpy_dtype(spec.dtype)
         if spec.is_output:
             values.append(np.zeros(shape, dtype))
