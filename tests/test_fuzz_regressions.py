@@ -6,8 +6,10 @@ the emulation against an independent truth (numpy, or the native build of the un
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tvm_hybrid_nb as thn
+from tvm_hybrid_nb.errors import EmulationError, InsufficientMemoryError
 from tvm_hybrid_nb.fuzz import FuzzCase, check_case, make_compute, schedule_for
 
 # Emulator bug: StorageRewrite turns the rfactor buffer into a buffer of float32x3 vectors; the
@@ -31,3 +33,60 @@ def test_buffer_of_vectors_after_storage_rewrite_emulates_in_both_modes():
     for mode in ("exact", "fast"):
         out = hm.emulate(a, b, np.zeros_like(c), stage=stage.index, mode=mode)
         np.testing.assert_array_equal(out, truth)
+
+
+# TVM 0.27 miscompilations the fuzzer found; the emulator exposes them instead of agreeing with them.
+TRANSFORM_LAYOUT_OOB = FuzzCase("pipeline", 5, [("transform_layout", "T", "write", 0, "split:2")])
+PLAN_ALLOCATION = FuzzCase("elementwise", 30, [("cache_read", "C", 0, "local"), ("reverse_compute_at", "A_local", "C", 1),
+                                               ("split", "C", 0, [4, None]), ("reverse_compute_at", "C", "A_local", 3)])
+HUGE_COMPACTED_BUFFER = FuzzCase("pipeline", 1085, [("reverse_compute_at", "T", "C", 1)])
+
+
+def _built(case):
+    compute = make_compute(case.kind, case.seed)
+    sch, applied = schedule_for(compute, case.steps)
+    assert applied == case.steps
+    return compute, thn.build(sch), thn.build(list(compute.tensors))
+
+
+def test_transform_layout_of_a_reversed_read_is_refused_as_out_of_bounds():
+    # T[i, m - 1 - j] re-laid out by j -> (j // 2, j % 2) becomes T[i, j // -2 + 2, j % -2 * -1]: for
+    # j = m - 1 that is row -1.  The emulation refuses the read; the native kernel reads outside T.
+    result = check_case(TRANSFORM_LAYOUT_OOB)
+    assert result.category == "tvm_schedule_bug", str(result)
+    compute, hm, plain = _built(TRANSFORM_LAYOUT_OOB)
+    a, c = hm.random_inputs(seed=0, sizes=compute.sizes)
+    with pytest.raises(EmulationError, match=r"out-of-bounds read of T\[0, -1, 1\]"):
+        hm.emulate(a, c.copy())
+    truth = plain.emulate(a, c.copy()).copy()
+    np.testing.assert_array_equal(truth, plain.run_native(a, c.copy()))
+    assert not np.allclose(hm.run_native(a, c.copy()), truth, equal_nan=True)
+
+
+def test_plan_buffer_allocation_miscompile_is_located_by_the_emulation():
+    # reverse_compute_at under a predicated loop: PlanAndUpdateBufferAllocationLocation moves A_local's
+    # allocation into the loop, where the predicated-off iteration reads it before writing it.
+    result = check_case(PLAN_ALLOCATION)
+    assert result.category == "tvm_pass_bug", str(result)
+    assert "PlanAndUpdateBufferAllocationLocation" in result.detail
+    compute, hm, plain = _built(PLAN_ALLOCATION)
+    a, b, c = hm.random_inputs(seed=1)
+    truth = plain.run_native(a, b, c.copy()).copy()
+    np.testing.assert_allclose(hm.emulate(a, b, c.copy()), truth, rtol=1e-5, atol=1e-6)  # the schedule is right
+    assert not np.allclose(hm.run_native(a, b, c.copy()), truth, equal_nan=True)  # the native kernel is not
+    culprit = hm.stage("s_tir.PlanAndUpdateBufferAllocationLocation")
+    before = hm.emulate(a, b, c.copy(), stage=culprit.index - 1).copy()
+    np.testing.assert_allclose(before, truth, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(hm.emulate(a, b, c.copy(), stage=culprit.index), truth, equal_nan=True)
+
+
+def test_compacted_buffer_of_int32_max_rows_is_refused_before_allocating():
+    # CompactBufferAllocation bounds a symbolic extent by 2**31 - 1 rows: 56 GiB of float32.
+    result = check_case(HUGE_COMPACTED_BUFFER)
+    assert result.ok and result.category == "unsupported", str(result)
+    assert "nothing was allocated" in result.detail
+    compute, hm, _ = _built(HUGE_COMPACTED_BUFFER)
+    args = hm.random_inputs(seed=0, sizes=compute.sizes)
+    with pytest.raises(InsufficientMemoryError, match=r"buffer of shape \(2147483647, 7\)"):
+        hm.emulate(*args, stage="s_tir.CompactBufferAllocation")
+    assert hm.compare(*args).ok  # stage 0 is fine, and so is the module afterwards

@@ -31,7 +31,7 @@ import tvm
 from tvm import s_tir, te, tirx
 
 from .compare import compare_arrays
-from .errors import BuildError, EmulationError
+from .errors import BuildError, EmulationError, InsufficientMemoryError
 
 __all__ = ["KINDS", "FuzzCase", "CaseResult", "make_compute", "random_case", "check_case", "reduce_case",
            "run_fuzz", "main"]
@@ -532,6 +532,8 @@ def check_case(case: FuzzCase, stages: str = "changed") -> CaseResult:
             work = [a.copy() for a in args]
             try:
                 hm.emulate(*work, stage=stage.index, mode=mode)
+            except InsufficientMemoryError as exc:  # refused before allocating: honest, not wrong
+                return result(True, "unsupported", f"stage {stage.label}: {exc}", runs)
             except EmulationError as exc:
                 if "out-of-bounds" not in str(exc):
                     return result(False, "emulation_error", f"stage {stage.label} {mode}: {exc}", runs)
@@ -666,7 +668,7 @@ class FuzzReport:
                  f"{len(self.tvm_findings)} TVM miscompilations caught, {len(self.failures)} failures",
                  f"  kinds: {kinds}", f"  primitives: {prims}"]
         for reason, res in self.unsupported.items():
-            lines.append(f"refused by the emulator (UnsupportedConstructError): {reason}, e.g. "
+            lines.append(f"refused by the emulator: {reason}, e.g. "
                          f"{res.case.kind} seed {res.case.seed} {res.case.steps!r}")
         for title, found in (("TVM miscompilation", self.tvm_findings), ("FAILURE", self.failures)):
             for reduced, original in found:
@@ -679,6 +681,8 @@ class FuzzReport:
 def _reason_kind(detail: str) -> str:
     """The construct an UnsupportedConstructError names (``unsupported construct X ...``)."""
     marker = "unsupported construct "
+    if "nothing was allocated" in detail:
+        return "buffer larger than the machine's memory (InsufficientMemoryError)"
     if marker in detail:
         rest = detail.split(marker, 1)[1]
         return rest.split(" at stage")[0].split(":")[0]
