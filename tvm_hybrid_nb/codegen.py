@@ -119,6 +119,8 @@ class _BufferInfo:
     prefix: list = field(default_factory=list)
     #: Per-thread memory (``local`` scope): indexed by the thread lanes first.
     per_thread: bool = False
+    #: Sanitizer (``check=True``): name of the array that marks which elements were written.
+    shadow: str | None = None
 
 
 @dataclass
@@ -131,6 +133,7 @@ class _Axis:
     is_thread: bool
     axis: int = 0
     tag: str = ""
+    race: bool = False  # lanes that run concurrently (threads; parallel iterations when checking)
 
 
 def _name(ident: str) -> ast.Name:
@@ -175,6 +178,15 @@ class _Namer:
 
     def lookup(self, obj) -> str | None:
         return self._names.get(_key(obj))
+
+    def define_name(self, hint: str) -> str:
+        """A fresh name that belongs to no TIR object (sanitizer bookkeeping)."""
+        name, n = hint, 0
+        while name in self._used:
+            n += 1
+            name = f"{hint}_{n}"
+        self._used.add(name)
+        return name
 
 
 class HybridCodegen:
@@ -223,8 +235,13 @@ class HybridCodegen:
     FIRST_LOOP_AXIS = 4
 
     def __init__(self, func, function_name: str, stage: str | None = None, mode: str = "exact",
-                 progress: bool = False, module_functions: dict | None = None):
+                 progress: bool = False, module_functions: dict | None = None, check: bool = False,
+                 synced: bool = False):
         self.func = func
+        self.check = check
+        # Threads race only where barriers are explicit: after s_tir.ThreadSync, or written by the user.
+        # Before that pass the IR implies a barrier wherever one is needed.
+        self.thread_races = synced or _has_storage_sync(func)
         self.mode = mode
         self.module_functions = dict(module_functions or {})
         self.extra_defs: list[ast.FunctionDef] = []
@@ -234,7 +251,7 @@ class HybridCodegen:
         self.progress_loops = 0
         self.function_name = function_name
         self.stage = stage
-        self.fast = mode == "fast"
+        self.fast = mode == "fast" and not check
         self.vector_depth = 0
         self.stmt_masks: list[ast.expr] = []
         self.vectorized_loops: list[str] = []
@@ -245,7 +262,8 @@ class HybridCodegen:
         self.reducers: list = []
         self.analyzer = tvm.sym.Analyzer()
         helper_names = {n for n in vars(runtime) if not n.startswith("__")}
-        reserved = set(dir(builtins)) | helper_names | {"np", "math", function_name} | set(self.module_functions)
+        reserved = (set(dir(builtins)) | helper_names | {"np", "math", "race_log", function_name}
+                    | set(self.module_functions))
         self.namer = _Namer(reserved)
         self.helpers: set[str] = set()
         self.buffers: dict[int, _BufferInfo] = {}
@@ -261,6 +279,8 @@ class HybridCodegen:
         except UnsupportedConstructError as exc:
             raise exc.at_stage(self.stage) if self.stage and not exc.stage else exc
         doc = ast.Expr(ast.Constant(self._docstring(params)))
+        if self.check:
+            prologue = [ast.Assign([_store_name("race_log")], ast.Call(self._use("RaceLog"), [], []))] + prologue
         fdef = ast.FunctionDef(
             name=self.function_name,
             args=ast.arguments(posonlyargs=[], args=[ast.arg(a) for a in args], kwonlyargs=[], kw_defaults=[],
@@ -690,10 +710,37 @@ class HybridCodegen:
         if _lanes(info.dtype) > 1 and (_varying(*values) or info.prefix or info.per_thread):
             raise _CannotVectorize(f"buffer of vectors {info.name} indexed per lane")
 
+    def _race_lanes(self) -> list["_Axis"]:
+        return [ax for ax in self.axes if ax.race]
+
+    def _sanitized(self, info: _BufferInfo) -> bool:
+        shared = not (info.per_thread or info.prefix)
+        return self.check and (info.shadow is not None or (shared and bool(self._race_lanes())))
+
+    def _access_call(self, info: _BufferInfo, values: list[Value], write: bool, value: ast.expr | None = None):
+        keywords = {}
+        if write:
+            keywords["write"] = ast.Constant(True)
+            keywords["value"] = value
+        masks = self.stmt_masks + ([] if write else self.masks)
+        if masks:
+            keywords["mask"] = self._mask_expr(masks)
+        if info.shadow is not None:
+            keywords["shadow"] = _name(info.shadow)
+        lanes = self._race_lanes()
+        if lanes and not (info.per_thread or info.prefix):
+            keywords["log"] = _name("race_log")
+            keywords["lanes"] = ast.Tuple([ast.Tuple([ast.Constant(ax.axis), ax.extent, ast.Constant(ax.tag)],
+                                                     ast.Load()) for ax in lanes], ast.Load())
+        index = ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load())
+        return self._call("access", _name(info.name), index, ast.Constant(info.name), kw=keywords)
+
     def visit_TensorLoad(self, node) -> Value:
         info = self._buffer(node.source)
         indices = list(node.indices)
         values = [self.visit_expr(i) for i in indices]
+        if self._sanitized(info):
+            return Value(self._access_call(info, values, write=False), "np", _dtype(node), True)
         self._check_vector_buffer(info, values)
         dtype = _dtype(node)
         varying = _varying(*values) or bool(info.prefix) or info.per_thread
@@ -713,6 +760,8 @@ class HybridCodegen:
         values = [self.visit_expr(i) for i in indices]
         self._check_vector_buffer(info, values)
         value = self.visit_expr(node.value)
+        if self._sanitized(info):
+            return [ast.Expr(self._access_call(info, values, write=True, value=value.node))]
         if not self.stmt_masks and self._in_bounds(info, indices):
             target = self._subscript(info, indices, values)
             target.ctx = ast.Store()
@@ -750,8 +799,12 @@ class HybridCodegen:
         vector_lanes = [ast.Constant(_lanes(str(buf.dtype)))] if _lanes(str(buf.dtype)) > 1 else []
         shape = ast.Tuple(lanes_shape + [ax.extent for ax in private] + [d.node for d in dims] + vector_lanes,
                           ast.Load())
-        return [ast.Assign([_store_name(name)],
-                           self._call("alloc", shape, ast.Constant(_scalar_dtype(str(buf.dtype)))))]
+        out = [ast.Assign([_store_name(name)],
+                          self._call("alloc", shape, ast.Constant(_scalar_dtype(str(buf.dtype)))))]
+        if self.check:  # which elements were written: reading any other is reading uninitialised memory
+            info.shadow = self.namer.define_name(f"{name}_written")
+            out.append(ast.Assign([_store_name(info.shadow)], self._call("alloc", shape, ast.Constant("bool"))))
+        return out
 
     def _declare_buffer(self, buf, name: str) -> None:
         if len(buf.strides) and not _contiguous_strides(buf):
@@ -789,7 +842,14 @@ class HybridCodegen:
         else:
             value = self._call("view", _name(source.name), ast.Constant(str(buf.dtype)),
                                ast.Tuple(shape_nodes, ast.Load()), offset_value.node)
-        return [ast.Assign([_store_name(name)], value)]
+        out = [ast.Assign([_store_name(name)], value)]
+        if source.shadow is not None and str(buf.dtype) == source.dtype:
+            info = self.buffers[_key(buf)]
+            info.shadow = self.namer.define_name(f"{name}_written")
+            out.append(ast.Assign([_store_name(info.shadow)], self._call(
+                "view", _name(source.shadow), ast.Constant("bool"), ast.Tuple(shape_nodes, ast.Load()),
+                offset_value.node)))
+        return out
 
     def _same_size(self, shape_a, shape_b) -> bool:
         prod_a = 1
@@ -843,9 +903,12 @@ class HybridCodegen:
         if short == "tvm_storage_sync":
             call_args = [ast.Constant(str(args[0].value)) if args else ast.Constant("shared")]
             mask = self._mask_expr(self.stmt_masks)
+            keywords = {}
             if mask is not None:
-                call_args.append(mask)
-            return Value(self._call("barrier", *call_args), "py", "int32")
+                keywords["reached"] = mask
+            if self.check:
+                keywords["log"] = _name("race_log")
+            return Value(self._call("barrier", *call_args, kw=keywords), "py", "int32")
         if short in self.CALL_BITWISE:
             key = {"bitwise_and": "prim.BitwiseAnd", "bitwise_or": "prim.BitwiseOr",
                    "bitwise_xor": "prim.BitwiseXor", "shift_left": "prim.LShift",
@@ -876,7 +939,8 @@ class HybridCodegen:
             raise UnsupportedConstructError("call to a function", f"{name} is not in the module")
         if name not in self.launched:
             sub = HybridCodegen(callee, _python_name(name), self.stage, self.mode,
-                                module_functions=self.module_functions)
+                                module_functions=self.module_functions, check=self.check,
+                                synced=self.thread_races)
             fdef, _ = sub.function_def()
             self.helpers |= sub.helpers
             self.extra_defs.extend(sub.extra_defs + [fdef])
@@ -946,6 +1010,14 @@ class HybridCodegen:
             tag = str(node.thread_binding.thread_tag) if node.thread_binding is not None else ""
             if not tag.startswith("blockIdx"):
                 return self._thread_lanes(node.loop_var, node.min, lo, node.extent, tag, node.body)
+        if kind == 1 and self.check and self._free_loop_axis() is not None:
+            # Race check: the iterations of a parallel loop run as lanes whose accesses are compared.
+            saved = self._save_state()
+            try:
+                return self._lanes_for(node.loop_var, node.min, lo, node.extent, node.body, is_thread=False,
+                                       tag=f"parallel {node.loop_var.name}", race=True)
+            except _CannotVectorize:
+                self._restore_state(saved)
         if (self.fast and self._free_loop_axis() is not None
                 and _loop_is_independent(node, self.storage_roots)):
             saved = self._save_state()
@@ -994,7 +1066,7 @@ class HybridCodegen:
         return None
 
     def _lanes_for(self, var, min_expr, lo: Value, extent_expr, body_stmt, is_thread: bool,
-                   tag: str = "") -> list[ast.stmt]:
+                   tag: str = "", race: bool = False) -> list[ast.stmt]:
         if is_thread:
             axis = self.THREAD_AXES.get("vthread" if tag.startswith("vthread") else tag)
             if axis is None:
@@ -1016,13 +1088,18 @@ class HybridCodegen:
         reshape = ast.Call(ast.Attribute(arange, "reshape", ast.Load()), [ast.Constant(c) for c in shape], [])
         self.var_kinds[_key(var)] = ("np", dtype, True)
         self.vector_depth += 1
-        self.axes.append(_Axis(name, lo.node, extent.node, is_thread, axis, tag))
+        race = race or (is_thread and self.thread_races)
+        outermost_race = race and not self._race_lanes()
+        self.axes.append(_Axis(name, lo.node, extent.node, is_thread, axis, tag, race))
         try:
             body = self.visit_stmt(body_stmt)
         finally:
             self.vector_depth -= 1
             self.axes.pop()
         self.vectorized_loops.append(name)
+        if self.check and outermost_race:  # the lanes end together: check what they did since the last barrier
+            body.append(ast.Expr(ast.Call(ast.Attribute(_name("race_log"), "flush", ast.Load()),
+                                          [ast.Constant(f"the end of {tag}")], [])))
         return [ast.Assign([_store_name(name)], reshape)] + body
 
     def _same_thread(self, var, min_expr, extent_expr, body_stmt, outer: "_Axis", tag: str) -> list[ast.stmt]:
@@ -1163,6 +1240,8 @@ class HybridCodegen:
         info = self._buffer(load.source)
         indices = list(load.indices)
         values = [self.visit_expr(i) for i in indices]
+        if self._sanitized(info):
+            return [ast.Expr(self._access_call(info, values, write=True, value=value))]
         if not self.stmt_masks and self._in_bounds(info, indices):
             target = self._subscript(info, indices, values)
             target.ctx = ast.Store()
@@ -1290,14 +1369,15 @@ def _is_true(expr) -> bool:
 
 
 def generate_kernel(func, function_name: str, stage: str | None = None, mode: str = "exact",
-                    progress: bool = False, module_functions: dict | None = None) -> GeneratedKernel:
+                    progress: bool = False, module_functions: dict | None = None,
+                    check: bool = False, synced: bool = False) -> GeneratedKernel:
     """Generate the hybrid script of ``func`` (see :class:`HybridCodegen`).
 
     ``mode="exact"`` interprets the IR as written; ``mode="fast"`` runs loops whose iterations are
     provably independent as numpy array operations (bit-identical results).  ``progress=True`` makes
     the variant that is executed: each outermost loop iteration calls ``__progress__``.
     """
-    return HybridCodegen(func, function_name, stage, mode, progress, module_functions).generate()
+    return HybridCodegen(func, function_name, stage, mode, progress, module_functions, check, synced).generate()
 
 
 # ---------------------------------------------------------------------- fast-mode dependence test
@@ -1495,3 +1575,17 @@ def _contiguous_strides(buf) -> bool:
 def kernel_signature(func, function_name: str) -> list[ParamSpec]:
     """The parameters of ``func`` as the hybrid script takes them (whether or not its body translates)."""
     return HybridCodegen(func, function_name)._signature()[2]
+
+
+def _has_storage_sync(func) -> bool:
+    """Whether ``func`` has explicit barriers (``tvm_storage_sync``)."""
+    found = []
+
+    def visit(node):
+        if _type_key(node) == "ir.Call" and isinstance(node.op, tvm.ir.Op) and node.op.name.endswith(
+                "tvm_storage_sync"):
+            found.append(node)
+        return True
+
+    tvm_ffi.structural_walk(func.body, visit, order="post")
+    return bool(found)

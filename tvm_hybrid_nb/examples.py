@@ -320,6 +320,78 @@ def int32_wraparound(n: int = 64) -> Example:
     return Example("int32_wraparound", sch, ref, make_inputs=make, description="int32 overflow and casts")
 
 
+def gpu_tiled_matmul(n: int = 64, tile: int = 8) -> Example:
+    """CUDA matmul: 8×8 thread tiles, A and B tiles staged through shared memory (cooperative fetch)."""
+    a, b, c = _matmul_te(n, n, n)
+    sch = _schedule([a, b, c])
+    block = sch.get_sblock("C")
+    i, j, k = sch.get_loops(block)
+    bi, ti = sch.split(i, [None, tile])
+    bj, tj = sch.split(j, [None, tile])
+    ko, ki = sch.split(k, [None, tile])
+    sch.reorder(bi, bj, ti, tj, ko, ki)
+    sch.bind(bi, "blockIdx.y")
+    sch.bind(bj, "blockIdx.x")
+    sch.bind(ti, "threadIdx.y")
+    sch.bind(tj, "threadIdx.x")
+    for index in (0, 1):
+        cache = sch.cache_read(block, index, "shared")
+        sch.compute_at(cache, ko)
+        fused = sch.fuse(*sch.get_loops(cache)[-2:])
+        _, ty, tx = sch.split(fused, [None, tile, tile])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+    return Example("gpu_tiled_matmul", sch, _matmul_ref, description="CUDA shared-memory tiled matmul")
+
+
+def gpu_row_sum(rows: int = 8, cols: int = 64, threads: int = 32) -> Example:
+    """CUDA row sum: one block per row, the reduction split across 32 threads (cross-thread allreduce)."""
+    x = te.placeholder((rows, cols), "float32", name="A")
+    k = te.reduce_axis((0, cols), name="k")
+    out = te.compute((rows,), lambda i: te.sum(x[i, k], axis=k), name="B")
+    sch = _schedule([x, out])
+    i, kk = sch.get_loops(sch.get_sblock("B"))
+    sch.bind(i, "blockIdx.x")
+    _, ki = sch.split(kk, [None, threads])
+    sch.bind(ki, "threadIdx.x")
+    return Example("gpu_row_sum", sch, lambda a: a.astype(np.float64).sum(axis=1).astype(np.float32),
+                   description="CUDA cross-thread reduction")
+
+
+def gpu_softmax(rows: int = 4, cols: int = 64, threads: int = 32) -> Example:
+    """CUDA row softmax: max and sum as cross-thread reductions, exp and divide over the threads."""
+    x = te.placeholder((rows, cols), "float32", name="X")
+    k1 = te.reduce_axis((0, cols), name="k1")
+    mx = te.compute((rows,), lambda i: te.max(x[i, k1], axis=k1), name="row_max")
+    ex = te.compute((rows, cols), lambda i, j: te.exp(x[i, j] - mx[i]), name="exp")
+    k2 = te.reduce_axis((0, cols), name="k2")
+    sm = te.compute((rows,), lambda i: te.sum(ex[i, k2], axis=k2), name="row_sum")
+    out = te.compute((rows, cols), lambda i, j: ex[i, j] / sm[i], name="softmax")
+    sch = _schedule([x, out])
+    for name in ("row_max", "row_sum"):
+        i, kk = sch.get_loops(sch.get_sblock(name))
+        sch.bind(i, "blockIdx.x")
+        _, ki = sch.split(kk, [None, threads])
+        sch.bind(ki, "threadIdx.x")
+    for name in ("exp", "softmax"):
+        i, j = sch.get_loops(sch.get_sblock(name))
+        sch.bind(i, "blockIdx.x")
+        _, ji = sch.split(j, [None, threads])
+        sch.bind(ji, "threadIdx.x")
+
+    def ref(a):
+        e = np.exp(a - a.max(axis=1, keepdims=True))
+        return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+
+    return Example("gpu_softmax", sch, ref, description="CUDA softmax")
+
+
+#: Kernels for the ``cuda`` target: emulated on the CPU, compared with numpy (no GPU needed).
+GPU_EXAMPLES: dict[str, Callable[[], Example]] = {
+    f.__name__: f for f in (gpu_tiled_matmul, gpu_row_sum, gpu_softmax)
+}
+
+
 EXAMPLES: dict[str, Callable[[], Example]] = {
     f.__name__: f for f in (
         two_tensors_named_a, matmul_split_reorder, matmul_parallel_vectorize, matmul_cache_compute_at,

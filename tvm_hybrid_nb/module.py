@@ -146,15 +146,17 @@ class Stage:
                                          module_functions=self.module_functions)
         return self._fast.source
 
-    def kernel(self, mode: str = "exact") -> Callable:
+    def kernel(self, mode: str = "exact", check: bool = False) -> Callable:
         """The executed function of this stage: its hybrid source (``mode`` "exact" or "fast") with
         progress hooks in the outermost loops.  Call it as ``kernel(*arrays, progress=callback)``.
         """
         if not self.emulatable:
             raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
-        if mode not in self._kernels:
+        key = (mode, check)
+        if key not in self._kernels:
+            synced = any(st.name == "s_tir.ThreadSync" for st in self._owner.stages[:self.index + 1])
             gen = generate_kernel(self.function, self._owner.name, stage=self.label, mode=mode, progress=True,
-                                  module_functions=self.module_functions)
+                                  module_functions=self.module_functions, check=check, synced=synced)
             state = {"callback": None}
             total = max(gen.progress_loops, 1)
 
@@ -174,8 +176,8 @@ class Stage:
                     state["callback"] = None
 
             run.source = gen.source
-            self._kernels[mode] = run
-        return self._kernels[mode]
+            self._kernels[key] = run
+        return self._kernels[key]
 
     def __repr__(self) -> str:
         return f"<Stage {self.index} {self.name} changed={self.changed} {self.seconds * 1e3:.2f} ms>"
@@ -270,7 +272,7 @@ class HybridModule:
         if mode not in EMULATION_MODES:
             raise ValueError(f"mode must be one of {EMULATION_MODES}, got {mode!r}")
         s = self.stage(stage)
-        kernel = s.kernel(mode)
+        kernel = s.kernel(mode, check)
         bound = bind_arguments(self.params, arrays)
         _run_kernel(kernel, bound.values, s, progress)
         bound.finish()

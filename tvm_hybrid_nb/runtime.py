@@ -40,12 +40,121 @@ def thread_lanes(index, tag):
     return index
 
 
-def barrier(scope="shared", reached=True):
-    """``__syncthreads``: a no-op in lockstep, but every thread of the block must reach it."""
+def barrier(scope="shared", reached=True, log=None):
+    """``__syncthreads``: a no-op in lockstep, but every thread of the block must reach it.
+
+    With a sanitizer ``log``, the accesses since the previous barrier are checked for races.
+    """
     reached = np.asarray(reached)
     if reached.any() and not reached.all():
         raise RuntimeError(f"barrier ({scope}) not reached by all threads of the block: "
-                           f"{int(reached.sum())} of {reached.size} lanes")
+                           f"{int(reached.sum())} of {reached.size} lanes reach it")
+    if log is not None:
+        log.flush("barrier")
+
+
+def _lane_ids(lanes, shape):
+    """Number each element of ``shape`` by the lane (thread or parallel iteration) it belongs to."""
+    ids = np.zeros((), np.int64)
+    for axis, extent, _tag in lanes:
+        here = [1] * len(shape)
+        here[axis] = extent
+        ids = ids * extent + np.arange(extent).reshape(here)
+    return np.broadcast_to(ids, shape)
+
+
+def _lane_text(lanes, lane):
+    parts = []
+    for _axis, extent, tag in reversed(lanes):
+        parts.append(f"{tag}={lane % extent}")
+        lane //= extent
+    return ", ".join(reversed(parts))
+
+
+class RaceLog:
+    """Sanitizer: the elements each lane touched since the last barrier, per buffer.
+
+    Two different lanes touching one element, at least one of them writing, with no barrier in
+    between, is a race, whatever order the emulator ran them in.
+    """
+
+    def __init__(self):
+        self.records = {}
+
+    def record(self, name, shape, index, lane_ids, write, lanes):
+        elems = np.ravel_multi_index(index, shape) if index else np.zeros(lane_ids.shape, np.int64)
+        entry = self.records.setdefault(name, (shape, lanes, []))
+        entry[2].append((elems, lane_ids, write))
+        if write:
+            self._check(name, shape, lanes, [(elems, lane_ids, True)])
+
+    def flush(self, where="end of the parallel region"):
+        try:
+            for name, (shape, lanes, items) in self.records.items():
+                self._check(name, shape, lanes, items, where)
+        finally:
+            self.records = {}
+
+    def _check(self, name, shape, lanes, items, where="one statement"):
+        elems = np.concatenate([e for e, _, _ in items])
+        ids = np.concatenate([l for _, l, _ in items])
+        writes = np.concatenate([np.full(e.shape, w) for e, _, w in items])
+        written = np.unique(elems[writes])
+        if written.size == 0:
+            return
+        keep = np.isin(elems, written)
+        elems, ids, writes = elems[keep], ids[keep], writes[keep]
+        order = np.lexsort((ids, elems))
+        elems, ids, writes = elems[order], ids[order], writes[order]
+        starts = np.flatnonzero(np.r_[True, elems[1:] != elems[:-1]])
+        low = np.minimum.reduceat(ids, starts)
+        high = np.maximum.reduceat(ids, starts)
+        bad = np.flatnonzero(low != high)
+        if bad.size:
+            k = starts[bad[0]]
+            where_index = np.unravel_index(elems[k], shape)
+            raise RuntimeError(
+                f"data race on {name}{[int(i) for i in where_index]}: lanes ({_lane_text(lanes, int(low[bad[0]]))}) "
+                f"and ({_lane_text(lanes, int(high[bad[0]]))}) both access it, at least one writing, "
+                f"with no barrier in between (checked at {where})")
+
+
+def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=()):
+    """Sanitizer access (``check=True``): bounds, reads of never-written allocation elements, and
+    the per-lane record for race detection; then the read (returned) or write itself."""
+    index = tuple(np.asarray(i) for i in index)
+    lane_shape = [1] * 12
+    for axis, extent, _tag in lanes:
+        lane_shape[axis] = extent
+    shapes = [i.shape for i in index] + ([tuple(lane_shape)] if lanes else [])
+    if mask is not None:
+        shapes.append(np.shape(mask))
+    if write:
+        shapes.append(np.shape(value))
+    shape = np.broadcast_shapes(*shapes)
+    full = [np.broadcast_to(i, shape) for i in index]
+    keep = np.broadcast_to(np.asarray(True if mask is None else mask, dtype=bool), shape)
+    ok = np.ones(shape, bool)
+    for i, n in zip(full, buffer.shape):
+        ok = ok & (i >= 0) & (i < n)
+    if np.any(keep & ~ok):
+        first = tuple(int(f[keep & ~ok][0]) for f in full)
+        raise IndexError(f"out-of-bounds {'write' if write else 'read'} of {name}{list(first)} "
+                         f"(shape {tuple(buffer.shape)})")
+    sel = tuple(f[keep] for f in full)
+    if log is not None and lanes:
+        log.record(name, buffer.shape, sel, _lane_ids(lanes, shape)[keep], write, lanes)
+    if write:
+        buffer[sel] = np.broadcast_to(value, shape)[keep]
+        if shadow is not None:
+            shadow[sel] = True
+        return None
+    if shadow is not None and not np.all(shadow[sel]):
+        first = tuple(int(s[~shadow[sel]][0]) for s in sel)
+        raise RuntimeError(f"read of {name}{list(first)}, an element of a buffer allocation that was never written")
+    out = np.zeros(shape, buffer.dtype)
+    out[keep] = buffer[sel]
+    return out[()] if out.ndim == 0 else out
 
 
 def _lane_array(value, ndim):
@@ -249,9 +358,20 @@ def view(data, dtype, shape, elem_offset=0):
     return out
 
 
-def _bounds_error(kind, name, buffer, index):
-    shown = tuple(np.asarray(i).tolist() for i in index)
-    return IndexError(f"out-of-bounds {kind} of {name}{list(shown)} (shape {tuple(buffer.shape)})")
+def _bounds_error(kind, name, buffer, index, mask=None):
+    """The first offending element (of all lanes) named in one line."""
+    arrays = [np.asarray(i) for i in index]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays), np.shape(mask) if mask is not None else ())
+    full = [np.broadcast_to(a, shape) for a in arrays]
+    bad = np.zeros(shape, bool)
+    for i, n in zip(full, buffer.shape):
+        bad |= (i < 0) | (i >= n)
+    if mask is not None:
+        bad &= np.broadcast_to(np.asarray(mask, dtype=bool), shape)
+    count = int(bad.sum())
+    first = [int(f[bad][0]) for f in full] if count else [np.asarray(a).tolist() for a in arrays]
+    lanes = f" ({count} of {bad.size} lanes)" if bad.size > 1 else ""
+    return IndexError(f"out-of-bounds {kind} of {name}{first}{lanes} (shape {tuple(buffer.shape)})")
 
 
 def _in_bounds(buffer, index):
@@ -274,7 +394,7 @@ def load(buffer, index, name="buffer", mask=None):
             raise _bounds_error("read", name, buffer, index)
         return buffer[index]
     if not np.all(ok | ~np.asarray(mask, dtype=bool)):
-        raise _bounds_error("read", name, buffer, index)
+        raise _bounds_error("read", name, buffer, index, mask)
     safe = tuple(np.where(ok, i, 0) for i in index)
     out = np.where(ok, buffer[safe], np.zeros((), buffer.dtype))
     return out[()] if out.ndim == 0 else out
@@ -340,6 +460,8 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "maximum": ("select",),
     "load": ("_in_bounds", "_bounds_error"),
     "thread_allreduce": ("_lane_array",),
+    "RaceLog": ("_lane_text",),
+    "access": ("_lane_ids",),
     "warp_shuffle": ("_lane_array",),
     "store": ("_in_bounds", "_bounds_error"),
 }

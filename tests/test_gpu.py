@@ -1,0 +1,195 @@
+"""GPU (cuda target) emulation and the sanitizers, compared with numpy: no GPU needed."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tvm.script import tirx as T
+
+import tvm_hybrid_nb as thn
+from tvm_hybrid_nb.errors import EmulationError
+from tvm_hybrid_nb.examples import GPU_EXAMPLES, get_example, gpu_row_sum, gpu_tiled_matmul
+
+_BUILT: dict = {}
+
+
+def built(name):
+    if name not in _BUILT:
+        example = GPU_EXAMPLES[name]()
+        _BUILT[name] = (example, thn.build(example.obj, target="cuda"))
+    return _BUILT[name]
+
+
+@pytest.mark.parametrize("name", list(GPU_EXAMPLES))
+def test_correct_gpu_kernels_match_numpy_at_every_stage_with_sanitizers_on(name):
+    example, hm = built(name)
+    args = example.inputs(hm, seed=3)
+    emulated = refused = 0
+    for stage in hm.stages[:hm.packed_api_index]:
+        if not stage.emulatable:
+            # Only a block that reduces across threads is refused, and only before it is lowered.
+            assert "cross-thread reduction block" in stage.reason, stage.reason
+            assert stage.index < hm.stage("s_tir.LowerCrossThreadReduction").index
+            refused += 1
+            continue
+        emulated += 1
+        if stage.changed or stage.index == 0:
+            for mode in ("exact", "fast"):
+                result = hm.compare(*args, stage=stage.index, reference=example.reference, mode=mode,
+                                    check=True)
+                assert result.ok, f"{stage.label} {mode}: {result}"
+    assert emulated >= 40 and refused <= 3
+    # The host function launching the device kernel (after SplitHostDevice) runs too.
+    launch = hm.stage("tirx.ConvertSSA")
+    assert "def main_kernel(" in launch.source and "main_kernel(" in launch.source.split("def main(")[1]
+
+
+def test_threads_run_in_lockstep_so_shared_memory_tiles_are_complete():
+    # Thread by thread, a thread would read shared tiles that later threads have not filled yet.
+    example, hm = built("gpu_tiled_matmul")
+    lifted = hm.stage("s_tir.LiftThreadBinding")
+    src = lifted.source
+    assert "thread_lanes(threadIdx_x, 'threadIdx.x')" in src
+    assert "A_shared" in src
+    args = example.inputs(hm, seed=4)
+    out = hm.emulate(*args, stage=lifted.index).copy()
+    np.testing.assert_allclose(out, example.reference(args[0], args[1]), rtol=1e-5, atol=1e-5)
+
+
+def test_barriers_and_warp_shuffles_are_in_the_lowered_reduction():
+    example, hm = built("gpu_row_sum")
+    lowered = hm.stage("s_tir.LowerThreadAllreduce")
+    assert "warp_shuffle('down'" in lowered.source
+    args = example.inputs(hm, seed=5)
+    result = hm.compare(*args, stage=lowered.index, reference=example.reference, check=True)
+    assert result.ok, str(result)
+    allreduce = hm.stage("s_tir.LowerCrossThreadReduction")
+    assert "thread_allreduce(lambda" in allreduce.source
+
+
+@T.prim_func
+def _racy_parallel(A: T.Buffer((16,), "float32"), B: T.Buffer((1,), "float32")):
+    for i in T.parallel(16):
+        B[0] = B[0] + A[i]
+
+
+@T.prim_func
+def _missing_barrier(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        S = T.alloc_buffer((32,), "float32", scope="shared")
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            T.evaluate(T.tvm_storage_sync("shared"))
+            S[tx] = A[bx * 32 + tx]
+            B[bx * 32 + tx] = S[31 - tx]  # reads another thread's element: needs a barrier first
+
+
+@T.prim_func
+def _with_barrier(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        S = T.alloc_buffer((32,), "float32", scope="shared")
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            S[tx] = A[bx * 32 + tx]
+            T.evaluate(T.tvm_storage_sync("shared"))
+            B[bx * 32 + tx] = S[31 - tx]
+
+
+@T.prim_func
+def _divergent_barrier(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        S = T.alloc_buffer((32,), "float32", scope="shared")
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            S[tx] = A[bx * 32 + tx]
+            if tx < 16:
+                T.evaluate(T.tvm_storage_sync("shared"))
+            B[bx * 32 + tx] = S[31 - tx]
+
+
+@T.prim_func
+def _off_by_one(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            B[bx * 32 + tx] = A[bx * 32 + tx + 1]
+
+
+@T.prim_func
+def _uninitialised(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    tmp = T.alloc_buffer((16,), "float32")
+    for i in range(15):
+        tmp[i] = A[i]
+    for i in range(16):
+        B[i] = tmp[i]
+
+
+def _inputs(hm):
+    return hm.random_inputs(seed=6)
+
+
+def test_off_by_one_index_is_an_out_of_bounds_read_with_its_line():
+    hm = thn.build(_off_by_one, target="cuda")
+    with pytest.raises(EmulationError, match=r"out-of-bounds read of A\[64\] \(1 of 32 lanes\)") as info:
+        hm.emulate(*_inputs(hm))
+    assert "stage 0 input" in str(info.value) and "B[bx * 32 + tx] = load(A, (bx * 32 + tx + 1,)" in str(info.value)
+
+
+def test_removed_barrier_is_a_race_between_threads():
+    hm = thn.build(_missing_barrier, target="cuda")
+    args = _inputs(hm)
+    hm.emulate(*[a.copy() for a in args])  # without the sanitizer the lockstep run hides the bug
+    with pytest.raises(EmulationError, match=r"data race on S\[\d+\]: lanes \(threadIdx.x=\d+\) and "
+                                             r"\(threadIdx.x=\d+\)"):
+        hm.emulate(*[a.copy() for a in args], check=True)
+
+
+def test_the_same_kernel_with_its_barrier_passes_and_matches_numpy():
+    hm = thn.build(_with_barrier, target="cuda")
+    a = np.arange(64, dtype=np.float32)
+    out = hm.emulate(a, np.zeros(64, np.float32), check=True)
+    np.testing.assert_array_equal(out, np.concatenate([a[:32][::-1], a[32:][::-1]]))
+
+
+def test_barrier_inside_a_thread_dependent_branch_is_refused():
+    hm = thn.build(_divergent_barrier, target="cuda")
+    with pytest.raises(EmulationError, match=r"barrier \(shared\) not reached by all threads of the block: "
+                                             r"16 of 32 lanes reach it"):
+        hm.emulate(*_inputs(hm))
+
+
+def test_racy_parallel_loop_is_caught_by_the_sanitizer():
+    hm = thn.build(_racy_parallel, target="llvm")
+    args = _inputs(hm)
+    with pytest.raises(EmulationError, match=r"data race on B\[0\]: lanes \(parallel i=\d+\) and \(parallel i=\d+\)"):
+        hm.emulate(*args, check=True)
+
+
+def test_read_of_never_written_allocation_element_is_caught():
+    hm = thn.build(_uninitialised, target="llvm")
+    args = _inputs(hm)
+    hm.emulate(*[a.copy() for a in args])  # unchecked: reads the zero the emulator put there
+    with pytest.raises(EmulationError, match=r"read of tmp\[15\], an element of a buffer allocation that was "
+                                             r"never written"):
+        hm.emulate(*[a.copy() for a in args], check=True)
+
+
+def test_masked_out_select_lanes_are_not_out_of_bounds_errors_with_the_sanitizer():
+    @T.prim_func
+    def guarded(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+        B[T.Ramp(0, 1, 8)] = T.Select(T.Ramp(0, 1, 8) < T.Broadcast(6, 8), A[T.Ramp(2, 1, 8)],
+                                      T.Broadcast(T.float32(0), 8))
+
+    hm = thn.build(guarded)
+    a = np.arange(8, dtype=np.float32)
+    out = hm.emulate(a, np.zeros(8, np.float32), check=True)
+    np.testing.assert_array_equal(out, [2, 3, 4, 5, 6, 7, 0, 0])
+
+
+def test_correct_cpu_kernels_pass_the_sanitizer():
+    for name in ("matmul_parallel_vectorize", "matmul_cache_compute_at", "conv2d_padded", "softmax"):
+        example = get_example(name)
+        hm = thn.build(example.obj)
+        args = example.inputs(hm, seed=7)
+        for stage in (0, "tirx.FlattenBuffer", "tirx.CommonSubexprElim"):
+            result = hm.compare(*args, stage=stage, reference=example.reference, check=True)
+            assert result.ok, f"{name} {stage}: {result}"
+
+
+def test_gpu_examples_are_distinct_from_cpu_examples():
+    assert gpu_tiled_matmul().name == "gpu_tiled_matmul" and gpu_row_sum().name == "gpu_row_sum"
