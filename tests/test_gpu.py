@@ -7,7 +7,7 @@ from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb.errors import EmulationError
-from tvm_hybrid_nb.examples import GPU_EXAMPLES, get_example, gpu_row_sum, gpu_tiled_matmul
+from tvm_hybrid_nb.examples import GPU_EXAMPLES, gpu_row_sum, gpu_tiled_matmul
 
 _BUILT: dict = {}
 
@@ -182,8 +182,10 @@ def test_masked_out_select_lanes_are_not_out_of_bounds_errors_with_the_sanitizer
 
 
 def test_correct_cpu_kernels_pass_the_sanitizer():
-    for name in ("matmul_parallel_vectorize", "matmul_cache_compute_at", "conv2d_padded", "softmax"):
-        example = get_example(name)
+    from tvm_hybrid_nb.examples import conv2d_padded, matmul_cache_compute_at, matmul_parallel_vectorize, softmax
+
+    for example in (matmul_parallel_vectorize(16), matmul_cache_compute_at(32), conv2d_padded(c=2, k=2), softmax()):
+        name = example.name
         hm = thn.build(example.obj)
         args = example.inputs(hm, seed=7)
         for stage in (0, "tirx.FlattenBuffer", "tirx.CommonSubexprElim"):

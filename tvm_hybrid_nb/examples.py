@@ -320,7 +320,7 @@ def int32_wraparound(n: int = 64) -> Example:
     return Example("int32_wraparound", sch, ref, make_inputs=make, description="int32 overflow and casts")
 
 
-def gpu_tiled_matmul(n: int = 64, tile: int = 8) -> Example:
+def gpu_tiled_matmul(n: int = 32, tile: int = 8) -> Example:
     """CUDA matmul: 8×8 thread tiles, A and B tiles staged through shared memory (cooperative fetch)."""
     a, b, c = _matmul_te(n, n, n)
     sch = _schedule([a, b, c])
