@@ -137,6 +137,8 @@ def test_removed_barrier_is_a_race_between_threads():
     with pytest.raises(EmulationError, match=r"data race on S\[\d+\]: lanes \(threadIdx.x=\d+\) and "
                                              r"\(threadIdx.x=\d+\)"):
         hm.emulate(*[a.copy() for a in args], check=True)
+    with pytest.raises(EmulationError, match=r"data race on S\["):
+        hm.emulate(*[a.copy() for a in args], check=True, mode="fast")
 
 
 def test_the_same_kernel_with_its_barrier_passes_and_matches_numpy():
@@ -156,8 +158,9 @@ def test_barrier_inside_a_thread_dependent_branch_is_refused():
 def test_racy_parallel_loop_is_caught_by_the_sanitizer():
     hm = thn.build(_racy_parallel, target="llvm")
     args = _inputs(hm)
-    with pytest.raises(EmulationError, match=r"data race on B\[0\]: lanes \(parallel i=\d+\) and \(parallel i=\d+\)"):
-        hm.emulate(*args, check=True)
+    for mode in ("exact", "fast"):
+        with pytest.raises(EmulationError, match=r"data race on B\[0\]: lanes \(parallel i=\d+\) and \(parallel i=\d+\)"):
+            hm.emulate(*[a.copy() for a in args], check=True, mode=mode)
 
 
 def test_read_of_never_written_allocation_element_is_caught():
@@ -189,8 +192,9 @@ def test_correct_cpu_kernels_pass_the_sanitizer():
         hm = thn.build(example.obj)
         args = example.inputs(hm, seed=7)
         for stage in (0, "tirx.FlattenBuffer", "tirx.CommonSubexprElim"):
-            result = hm.compare(*args, stage=stage, reference=example.reference, check=True)
-            assert result.ok, f"{name} {stage}: {result}"
+            for mode in ("exact", "fast"):
+                result = hm.compare(*args, stage=stage, reference=example.reference, check=True, mode=mode)
+                assert result.ok, f"{name} {stage} {mode}: {result}"
 
 
 def test_gpu_examples_are_distinct_from_cpu_examples():

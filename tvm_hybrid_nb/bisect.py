@@ -57,7 +57,8 @@ def find_first_divergence(hm: Any, *arrays, reference: str | Callable = "native"
                           stages: Sequence[Any] | None = None, only_changed: bool = True,
                           seed: int = 0, sizes: dict[str, int] | None = None,
                           rtol: float | None = None, atol: float | None = None,
-                          progress: Callable[[Any], None] | None = None) -> Divergence:
+                          progress: Callable[[Any], None] | None = None, mode: str = "exact",
+                          check: bool = False) -> Divergence:
     """Emulate stages in order and return the first whose output differs from ``reference``.
 
     Parameters
@@ -77,6 +78,10 @@ def find_first_divergence(hm: Any, *arrays, reference: str | Callable = "native"
         Tolerances (default: by dtype).
     progress : callable, optional
         Called with each stage before it is emulated.
+    mode : {"exact", "fast"}
+        Emulation mode (bit-identical results; fast runs independent loops as arrays).
+    check : bool
+        Run the sanitizers; a bounds error, race or uninitialised read counts as the divergence.
 
     Returns
     -------
@@ -98,7 +103,8 @@ def find_first_divergence(hm: Any, *arrays, reference: str | Callable = "native"
         if progress is not None:
             progress(stage)
         try:
-            result = hm.compare(*arrays, reference=reference, stage=stage.index, rtol=rtol, atol=atol)
+            result = hm.compare(*arrays, reference=reference, stage=stage.index, rtol=rtol, atol=atol,
+                                mode=mode, check=check)
         except EmulationError as exc:
             return Divergence(stage, None, str(exc), previous, checked, skipped, ref_name)
         checked.append((stage, result))

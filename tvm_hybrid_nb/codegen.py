@@ -251,7 +251,7 @@ class HybridCodegen:
         self.progress_loops = 0
         self.function_name = function_name
         self.stage = stage
-        self.fast = mode == "fast" and not check
+        self.fast = mode == "fast"
         self.vector_depth = 0
         self.stmt_masks: list[ast.expr] = []
         self.vectorized_loops: list[str] = []

@@ -394,10 +394,12 @@ def explorer(hm: Any, reference: str | Callable = "native",
         values = inputs() if callable(inputs) else inputs
         return tuple(values)
 
+    # The buttons emulate in fast mode (bit-identical to exact) with the sanitizers on.
     def run_compare(index: int):
-        return hm.compare(*arguments(), reference=reference, stage=index)
+        return hm.compare(*arguments(), reference=reference, stage=index, mode="fast", check=True)
 
     def run_divergence(progress):
-        return find_first_divergence(hm, *arguments(), reference=reference, progress=progress)
+        return find_first_divergence(hm, *arguments(), reference=reference, progress=progress, mode="fast",
+                                     check=True)
 
     return Explorer(hm, run_compare, run_divergence)
