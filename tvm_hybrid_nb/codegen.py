@@ -714,8 +714,8 @@ class HybridCodegen:
         return [ax for ax in self.axes if ax.race]
 
     def _sanitized(self, info: _BufferInfo) -> bool:
-        shared = not (info.per_thread or info.prefix)
-        return self.check and (info.shadow is not None or (shared and bool(self._race_lanes())))
+        # Copies made per fast-mode lane are still shared by the threads (race lanes) of that lane.
+        return self.check and (info.shadow is not None or (not info.per_thread and bool(self._race_lanes())))
 
     def _access_call(self, info: _BufferInfo, values: list[Value], write: bool, value: ast.expr | None = None):
         keywords = {}
@@ -728,7 +728,7 @@ class HybridCodegen:
         if info.shadow is not None:
             keywords["shadow"] = _name(info.shadow)
         lanes = self._race_lanes()
-        if lanes and not (info.per_thread or info.prefix):
+        if lanes and not info.per_thread:
             keywords["log"] = _name("race_log")
             keywords["lanes"] = ast.Tuple([ast.Tuple([ast.Constant(ax.axis), ax.extent, ast.Constant(ax.tag)],
                                                      ast.Load()) for ax in lanes], ast.Load())
@@ -1390,6 +1390,8 @@ class _LoopAccesses:
         self.inner: list = []
         self.accesses: list[tuple[int, int, bool, list]] = []
         self.private = False
+        #: Allocations made inside the body: each iteration has its own (fast mode gives one per lane).
+        self.local: set[int] = set()
 
     def root(self, buf) -> int:
         return self.roots.get(_key(buf), _key(buf))
@@ -1444,12 +1446,15 @@ class _LoopAccesses:
             for iv, value in zip(block.iter_vars, stmt.iter_values):
                 self.binds.append((iv.var, value))
             self.expr(stmt.predicate)
-            if len(block.alloc_buffers) or len(block.match_buffers):
+            if len(block.match_buffers):
                 self.private = True
+            self.local |= {_key(b) for b in block.alloc_buffers}
             if block.init is not None:
                 self.stmt(block.init)
             self.stmt(block.body)
-        else:  # allocations, break/continue and anything unknown: no claim of independence
+        elif key == "tirx.AllocBuffer":
+            self.local.add(_key(stmt.buffer))
+        else:  # break/continue and anything unknown: no claim of independence
             self.private = True
 
 
@@ -1471,20 +1476,22 @@ def _loop_is_independent(loop, roots: dict[int, int]) -> bool:
     expand = tvm.sym.Analyzer()
     for var, value in acc.binds:
         expand.bind(var, value, allow_override=True)
-    for items in groups.values():
-        if not any(w for _, w, _ in items):
+    for root, items in groups.items():
+        if root in acc.local or not any(w for _, w, _ in items):
             continue
         if len({k for k, _, _ in items}) > 1 or len({len(ix) for _, _, ix in items}) > 1:
             return False
         ndim = len(items[0][2])
-        if not any(_separates_iterations([ix[d] for _, _, ix in items], loop.loop_var, acc, expand)
+        x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
+        if not any(_separates_iterations([ix[d] for _, _, ix in items], loop.loop_var, acc, expand, x_extent)
                    for d in range(ndim)):
             return False
     return True
 
 
-def _separates_iterations(indices, x, acc: _LoopAccesses, expand) -> bool:
+def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int | None = None) -> bool:
     """Whether these index expressions of one dimension keep different iterations of ``x`` apart."""
+    lanes: list = []
     try:
         x_next = tirx.Var("x_next", _dtype(x))
         shifted, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
@@ -1499,9 +1506,16 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand) -> bool:
         for index in indices:
             key = _type_key(index)
             if key == "prim.Ramp":
-                lane = tirx.Var("lane", _scalar_dtype(_dtype(index.base)))
-                at_min.bind(lane, tirx.const(0, lane.ty.dtype))
-                over_range.bind(lane, tvm.ir.Range.from_min_extent(0, int(index.lanes)))
+                # One lane variable per vector width, shared by all accesses, so their forms compare.
+                lane_dtype = _scalar_dtype(_dtype(index.base))
+                known = [v for v, _, e in lanes if int(e.value) == int(index.lanes) and _dtype(v) == lane_dtype]
+                if known:
+                    lane = known[0]
+                else:
+                    lane = tirx.Var("lane", lane_dtype)
+                    at_min.bind(lane, tirx.const(0, lane_dtype))
+                    over_range.bind(lane, tvm.ir.Range.from_min_extent(0, int(index.lanes)))
+                    lanes.append((lane, tirx.const(0, lane_dtype), tirx.const(int(index.lanes), lane_dtype)))
                 index = index.base + index.stride * lane
             elif key == "prim.Broadcast":
                 return False
@@ -1526,9 +1540,69 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand) -> bool:
             bound = over_range.const_int_bound(over_range.simplify(rest - base))
             lows.append(bound.min_value)
             highs.append(bound.max_value)
-        return max(highs) - min(lows) < abs(step)
+        if max(highs) - min(lows) < abs(step):
+            return True
+        # Unrolled copies touch the same form at constant offsets: an arithmetic progression of offsets
+        # is one more digit of the mixed-radix number.
+        offsets = []
+        for rest in rests:
+            diff = tvm.sym.Analyzer().simplify(rest - rests[0])
+            if _type_key(diff) != "ir.IntImm":
+                return False
+            offsets.append(int(diff.value))
+        distinct = sorted(set(offsets))
+        extra = []
+        if len(distinct) > 1:
+            gaps = {b - a for a, b in zip(distinct, distinct[1:])}
+            if len(gaps) != 1:
+                return False
+            extra = [(gaps.pop(), len(distinct))]
+        return _mixed_radix_injective(rests[0], step, x_extent, acc, lanes, extra)
     except Exception:  # anything the analyzer cannot reason about: no claim of independence
         return False
+
+
+def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lanes: list,
+                           extra: list | None = None) -> bool:
+    """Whether ``step * x + rest`` is one-to-one in ``x`` and the inner loop variables.
+
+    ``rest`` must be affine in the inner variables (``i_1 * 256 + j_1``) with constant extents; sorted
+    by coefficient, each coefficient must exceed the largest value all smaller terms can add up to —
+    a mixed-radix number, like the flat index of a row-major array.
+    """
+    terms = [(abs(step), x_extent)] + list(extra or [])
+    remainder = rest
+    for var, lo, extent in list(acc.inner) + lanes:
+        fresh = tirx.Var("v_next", _dtype(var))
+        bumped, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+        bumped.bind(var, fresh + 1)
+        same.bind(var, fresh)
+        delta = tvm.sym.Analyzer().simplify(bumped.simplify(rest) - same.simplify(rest))
+        if _type_key(delta) != "ir.IntImm":
+            return False
+        coef = int(delta.value)
+        if coef == 0:
+            continue
+        if _type_key(extent) != "ir.IntImm" or not _is_zero(lo):
+            return False
+        terms.append((abs(coef), int(extent.value)))
+        remainder = remainder - delta * var
+    remainder = tvm.sym.Analyzer().simplify(remainder)
+    inner_keys = {_key(v) for v, _, _ in list(acc.inner) + lanes}
+    used = []
+    tvm_ffi.structural_walk(remainder, lambda n: used.append(_type_key(n) == "ir.Var" and _key(n) in inner_keys)
+                            or True, order="post")
+    if any(used):
+        return False
+    terms.sort(key=lambda t: t[0])
+    reach = 0
+    for coef, extent in terms:
+        if coef <= reach:
+            return False
+        if extent is None:
+            return coef == terms[-1][0] and (coef, extent) == terms[-1]
+        reach += coef * (extent - 1)
+    return True
 
 
 
