@@ -20,6 +20,7 @@ otherwise.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -434,7 +435,7 @@ class CaseResult:
 
     case: FuzzCase
     ok: bool
-    #: Failures: "crash", "emulation_error", "fast_exact_differ", "native_mismatch".  With ``ok``:
+    #: Failures: "crash", "emulation_error", "fast_exact_differ", "native_mismatch", "timeout".  With ``ok``:
     #: "" (all stages agree), "tvm_rejected" (TVM refused to build the schedule), "unsupported" (the
     #: emulator refused a stage with UnsupportedConstructError, as it must when it cannot be exact)
     #: and the :data:`TVM_FINDINGS`.
@@ -510,11 +511,9 @@ def check_case(case: FuzzCase, stages: str = "changed") -> CaseResult:
         return result(True, "unsupported", f"stage {hm.stages[0].label}: {hm.stages[0].reason}")
     try:
         args = _inputs(hm, compute, case.seed)
-        outputs = [i for i, p in enumerate(hm.params) if p.is_output]
-        native = [a.copy() for a in args]
-        hm.run_native(*native)
     except Exception as exc:
-        return result(False, "crash", f"inputs or native run raised {type(exc).__name__}: {exc}")
+        return result(False, "crash", f"random inputs raised {type(exc).__name__}: {exc}")
+    outputs = [i for i, p in enumerate(hm.params) if p.is_output]
     seen: set[str] = set()
     runs = 0
     verdicts: list[tuple[Any, Any]] = []  # (stage, exact outputs) or (stage, out-of-bounds message)
@@ -552,16 +551,29 @@ def check_case(case: FuzzCase, stages: str = "changed") -> CaseResult:
             first_bad = first_bad or ("emulation_error", f"stage {stage.label}: {got['exact']}")
             continue
         for i in outputs:
-            name = hm.params[i].name
             exact, fast = got["exact"][i], got["fast"][i]
             if not np.array_equal(exact, fast, equal_nan=np.issubdtype(exact.dtype, np.floating)):
                 where = np.argwhere(~_same(exact, fast))[0].tolist()
-                return result(False, "fast_exact_differ",
-                              f"stage {stage.label} output {name}: fast differs from exact at {where}", runs)
-            cmp = compare_arrays(name, exact, native[i])
+                return result(False, "fast_exact_differ", f"stage {stage.label} output {hm.params[i].name}: "
+                                                          f"fast differs from exact at {where}", runs)
+        verdicts.append((stage, [got["exact"][i] for i in outputs]))
+    if first_bad is not None:
+        # A program that accesses memory out of bounds may crash the process when run natively
+        # (TVM 0.27 has such schedules): the native kernel is not run, the unscheduled build decides.
+        finding = _out_of_bounds_finding(compute, hm, args, outputs, verdicts)
+        if finding is not None:
+            return result(True, finding[0], finding[1], runs)
+        return result(False, first_bad[0], first_bad[1], runs)
+    try:
+        native = [a.copy() for a in args]
+        hm.run_native(*native)
+    except Exception as exc:
+        return result(False, "crash", f"the native run raised {type(exc).__name__}: {exc}")
+    for stage, outs in verdicts:
+        for o, i in zip(outs, outputs):
+            cmp = compare_arrays(hm.params[i].name, o, native[i])
             if not cmp.ok and first_bad is None:
                 first_bad = ("native_mismatch", f"stage {stage.label}: {cmp.summary()}")
-        verdicts.append((stage, [got["exact"][i] for i in outputs]))
     if first_bad is None:
         return result(True, runs=runs)
     finding = _tvm_finding(compute, hm, args, outputs, native, verdicts)
@@ -575,6 +587,47 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if np.issubdtype(a.dtype, np.floating):
         same |= np.isnan(a) & np.isnan(b)
     return same
+
+
+def _truth(compute: Compute, hm, args) -> list | None:
+    """The native build of the unscheduled compute run on ``args`` (None when the signatures differ)."""
+    from .module import build
+
+    try:
+        plain = build(list(compute.tensors))
+        if [(p.dtype, p.shape) for p in plain.params] != [(p.dtype, p.shape) for p in hm.params]:
+            return None  # transform_layout changed the signature: no common inputs
+        truth = [a.copy() for a in args]
+        plain.run_native(*truth)
+    except Exception:
+        return None
+    return truth
+
+
+def _out_of_bounds_finding(compute: Compute, hm, args, outputs, verdicts) -> tuple[str, str] | None:
+    """Explain an out-of-bounds access the emulation refused as TVM's, without running it natively.
+
+    ``tvm_schedule_bug`` when the scheduled input stage already accesses out of bounds;
+    ``tvm_pass_bug`` when the input stage computes the unscheduled build's result and a later stage
+    stops doing so (the first such stage names the pass).  None otherwise (an emulator failure).
+    """
+    stage0, first = verdicts[0]
+    if isinstance(first, str):
+        return ("tvm_schedule_bug", f"the scheduled program ({stage0.label}) accesses memory out of bounds "
+                                    f"(not run natively): {first}")
+    truth = _truth(compute, hm, args)
+    if truth is None:
+        return None
+
+    def matches(outs) -> bool:
+        return not isinstance(outs, str) and all(compare_arrays("out", o, truth[i]).ok for o, i in zip(outs, outputs))
+
+    if not matches(first):
+        return None
+    culprit, message = next((s, v) for s, v in verdicts if not matches(v))
+    detail = message if isinstance(message, str) else "its result differs from the unscheduled build"
+    return ("tvm_pass_bug", f"pass {culprit.name} (stage {culprit.label}) made the kernel access memory out of "
+                            f"bounds (not run natively); the input stage matches the unscheduled build: {detail}")
 
 
 def _tvm_finding(compute: Compute, hm, args, outputs, native, verdicts) -> tuple[str, str] | None:
@@ -591,15 +644,8 @@ def _tvm_finding(compute: Compute, hm, args, outputs, native, verdicts) -> tuple
 
     Anything else (for instance an input stage that matches neither) stays an emulator failure.
     """
-    from .module import build
-
-    try:
-        plain = build(list(compute.tensors))
-        if [(p.dtype, p.shape) for p in plain.params] != [(p.dtype, p.shape) for p in hm.params]:
-            return None  # transform_layout changed the signature: no common inputs
-        truth = [a.copy() for a in args]
-        plain.run_native(*truth)
-    except Exception:
+    truth = _truth(compute, hm, args)
+    if truth is None:
         return None
 
     def matches(outs, ref) -> bool:
@@ -623,7 +669,36 @@ def _tvm_finding(compute: Compute, hm, args, outputs, native, verdicts) -> tuple
                             f"native kernel")
 
 
-def reduce_case(case: FuzzCase, failure: CaseResult, stages: str = "changed") -> tuple[FuzzCase, CaseResult]:
+class CaseTimeout(BaseException):
+    """A case ran past its time limit (BaseException: the emulator's error translation lets it through)."""
+
+
+def check_case_within(case: FuzzCase, stages: str = "changed", seconds: float = 0) -> CaseResult:
+    """:func:`check_case` with a wall-clock limit (Unix main thread; ``0`` means none).
+
+    A case past the limit fails as ``timeout``: on these tiny sizes every stage emulates in well
+    under a second, so a slow one means a loop the emulation cannot finish.
+    """
+    if not seconds or not hasattr(signal, "setitimer"):
+        return check_case(case, stages)
+
+    def expire(signum, frame):
+        raise CaseTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.perf_counter()
+    try:
+        return check_case(case, stages)
+    except CaseTimeout:
+        return CaseResult(case, False, "timeout", f"no result within {seconds:g} s", 0, time.perf_counter() - start)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def reduce_case(case: FuzzCase, failure: CaseResult, stages: str = "changed",
+                timeout: float = 0) -> tuple[FuzzCase, CaseResult]:
     """Drop schedule steps one at a time while the case still fails the same way (same category)."""
     current, current_result = case, failure
     progress = True
@@ -631,7 +706,7 @@ def reduce_case(case: FuzzCase, failure: CaseResult, stages: str = "changed") ->
         progress = False
         for i in range(len(current.steps)):
             candidate = FuzzCase(current.kind, current.seed, current.steps[:i] + current.steps[i + 1:])
-            res = check_case(candidate, stages)
+            res = check_case_within(candidate, stages, timeout)
             if res.category == failure.category:
                 current, current_result = res.case, res
                 progress = True
@@ -690,13 +765,16 @@ def _reason_kind(detail: str) -> str:
 
 
 def run_fuzz(n: int, seed: int = 0, stages: str = "changed", keep: str | Path | None = None,
-             reduce: bool = True, log: Callable[[str], None] | None = None) -> FuzzReport:
-    """Fuzz ``n`` random cases with seeds ``seed .. seed + n - 1``; failing cases are reduced."""
+             reduce: bool = True, log: Callable[[str], None] | None = None, timeout: float = 60) -> FuzzReport:
+    """Fuzz ``n`` random cases with seeds ``seed .. seed + n - 1``; failing cases are reduced.
+
+    ``timeout`` limits each check of a case (seconds, 0 for none).
+    """
     report = FuzzReport()
     start = time.perf_counter()
     for case_seed in range(seed, seed + n):
         case = random_case(case_seed)
-        res = check_case(case, stages)
+        res = check_case_within(case, stages, timeout)
         report.cases += 1
         report.steps += len(res.case.steps)
         report.stage_runs += res.stages_emulated
@@ -707,7 +785,7 @@ def run_fuzz(n: int, seed: int = 0, stages: str = "changed", keep: str | Path | 
         for step in res.case.steps:
             report.by_primitive[step[0]] = report.by_primitive.get(step[0], 0) + 1
         if not res.ok or res.category in TVM_FINDINGS:
-            reduced = reduce_case(res.case, res, stages)[1] if reduce else res
+            reduced = reduce_case(res.case, res, stages, timeout)[1] if reduce else res
             (report.failures if not res.ok else report.tvm_findings).append((reduced, res))
             if keep is not None:
                 directory = Path(keep)
@@ -731,10 +809,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="emulate stage 0 and the stages that changed the IR (default), or every stage")
     parser.add_argument("--keep", default=None, metavar="DIR", help="write each reduced failure to DIR as a .py")
     parser.add_argument("--no-reduce", action="store_true", help="report failures as found")
+    parser.add_argument("--timeout", type=float, default=60, help="seconds per case check (default 60, 0: none)")
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per case")
     args = parser.parse_args(argv)
     log = (lambda line: print(line, flush=True)) if args.verbose else None
-    report = run_fuzz(args.n, args.seed, args.stages, args.keep, not args.no_reduce, log)
+    report = run_fuzz(args.n, args.seed, args.stages, args.keep, not args.no_reduce, log, args.timeout)
     print(report.summary())
     return 0 if report.ok else 1
 
