@@ -90,3 +90,15 @@ def test_compacted_buffer_of_int32_max_rows_is_refused_before_allocating():
     with pytest.raises(InsufficientMemoryError, match=r"buffer of shape \(2147483647, 7\)"):
         hm.emulate(*args, stage="s_tir.CompactBufferAllocation")
     assert hm.compare(*args).ok  # stage 0 is fine, and so is the module afterwards
+
+
+def test_out_of_bounds_schedule_is_refused_and_never_run_natively():
+    # compute_at + cache_write of T read reversed: T_global_local[0, -1] at stage 0; its native kernel
+    # segfaults the process, so the fuzzer must classify it from the emulation alone.
+    case = FuzzCase("pipeline", 1146, [("compute_at", "T", "C", 1), ("cache_write", "T", 0, "global"),
+                                       ("parallel", "T_global", 0), ("cache_read", "C", 0, "global"),
+                                       ("split", "T", 0, [None, 2]), ("split", "C", 2, [None, 3]),
+                                       ("cache_write", "T", 0, "local")])
+    result = check_case(case)  # would kill this process if it ran the native kernel
+    assert result.category == "tvm_schedule_bug", str(result)
+    assert "out-of-bounds read of T_global_local[0, -1]" in result.detail and "not run natively" in result.detail
