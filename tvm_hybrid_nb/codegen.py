@@ -134,6 +134,8 @@ class _Axis:
     axis: int = 0
     tag: str = ""
     race: bool = False  # lanes that run concurrently (threads; parallel iterations when checking)
+    var: object = None  # the TIR loop or thread variable
+    min_expr: object = None
 
 
 def _name(ident: str) -> ast.Name:
@@ -232,6 +234,8 @@ class HybridCodegen:
     #: holds vector lanes.
     FAST_AXES = 12
     THREAD_AXES = {"threadIdx.z": 0, "threadIdx.y": 1, "threadIdx.x": 2, "vthread": 3}
+    #: Fewer lanes than this are gathered with index arrays rather than viewed with strides.
+    VIEW_MIN_ELEMENTS = 256
     FIRST_LOOP_AXIS = 4
 
     def __init__(self, func, function_name: str, stage: str | None = None, mode: str = "exact",
@@ -735,12 +739,73 @@ class HybridCodegen:
         index = ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load())
         return self._call("access", _name(info.name), index, ast.Constant(info.name), kw=keywords)
 
+    def _lane_view(self, info: _BufferInfo, indices, values: list[Value]) -> ast.expr | None:
+        """Fast mode: an access whose index is affine in the lanes is a strided view of the buffer
+        (``lanes_view``), not a gather or scatter through index arrays."""
+        if (not self.fast or self.stmt_masks or self.masks or info.prefix or info.per_thread
+                or _lanes(info.dtype) > 1 or not _varying(*values) or not self._in_bounds(info, indices)):
+            return None
+        axes = [ax for ax in self.axes if ax.var is not None]
+        lane_axis = self.FAST_AXES - 1
+        bases, coefs = [], {ax.axis: [0] * len(indices) for ax in axes}
+        extents = {ax.axis: ax.extent for ax in axes}
+        try:
+            for d, idx in enumerate(indices):
+                key = _type_key(idx)
+                if key == "prim.Ramp":
+                    if _type_key(idx.stride) != "ir.IntImm":
+                        return None
+                    coefs.setdefault(lane_axis, [0] * len(indices))[d] = int(idx.stride.value)
+                    extents[lane_axis] = ast.Constant(int(idx.lanes))
+                    idx = idx.base
+                elif key == "prim.Broadcast":
+                    return None
+                f = self.analyzer.simplify(idx)
+                at_min = tvm.sym.Analyzer()
+                linear = tirx.const(0, _dtype(f))
+                for ax in axes:
+                    fresh = tirx.Var("lane_next", _dtype(ax.var))
+                    bumped, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+                    bumped.bind(ax.var, fresh + 1)
+                    same.bind(ax.var, fresh)
+                    delta = tvm.sym.Analyzer().simplify(bumped.simplify(f) - same.simplify(f))
+                    if _type_key(delta) != "ir.IntImm":
+                        return None
+                    coefs[ax.axis][d] = int(delta.value)
+                    at_min.bind(ax.var, ax.min_expr, allow_override=True)
+                    linear = linear + delta * (ax.var - ax.min_expr)
+                base = at_min.simplify(f)
+                if not _is_zero(tvm.sym.Analyzer().simplify(f - base - linear)):
+                    return None
+                bases.append(base)
+        except Exception:
+            return None
+        base_nodes = []
+        for base in bases:
+            value = self.visit_expr(base)
+            if value.varying:
+                return None
+            base_nodes.append(value.node)
+        used = [axis for axis, cs in sorted(coefs.items()) if any(cs)]
+        count = 1
+        for axis in used:
+            count *= extents[axis].value if isinstance(extents[axis], ast.Constant) else self.VIEW_MIN_ELEMENTS
+        if count < self.VIEW_MIN_ELEMENTS:  # building a view costs more than gathering a few elements
+            return None
+        lanes = [ast.Tuple([ast.Constant(axis), extents[axis], ast.Tuple([ast.Constant(c) for c in coefs[axis]],
+                                                                          ast.Load())], ast.Load()) for axis in used]
+        return self._call("lanes_view", _name(info.name), ast.Tuple(base_nodes, ast.Load()),
+                          ast.Tuple(lanes, ast.Load()))
+
     def visit_TensorLoad(self, node) -> Value:
         info = self._buffer(node.source)
         indices = list(node.indices)
         values = [self.visit_expr(i) for i in indices]
         if self._sanitized(info):
             return Value(self._access_call(info, values, write=False), "np", _dtype(node), True)
+        view = self._lane_view(info, indices, values)
+        if view is not None:
+            return Value(view, "np", _dtype(node), True)
         self._check_vector_buffer(info, values)
         dtype = _dtype(node)
         varying = _varying(*values) or bool(info.prefix) or info.per_thread
@@ -762,6 +827,9 @@ class HybridCodegen:
         value = self.visit_expr(node.value)
         if self._sanitized(info):
             return [ast.Expr(self._access_call(info, values, write=True, value=value.node))]
+        view = self._lane_view(info, indices, values)
+        if view is not None:
+            return [ast.Assign([ast.Subscript(view, ast.Constant(Ellipsis), ast.Store())], value.node)]
         if not self.stmt_masks and self._in_bounds(info, indices):
             target = self._subscript(info, indices, values)
             target.ctx = ast.Store()
@@ -977,7 +1045,8 @@ class HybridCodegen:
         if value.kind == "weak" or (_is_float(value.dtype) and value.kind != "np"):
             value = self.to_np(value)
         node_value = value.node
-        if (value.lanes > 1 or value.varying) and isinstance(node_value, (ast.Subscript, ast.IfExp)):
+        is_view = isinstance(node_value, ast.Call) and getattr(node_value.func, "id", "") == "lanes_view"
+        if (value.lanes > 1 or value.varying) and (isinstance(node_value, (ast.Subscript, ast.IfExp)) or is_view):
             node_value = ast.Call(_np("copy"), [node_value], [])  # a slice would alias the buffer
         self._set_var(node.var, value)
         self._bind_analyzer(node.var, node.value)
@@ -1090,7 +1159,7 @@ class HybridCodegen:
         self.vector_depth += 1
         race = race or (is_thread and self.thread_races)
         outermost_race = race and not self._race_lanes()
-        self.axes.append(_Axis(name, lo.node, extent.node, is_thread, axis, tag, race))
+        self.axes.append(_Axis(name, lo.node, extent.node, is_thread, axis, tag, race, var, min_expr))
         try:
             body = self.visit_stmt(body_stmt)
         finally:

@@ -157,6 +157,23 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     return out[()] if out.ndim == 0 else out
 
 
+def lanes_view(buffer, base, lanes, ndim=12):
+    """Fast mode: ``buffer[base + sum(coefs * lane)]`` for every lane, as a strided view (no copy).
+
+    ``lanes`` holds ``(axis, extent, coefs)``: along array axis ``axis`` the index moves by ``coefs``
+    (one per buffer dimension).  The generator only emits it for accesses proven in bounds.
+    """
+    steps = [1] * buffer.ndim
+    for d in range(buffer.ndim - 2, -1, -1):
+        steps[d] = steps[d + 1] * buffer.shape[d + 1]
+    start = sum(int(b) * s for b, s in zip(base, steps))
+    shape, strides = [1] * ndim, [0] * ndim
+    for axis, extent, coefs in lanes:
+        shape[axis] = int(extent)
+        strides[axis] = sum(int(c) * s for c, s in zip(coefs, steps)) * buffer.itemsize
+    return np.lib.stride_tricks.as_strided(buffer.reshape(-1)[start:], shape, strides)
+
+
 def _lane_array(value, ndim):
     value = np.asarray(value)
     return value.reshape((1,) * (ndim - value.ndim) + value.shape)
