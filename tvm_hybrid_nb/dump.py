@@ -20,6 +20,7 @@ the pipeline from one dumped stage.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -36,7 +37,7 @@ from . import capture as _capture
 from .compare import CompareResult, OutputComparison
 from .errors import BuildError, DumpError, HybridError, UnknownPassError
 from .module import HybridModule, Stage
-from .signature import ParamSpec
+from .signature import ParamSpec, seeded_values
 
 #: Identifies ``index.json`` files written by this module.
 FORMAT = "tvm_hybrid_nb-dump"
@@ -54,29 +55,9 @@ _STAGE_FILE = re.compile(r"^(\d{3,})_.+\.(py|json)$")
 # ---------------------------------------------------------------------------------------------
 # The numpy-only runner appended to every runnable stage file.  The same text is executed here
 # (see ``_RUNNER``) so that in-process checksums are computed by exactly the code the files run.
-_RUNNER_SRC = '''
-def _thn_random_arguments(params, seed, sizes, scalars):
-    """Seeded inputs, as tvm_hybrid_nb.signature.random_arguments makes them; outputs are zeros."""
-    import numpy as _thn_np
-    rng = _thn_np.random.default_rng(seed)
-    values = []
-    for name, dtype, shape, is_output in params:
-        if shape is None:
-            values.append(scalars[name])
-            continue
-        shape = [sizes[d] if isinstance(d, str) else d for d in shape]
-        np_dtype = _thn_np.dtype("bool" if dtype.startswith("bool") else dtype.split("x")[0])
-        if is_output:
-            values.append(_thn_np.zeros(shape, np_dtype))
-        elif np_dtype == _thn_np.bool_:
-            values.append(rng.integers(0, 2, shape).astype(_thn_np.bool_))
-        elif _thn_np.issubdtype(np_dtype, _thn_np.floating):
-            values.append(rng.uniform(-1.0, 1.0, shape).astype(np_dtype))
-        else:
-            info = _thn_np.iinfo(np_dtype)
-            lo, hi = (info.min, info.max) if info.bits == 8 else (max(info.min, -100), min(info.max, 100))
-            values.append(rng.integers(lo, hi, shape, endpoint=True, dtype=np_dtype))
-    return values
+_RUNNER_SRC = inspect.getsource(seeded_values) + '''
+
+_thn_random_arguments = seeded_values
 
 
 def _thn_checksum(params, arrays):

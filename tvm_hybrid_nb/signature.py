@@ -185,7 +185,6 @@ def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str
     Floats are uniform in [-1, 1); 8-bit integers cover their whole range (wrap-around shows);
     wider integers stay within [-100, 100] (or [0, 100] unsigned); bools are fair coins.
     """
-    rng = np.random.default_rng(seed)
     sizes = dict(sizes or {})
     shapes = []
     for spec in params:
@@ -206,17 +205,34 @@ def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str
         shapes.append(shape)
     total = sum(_nbytes(shape, numpy_dtype(spec.dtype)) for spec, shape in zip(params, shapes))
     check_allocation(total, f"the arguments ({', '.join(p.name for p in params)})")
+    return seeded_values([(p.name, p.dtype, shape, p.is_output) for p, shape in zip(params, shapes)], seed, {})
+
+
+def seeded_values(specs, seed, sizes, scalars=None):
+    """Seeded arguments for ``(name, dtype, shape, is_output)`` tuples; outputs are zeros.
+
+    Floats are uniform in [-1, 1); 8-bit integers cover their whole range; wider integers stay in
+    [-100, 100]; bools are fair coins; symbolic dimensions come from ``sizes``, scalars from
+    ``scalars``.  Self-contained (numpy only): dumped stage files carry a copy of its source.
+    """
+    import numpy
+
+    rng = numpy.random.default_rng(seed)
     values = []
-    for spec, shape in zip(params, shapes):
-        dtype = numpy_dtype(spec.dtype)
-        if spec.is_output:
-            values.append(np.zeros(shape, dtype))
-        elif dtype == np.bool_:
-            values.append(rng.integers(0, 2, shape).astype(np.bool_))
-        elif np.issubdtype(dtype, np.floating):
-            values.append(rng.uniform(-1.0, 1.0, shape).astype(dtype))
+    for name, dtype, shape, is_output in specs:
+        if shape is None:
+            values.append((scalars or {})[name])
+            continue
+        shape = [sizes[d] if isinstance(d, str) else d for d in shape]
+        np_dtype = numpy.dtype("bool" if dtype.startswith("bool") else dtype.split("x")[0])
+        if is_output:
+            values.append(numpy.zeros(shape, np_dtype))
+        elif np_dtype == numpy.bool_:
+            values.append(rng.integers(0, 2, shape).astype(numpy.bool_))
+        elif numpy.issubdtype(np_dtype, numpy.floating):
+            values.append(rng.uniform(-1.0, 1.0, shape).astype(np_dtype))
         else:
-            info = np.iinfo(dtype)
+            info = numpy.iinfo(np_dtype)
             lo, hi = (info.min, info.max) if info.bits == 8 else (max(info.min, -100), min(info.max, 100))
-            values.append(rng.integers(lo, hi, shape, endpoint=True, dtype=dtype))
+            values.append(rng.integers(lo, hi, shape, endpoint=True, dtype=np_dtype))
     return values
