@@ -1333,6 +1333,9 @@ class HybridCodegen:
 
     def visit_SBlockRealize(self, node) -> list[ast.stmt]:
         block = node.block
+        threads = [ax for ax in self.axes if ax.is_thread]
+        if threads and self._reduces_across(node, threads) and not self._writes_only_per_thread(block):
+            return self._serialized_block(node, threads)
         out: list[ast.stmt] = []
         reduce_checks: list[Value] = []
         for iv, value in zip(block.iter_vars, node.iter_values):
@@ -1346,11 +1349,6 @@ class HybridCodegen:
                 reduce_checks.append(Value(ast.Compare(_name(name), [ast.Eq()], [lo.node]), "py", "bool", v.varying))
             elif int(iv.iter_type) not in (0,):
                 raise UnsupportedConstructError("s_tir.SBlock", f"iterator kind {int(iv.iter_type)}")
-        if (any(c.varying for c in reduce_checks) and any(ax.is_thread for ax in self.axes)
-                and not self._writes_only_per_thread(block)):
-            raise UnsupportedConstructError(
-                "cross-thread reduction block", f"{block.name_hint}: threads reduce into the same element; "
-                "it is emulated from s_tir.LowerCrossThreadReduction on")
         pred = None if _is_true(node.predicate) else self.visit_expr(node.predicate)
         if pred is not None and pred.varying:
             self.stmt_masks.append(pred.node)  # lanes outside the predicate neither init nor update
@@ -1383,6 +1381,42 @@ class HybridCodegen:
             return out
         with_item = ast.withitem(ast.Call(self._use("sblock"), [ast.Constant(str(block.name_hint))], []), None)
         return [ast.With([with_item], out or [ast.Pass()])]
+
+    @staticmethod
+    def _reduces_across(node, threads: list["_Axis"]) -> bool:
+        """Whether a reduction axis of the block is bound to one of the running threads."""
+        keys = {_key(ax.var) for ax in threads}
+        for iv, value in zip(node.block.iter_vars, node.iter_values):
+            if int(iv.iter_type) != 2:
+                continue
+            found = []
+            tvm_ffi.structural_walk(value, lambda n: found.append(_type_key(n) == "ir.Var" and _key(n) in keys)
+                                    or True, order="post")
+            if any(found):
+                return True
+        return False
+
+    def _serialized_block(self, node, threads: list["_Axis"]) -> list[ast.stmt]:
+        """A block that reduces across threads (before LowerCrossThreadReduction lowers it): its
+        threads contribute one after another, in thread order, which is one valid order of the
+        reduction; everything around it still runs in lockstep."""
+        saved = (dict(self.namer._names), dict(self.var_kinds), list(self.axes))
+        loops = []
+        for ax in sorted(threads, key=lambda a: a.axis):
+            lane = self.namer.define_name(f"{ax.name}_serial")
+            self.namer._names[_key(ax.var)] = lane
+            self.var_kinds[_key(ax.var)] = ("py", _dtype(ax.var), False)
+            loops.append((lane, ax))
+        self.axes = [ax for ax in self.axes if not ax.is_thread]
+        try:
+            body = self.visit_SBlockRealize(node)
+        finally:
+            self.namer._names, self.var_kinds, self.axes = saved
+        for lane, ax in reversed(loops):
+            bounds = ([ax.extent] if isinstance(ax.lo, ast.Constant) and ax.lo.value == 0
+                      else [ax.lo, ast.BinOp(ax.lo, ast.Add(), ax.extent)])
+            body = [ast.For(_store_name(lane), ast.Call(_name("range"), bounds, []), body, [])]
+        return body
 
     def _writes_only_per_thread(self, block) -> bool:
         """Whether every store in ``block`` goes to memory private to each thread."""
