@@ -824,17 +824,21 @@ class HybridCodegen:
         indices = list(node.indices)
         values = [self.visit_expr(i) for i in indices]
         self._check_vector_buffer(info, values)
-        value = self.visit_expr(node.value)
+        return self._store(info, indices, values, self.visit_expr(node.value).node)
+
+    def _store(self, info: _BufferInfo, indices, values: list[Value], value: ast.expr) -> list[ast.stmt]:
+        """``buffer[indices] = value`` by the access rules: sanitizer, lane view, proven subscript or
+        bounds-checked (and lane-masked) ``store``."""
         if self._sanitized(info):
-            return [ast.Expr(self._access_call(info, values, write=True, value=value.node))]
+            return [ast.Expr(self._access_call(info, values, write=True, value=value))]
         view = self._lane_view(info, indices, values)
         if view is not None:
-            return [ast.Assign([ast.Subscript(view, ast.Constant(Ellipsis), ast.Store())], value.node)]
+            return [ast.Assign([ast.Subscript(view, ast.Constant(Ellipsis), ast.Store())], value)]
         if not self.stmt_masks and self._in_bounds(info, indices):
             target = self._subscript(info, indices, values)
             target.ctx = ast.Store()
-            return [ast.Assign([target], value.node)]
-        args = [_name(info.name), ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load()), value.node,
+            return [ast.Assign([target], value)]
+        args = [_name(info.name), ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load()), value,
                 ast.Constant(info.name)]
         if self.stmt_masks:
             args.append(self._mask_expr(self.stmt_masks))
@@ -1305,21 +1309,10 @@ class HybridCodegen:
         return self._assign_element(result, reduced)
 
     def _assign_element(self, load, value: ast.expr) -> list[ast.stmt]:
-        """``buffer[indices] = value`` for the element ``load`` names, by the usual access rules."""
+        """``buffer[indices] = value`` for the element ``load`` names."""
         info = self._buffer(load.source)
         indices = list(load.indices)
-        values = [self.visit_expr(i) for i in indices]
-        if self._sanitized(info):
-            return [ast.Expr(self._access_call(info, values, write=True, value=value))]
-        if not self.stmt_masks and self._in_bounds(info, indices):
-            target = self._subscript(info, indices, values)
-            target.ctx = ast.Store()
-            return [ast.Assign([target], value)]
-        args = [_name(info.name), ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load()), value,
-                ast.Constant(info.name)]
-        if self.stmt_masks:
-            args.append(self._mask_expr(self.stmt_masks))
-        return [ast.Expr(self._call("store", *args))]
+        return self._store(info, indices, [self.visit_expr(i) for i in indices], value)
 
     def visit_Break(self, node) -> list[ast.stmt]:
         if self.vector_depth:

@@ -53,25 +53,26 @@ def _matmul_ref(a, b):
     return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
 
 
-def matmul_split_reorder(n: int = 64) -> Example:
-    """Matmul with its spatial loops split by 8 and reordered (tiles)."""
+def _tiled_matmul(n: int, tile: int):
+    """A matmul schedule whose spatial loops are split by ``tile`` and reordered to (io, jo, k, ii, ji)."""
     a, b, c = _matmul_te(n, n, n)
     sch = _schedule([a, b, c])
     i, j, k = sch.get_loops(sch.get_sblock("C"))
-    io, ii = sch.split(i, [None, 8])
-    jo, ji = sch.split(j, [None, 8])
+    io, ii = sch.split(i, [None, tile])
+    jo, ji = sch.split(j, [None, tile])
     sch.reorder(io, jo, k, ii, ji)
+    return sch, (io, jo, k, ii, ji)
+
+
+def matmul_split_reorder(n: int = 64) -> Example:
+    """Matmul with its spatial loops split by 8 and reordered (tiles)."""
+    sch, _ = _tiled_matmul(n, 8)
     return Example("matmul_split_reorder", sch, _matmul_ref, description="tiled matmul")
 
 
 def matmul_parallel_vectorize(n: int = 64) -> Example:
     """Matmul tiled, outer loop parallel, inner loop vectorised, middle loop unrolled."""
-    a, b, c = _matmul_te(n, n, n)
-    sch = _schedule([a, b, c])
-    i, j, k = sch.get_loops(sch.get_sblock("C"))
-    io, ii = sch.split(i, [None, 8])
-    jo, ji = sch.split(j, [None, 8])
-    sch.reorder(io, jo, k, ii, ji)
+    sch, (io, jo, k, ii, ji) = _tiled_matmul(n, 8)
     sch.parallel(io)
     sch.unroll(ii)
     sch.vectorize(ji)
@@ -80,13 +81,8 @@ def matmul_parallel_vectorize(n: int = 64) -> Example:
 
 def matmul_cache_compute_at(n: int = 64) -> Example:
     """Matmul with cache_read of A, cache_write of C, both placed with compute_at."""
-    a, b, c = _matmul_te(n, n, n)
-    sch = _schedule([a, b, c])
+    sch, (io, jo, k, ii, ji) = _tiled_matmul(n, 16)
     block = sch.get_sblock("C")
-    i, j, k = sch.get_loops(block)
-    io, ii = sch.split(i, [None, 16])
-    jo, ji = sch.split(j, [None, 16])
-    sch.reorder(io, jo, k, ii, ji)
     cw = sch.cache_write(block, 0, "local")
     sch.reverse_compute_at(cw, jo)
     cr = sch.cache_read(block, 0, "global")
