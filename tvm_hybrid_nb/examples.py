@@ -162,8 +162,8 @@ def conv2d_padded(n: int = 1, c: int = 4, h: int = 10, w: int = 10, k: int = 8) 
     return Example("conv2d_padded", sch, ref, description="conv2d, padding inlined")
 
 
-def softmax(rows: int = 8, cols: int = 32) -> Example:
-    """Row softmax: max, exp-sum, divide."""
+def _softmax_schedule(rows: int, cols: int) -> s_tir.Schedule:
+    """Row softmax as four TE stages: row_max, exp, row_sum, softmax (unscheduled)."""
     x = te.placeholder((rows, cols), "float32", name="X")
     k1 = te.reduce_axis((0, cols), name="k1")
     mx = te.compute((rows,), lambda i: te.max(x[i, k1], axis=k1), name="row_max")
@@ -171,15 +171,21 @@ def softmax(rows: int = 8, cols: int = 32) -> Example:
     k2 = te.reduce_axis((0, cols), name="k2")
     sm = te.compute((rows,), lambda i: te.sum(ex[i, k2], axis=k2), name="row_sum")
     out = te.compute((rows, cols), lambda i, j: ex[i, j] / sm[i], name="softmax")
-    sch = _schedule([x, out])
+    return _schedule([x, out])
+
+
+def _softmax_ref(a):
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def softmax(rows: int = 8, cols: int = 32) -> Example:
+    """Row softmax: max, exp-sum, divide."""
+    sch = _softmax_schedule(rows, cols)
     i, j = sch.get_loops(sch.get_sblock("softmax"))
     sch.vectorize(sch.split(j, [None, 8])[1])
 
-    def ref(a):
-        e = np.exp(a - a.max(axis=1, keepdims=True))
-        return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
-
-    return Example("softmax", sch, ref, description="softmax with exp")
+    return Example("softmax", sch, _softmax_ref, description="softmax with exp")
 
 
 def layernorm(rows: int = 8, cols: int = 32, eps: float = 1e-5) -> Example:
@@ -356,14 +362,7 @@ def gpu_row_sum(rows: int = 8, cols: int = 64, threads: int = 32) -> Example:
 
 def gpu_softmax(rows: int = 4, cols: int = 64, threads: int = 32) -> Example:
     """CUDA row softmax: max and sum as cross-thread reductions, exp and divide over the threads."""
-    x = te.placeholder((rows, cols), "float32", name="X")
-    k1 = te.reduce_axis((0, cols), name="k1")
-    mx = te.compute((rows,), lambda i: te.max(x[i, k1], axis=k1), name="row_max")
-    ex = te.compute((rows, cols), lambda i, j: te.exp(x[i, j] - mx[i]), name="exp")
-    k2 = te.reduce_axis((0, cols), name="k2")
-    sm = te.compute((rows,), lambda i: te.sum(ex[i, k2], axis=k2), name="row_sum")
-    out = te.compute((rows, cols), lambda i, j: ex[i, j] / sm[i], name="softmax")
-    sch = _schedule([x, out])
+    sch = _softmax_schedule(rows, cols)
     for name in ("row_max", "row_sum"):
         i, kk = sch.get_loops(sch.get_sblock(name))
         sch.bind(i, "blockIdx.x")
@@ -375,11 +374,7 @@ def gpu_softmax(rows: int = 4, cols: int = 64, threads: int = 32) -> Example:
         _, ji = sch.split(j, [None, threads])
         sch.bind(ji, "threadIdx.x")
 
-    def ref(a):
-        e = np.exp(a - a.max(axis=1, keepdims=True))
-        return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
-
-    return Example("gpu_softmax", sch, ref, description="CUDA softmax")
+    return Example("gpu_softmax", sch, _softmax_ref, description="CUDA softmax")
 
 
 #: Kernels for the ``cuda`` target: emulated on the CPU, compared with numpy (no GPU needed).
