@@ -11,7 +11,7 @@ import tvm
 from tvm import te
 
 import tvm_hybrid_nb as thn
-from tvm_hybrid_nb.errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError, EmulationError,
+from tvm_hybrid_nb.errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError,
                                   StageLookupError, StageNotEmulatableError)
 from tvm_hybrid_nb.examples import EXAMPLES, get_example
 

@@ -9,7 +9,7 @@ lazily by :class:`Stage`.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import tvm

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-import tvm
 from tvm import s_tir, te, tirx
 
 __all__ = ["Example", "EXAMPLES", "get_example"]
