@@ -259,7 +259,6 @@ class HybridCodegen:
         self.vector_depth = 0
         self.stmt_masks: list[ast.expr] = []
         self.vectorized_loops: list[str] = []
-        self.serial_fallbacks: list[str] = []
         self.storage_roots: dict[int, int] = {}
         self.axes: list[_Axis] = []
         self.thread_extents = _thread_extents(func.body)
@@ -1098,7 +1097,6 @@ class HybridCodegen:
                 return self._vectorized_for(node, lo)
             except _CannotVectorize:
                 self._restore_state(saved)
-                self.serial_fallbacks.append(str(node.loop_var.name))
         if _is_zero(node.min):
             bounds = [extent.node]
         else:

@@ -132,11 +132,6 @@ class Stage:
         gen = self._generate()
         return gen.source if gen is not None else None
 
-    @property
-    def params(self) -> list[ParamSpec] | None:
-        gen = self._generate()
-        return gen.params if gen is not None else None
-
     def fast_source(self) -> str:
         """The fast-mode script: provably independent loops run as numpy array operations."""
         if not self.emulatable:
@@ -358,7 +353,6 @@ class HybridModule:
             raise ArgumentCountError(
                 f"expected {len(inputs)} input tensors ({', '.join(p.name for p in inputs)}), got {len(tensors)}")
         buffers = [p for p in func.params if tvm.tirx.is_buffer_var(p)]
-        spec_by_name = {p.name: p for p in self.params}
         adapted = []
         input_buffers = [b for b, p in zip(buffers, self.params) if not p.is_output]
         for tensor, buf, spec in zip(tensors, input_buffers, inputs):
@@ -377,7 +371,6 @@ class HybridModule:
             out = te.extern_primfunc(adapted, func, name=self.name)
         except Exception as exc:
             raise BuildError(f"could not make an op from {self.name}: {_capture.short_tvm_message(exc)}") from exc
-        del spec_by_name
         return out
 
     # ------------------------------------------------------------------ dumps and display
