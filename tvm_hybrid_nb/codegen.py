@@ -237,6 +237,8 @@ class HybridCodegen:
     #: Fewer lanes than this are gathered with index arrays rather than viewed with strides.
     VIEW_MIN_ELEMENTS = 256
     FIRST_LOOP_AXIS = 4
+    #: Operators of a lane-view store ``X = X op Y`` that update the view in place.
+    IN_PLACE_OPS = (ast.Add, ast.Sub, ast.Mult)
 
     def __init__(self, func, function_name: str, stage: str | None = None, mode: str = "exact",
                  progress: bool = False, module_functions: dict | None = None, check: bool = False,
@@ -261,6 +263,8 @@ class HybridCodegen:
         self.vectorized_loops: list[str] = []
         self.storage_roots: dict[int, int] = {}
         self.axes: list[_Axis] = []
+        #: Fast mode: array axis planned for each loop of the current lane nest (see _plan_lane_axes).
+        self.axis_plan: dict[int, int] = {}
         self.thread_extents = _thread_extents(func.body)
         self.reducers: list = []
         self.analyzer = tvm.sym.Analyzer()
@@ -294,6 +298,8 @@ class HybridCodegen:
     def generate(self) -> GeneratedKernel:
         fdef, params = self.function_def()
         module = ast.Module(body=self.extra_defs + [fdef], type_ignores=[])
+        if self.fast:
+            _drop_dead_assignments(module)
         ast.fix_missing_locations(module)
         kernel_text = ast.unparse(module)
         mode_note = ""
@@ -832,6 +838,12 @@ class HybridCodegen:
             return [ast.Expr(self._access_call(info, values, write=True, value=value))]
         view = self._lane_view(info, indices, values)
         if view is not None:
+            if (isinstance(value, ast.BinOp) and isinstance(value.op, self.IN_PLACE_OPS)
+                    and ast.dump(value.left) == ast.dump(view)):
+                # ``X[...] = X + Y`` as ``X += Y``: the same numpy loop, without a temporary and a copy.
+                lanes = self.namer.define_name(f"{info.name}_lanes")
+                return [ast.Assign([_store_name(lanes)], view),
+                        ast.AugAssign(_store_name(lanes), value.op, value.right)]
             return [ast.Assign([ast.Subscript(view, ast.Constant(Ellipsis), ast.Store())], value)]
         if not self.stmt_masks and self._in_bounds(info, indices):
             target = self._subscript(info, indices, values)
@@ -1136,6 +1148,19 @@ class HybridCodegen:
                 return axis
         return None
 
+    def _loop_axis(self, var, body_stmt) -> int:
+        """The array axis of a loop that runs as lanes: the one planned for the nest when it is free
+        (the outermost loop of a nest plans its loops), else the first free one."""
+        if not any(not ax.is_thread for ax in self.axes):
+            self.axis_plan = _plan_lane_axes(var, body_stmt, range(self.FIRST_LOOP_AXIS, self.FAST_AXES - 1))
+        used = {ax.axis for ax in self.axes}
+        axis = self.axis_plan.get(_key(var))
+        if axis is None or axis in used:
+            axis = self._free_loop_axis()
+        if axis is None:
+            raise _CannotVectorize("too many nested array axes")
+        return axis
+
     def _lanes_for(self, var, min_expr, lo: Value, extent_expr, body_stmt, is_thread: bool,
                    tag: str = "", race: bool = False) -> list[ast.stmt]:
         if is_thread:
@@ -1146,9 +1171,7 @@ class HybridCodegen:
             if outer is not None:
                 return self._same_thread(var, min_expr, extent_expr, body_stmt, outer, tag)
         else:
-            axis = self._free_loop_axis()
-            if axis is None:
-                raise _CannotVectorize("too many nested array axes")
+            axis = self._loop_axis(var, body_stmt)
         name = self.namer.define(var, var.name)
         dtype = _dtype(var)
         shape = [1] * self.FAST_AXES
@@ -1472,6 +1495,122 @@ def generate_kernel(func, function_name: str, stage: str | None = None, mode: st
     the variant that is executed: each outermost loop iteration calls ``__progress__``.
     """
     return HybridCodegen(func, function_name, stage, mode, progress, module_functions, check, synced).generate()
+
+
+# ---------------------------------------------------------------------- fast-mode dead code
+#: Expression nodes that cannot raise or have effects (with the operators below and np.arange/reshape).
+_PURE_NODES = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Tuple,
+               ast.Load, ast.Add, ast.Sub, ast.Mult, ast.USub, ast.Not, ast.Invert, ast.And, ast.Or,
+               ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+
+
+def _is_pure(expr: ast.expr) -> bool:
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if not (isinstance(func, ast.Attribute) and (func.attr == "reshape" or (
+                    func.attr == "arange" and isinstance(func.value, ast.Name) and func.value.id == "np"))):
+                return False
+        elif isinstance(node, (ast.Attribute, ast.keyword)):
+            continue
+        elif not isinstance(node, _PURE_NODES):
+            return False
+    return True
+
+
+def _drop_dead_assignments(module: ast.Module) -> None:
+    """Fast mode: remove assignments of pure expressions to names nothing reads (block iterators
+    and lane index arrays whose accesses all became strided views), until none is left."""
+    while True:
+        loaded = {n.id for n in ast.walk(module) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        removed = False
+        for node in ast.walk(module):
+            for field_name in ("body", "orelse"):
+                stmts = getattr(node, field_name, None)
+                if not isinstance(stmts, list) or not stmts or not isinstance(stmts[0], ast.stmt):
+                    continue
+                kept = [st for st in stmts if not (
+                    isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+                    and st.targets[0].id not in loaded and _is_pure(st.value))]
+                if len(kept) != len(stmts):
+                    removed = True
+                    setattr(node, field_name, kept or ([ast.Pass()] if field_name == "body" else []))
+        if not removed:
+            return
+
+
+# ---------------------------------------------------------------------- fast-mode axis plan
+def _plan_lane_axes(var, body, axes: range) -> dict[int, int]:
+    """Array axes for the loops from ``var`` down to the first store of its body, in the order of
+    their strides in that store's flattened index (largest first).
+
+    numpy walks an expression's arrays in axis order and merges neighbouring axes whose strides
+    chain, so lanes laid out in the store's memory order run as a few long contiguous loops instead
+    of many short ones.  Only performance depends on the plan: any axis assignment gives the same
+    values.  Loops the store does not move along get no planned axis.
+    """
+    path = _first_store(body, [var], [])
+    if path is None:
+        return {}
+    store, loops, binds = path
+    analyzer = tvm.sym.Analyzer()
+    try:
+        for v, value in binds:
+            analyzer.bind(v, value, allow_override=True)
+        flat = None
+        for idx, dim in zip(store.indices, store.buffer.shape):
+            if _type_key(idx) == "prim.Ramp":
+                idx = idx.base
+            elif _type_key(idx) == "prim.Broadcast":
+                idx = idx.value
+            flat = idx if flat is None else flat * dim + idx
+        if flat is None:
+            return {}
+        flat = analyzer.simplify(flat)
+        strides = []
+        for position, x in enumerate(loops):
+            fresh = tirx.Var("lane_next", _dtype(x))
+            bumped, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+            bumped.bind(x, fresh + 1)
+            same.bind(x, fresh)
+            delta = tvm.sym.Analyzer().simplify(bumped.simplify(flat) - same.simplify(flat))
+            if _type_key(delta) == "ir.IntImm" and int(delta.value) != 0:
+                strides.append((-abs(int(delta.value)), position, x))
+    except Exception:  # a plan is an optimisation: no plan rather than a failed generation
+        return {}
+    return {_key(x): axis for axis, (_, _, x) in zip(axes, sorted(strides, key=lambda t: t[:2]))}
+
+
+def _first_store(stmt, loops: list, binds: list):
+    """The first ``BufferStore`` under ``stmt`` in program order, with the (non-thread) loop
+    variables and the scalar bindings (block iterators, ``Bind``) on the way to it."""
+    key = _type_key(stmt)
+    if key == "tirx.BufferStore":
+        return stmt, loops, binds
+    if key == "tirx.SeqStmt":
+        for child in stmt.seq:
+            found = _first_store(child, loops, binds)
+            if found is not None:
+                return found
+            if _type_key(child) == "tirx.Bind":
+                binds = binds + [(child.var, child.value)]
+        return None
+    if key == "tirx.For":
+        inner = loops if int(stmt.kind) == 4 else loops + [stmt.loop_var]
+        return _first_store(stmt.body, inner, binds)
+    if key == "s_tir.SBlockRealize":
+        block = stmt.block
+        inner = binds + list(zip([iv.var for iv in block.iter_vars], stmt.iter_values))
+        if block.init is not None:
+            found = _first_store(block.init, loops, inner)
+            if found is not None:
+                return found
+        return _first_store(block.body, loops, inner)
+    if key in ("tirx.AttrStmt", "tirx.While"):
+        return _first_store(stmt.body, loops, binds)
+    if key == "tirx.IfThenElse":
+        return _first_store(stmt.then_case, loops, binds)
+    return None
 
 
 # ---------------------------------------------------------------------- fast-mode dependence test

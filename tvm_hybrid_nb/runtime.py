@@ -157,21 +157,31 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     return out[()] if out.ndim == 0 else out
 
 
-def lanes_view(buffer, base, lanes, ndim=12):
+def lanes_view(buffer, base, lanes, ndim=12, _layouts={}):  # noqa: B006 (the default is the cache)
     """Fast mode: ``buffer[base + sum(coefs * lane)]`` for every lane, as a strided view (no copy).
 
     ``lanes`` holds ``(axis, extent, coefs)``: along array axis ``axis`` the index moves by ``coefs``
-    (one per buffer dimension).  The generator only emits it for accesses proven in bounds.
+    (one per buffer dimension).  The generator only emits it for accesses proven in bounds; numpy
+    checks again that the view lies inside the buffer.  A kernel builds the same few views every
+    iteration, so their shapes and strides are kept in ``_layouts`` (one dict per script, since
+    helpers are copied into the scripts that use them).
     """
-    steps = [1] * buffer.ndim
-    for d in range(buffer.ndim - 2, -1, -1):
-        steps[d] = steps[d + 1] * buffer.shape[d + 1]
-    start = sum(int(b) * s for b, s in zip(base, steps))
-    shape, strides = [1] * ndim, [0] * ndim
-    for axis, extent, coefs in lanes:
-        shape[axis] = int(extent)
-        strides[axis] = sum(int(c) * s for c, s in zip(coefs, steps)) * buffer.itemsize
-    return np.lib.stride_tricks.as_strided(buffer.reshape(-1)[start:], shape, strides)
+    key = (buffer.shape, buffer.itemsize, lanes, ndim)
+    layout = _layouts.get(key)
+    if layout is None:
+        steps = [1] * buffer.ndim
+        for d in range(buffer.ndim - 2, -1, -1):
+            steps[d] = steps[d + 1] * buffer.shape[d + 1]
+        shape, strides = [1] * ndim, [0] * ndim
+        for axis, extent, coefs in lanes:
+            shape[axis] = int(extent)
+            strides[axis] = sum(int(c) * s for c, s in zip(coefs, steps)) * buffer.itemsize
+        layout = _layouts[key] = (tuple(steps), tuple(shape), tuple(strides))
+    steps, shape, strides = layout
+    start = 0
+    for b, s in zip(base, steps):
+        start += int(b) * s
+    return np.ndarray(shape, buffer.dtype, buffer, start * buffer.itemsize, strides)
 
 
 def _lane_array(value, ndim):
