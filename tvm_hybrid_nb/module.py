@@ -5,6 +5,7 @@ the numpy-only emulation runtime.  Presentation (``_repr_html_``) is imported la
 """
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable, Sequence
 
@@ -152,19 +153,20 @@ class Stage:
             synced = any(st.name == "s_tir.ThreadSync" for st in self._owner.stages[:self.index + 1])
             gen = generate_kernel(self.function, self._owner.name, stage=self.label, mode=mode, progress=True,
                                   module_functions=self.module_functions, check=check, synced=synced)
-            state = {"callback": None}
+            state = {"callback": None, "thread": None}
             total = max(gen.progress_loops, 1)
 
             def report(loop_no, done, extent):
                 callback = state["callback"]
-                if callback is not None and extent:
+                # Chunks of a parallel loop on other threads progress alike; the caller's chunk reports.
+                if callback is not None and extent and threading.get_ident() == state["thread"]:
                     callback(min(1.0, (loop_no + (int(done) + 1) / int(extent)) / total))
 
             fn = load_kernel(gen.source, self._owner.name, label=f"{self.label} {mode}",
                              namespace={"__progress__": report})
 
             def run(*arrays, progress=None):
-                state["callback"] = progress
+                state["callback"], state["thread"] = progress, threading.get_ident()
                 try:
                     return fn(*arrays)
                 finally:

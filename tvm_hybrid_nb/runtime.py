@@ -184,6 +184,72 @@ def lanes_view(buffer, base, lanes, ndim=12, _layouts={}):  # noqa: B006 (the de
     return np.ndarray(shape, buffer.dtype, buffer, start * buffer.itemsize, strides)
 
 
+def parallel_chunks(body, lo, extent, lanes, min_lanes=1 << 15):
+    """Fast mode: a ``T.parallel`` loop whose iterations are proven independent, split into
+    consecutive chunks ``body(chunk_lo, chunk_extent)`` that run on the machine's cores at once, as
+    the compiled kernel runs them on its threads (numpy releases the GIL in its loops).
+
+    ``lanes`` is the largest number of elements one numpy operation of the loop handles.  Each
+    chunk gets at least ``min_lanes`` of them: threads whose operations are shorter spend more time
+    handing the GIL to each other than they save.  ``TVM_HYBRID_NB_THREADS`` caps the number of
+    threads (1 turns this off).
+
+    The first chunk runs in the calling thread.  An exception in any chunk stops the others and the
+    first one in chunk order propagates; KeyboardInterrupt stops every chunk before it propagates.
+    Worker threads inherit the caller's context (numpy's ``errstate``).
+    """
+    import contextvars
+    import ctypes
+    import os
+    import threading
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cap = os.environ.get("TVM_HYBRID_NB_THREADS", "")
+    if cap.isdigit() and int(cap) > 0:
+        cores = min(cores, int(cap))
+    parts = max(1, min(cores, int(extent), int(lanes) // min_lanes))
+    edges = [lo + extent * p // parts for p in range(parts + 1)]
+    chunks = [(a, b - a) for a, b in zip(edges, edges[1:])]
+    if parts == 1:
+        body(*chunks[0])
+        return
+    errors = [None] * parts
+    running, lock = set(), threading.Lock()
+
+    def work(index):
+        try:
+            try:
+                body(*chunks[index])
+            finally:
+                with lock:
+                    running.discard(index)
+        except BaseException as exc:  # noqa: BLE001  (handed to the calling thread)
+            errors[index] = exc
+
+    threads = []
+    for index in range(1, parts):
+        thread = threading.Thread(target=contextvars.copy_context().run, args=(work, index), daemon=True,
+                                  name=f"parallel-chunk-{index}")
+        running.add(index)
+        threads.append(thread)
+        thread.start()
+    try:
+        body(*chunks[0])
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        with lock:  # stop the chunks still running at their next Python step, then wait for them
+            for index in running:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threads[index - 1].ident),
+                                                           ctypes.py_object(KeyboardInterrupt))
+        for thread in threads:
+            thread.join()
+        raise
+    for exc in errors:
+        if exc is not None:
+            raise exc
+
+
 def _lane_array(value, ndim):
     value = np.asarray(value)
     return value.reshape((1,) * (ndim - value.ndim) + value.shape)

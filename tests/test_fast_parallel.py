@@ -1,0 +1,201 @@
+"""Fast mode on several cores: ``T.parallel`` loops in chunks, lane views hoisted out of serial loops."""
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+from tvm import s_tir, te
+
+import tvm_hybrid_nb as thn
+from tvm_hybrid_nb import runtime
+from tvm_hybrid_nb.codegen import generate_kernel
+from tvm_hybrid_nb.loader import load_kernel
+
+
+@pytest.fixture
+def cores(monkeypatch):
+    """Pretend the machine has ``n`` cores (the chunk count follows ``os.sched_getaffinity``)."""
+    def set_cores(n):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(n)), raising=False)
+    return set_cores
+
+
+def chunk_threads_alive() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("parallel-chunk")]
+
+
+def test_chunks_cover_every_iteration_once_across_threads(cores):
+    cores(3)
+    seen, lock = [], threading.Lock()
+
+    def body(lo, extent):
+        with lock:
+            seen.append((lo, extent, threading.current_thread().name))
+
+    runtime.parallel_chunks(body, 5, 10, lanes=10, min_lanes=1)
+    covered = sorted(i for lo, extent, _ in seen for i in range(lo, lo + extent))
+    assert covered == list(range(5, 15))
+    names = sorted(name for *_, name in seen)
+    assert names == sorted([threading.current_thread().name, "parallel-chunk-1", "parallel-chunk-2"])
+
+
+def test_short_operations_stay_on_one_thread(cores):
+    cores(8)
+    idents = set()
+    runtime.parallel_chunks(lambda lo, n: idents.add(threading.get_ident()), 0, 32, lanes=1 << 15)
+    assert idents == {threading.get_ident()}
+
+
+def test_the_first_failing_chunk_in_order_propagates(cores):
+    cores(3)
+
+    def body(lo, extent):
+        if lo == 0:
+            time.sleep(0.05)  # the caller's chunk finishes last
+        elif lo == 3:
+            raise ValueError("chunk at 3")
+        else:
+            raise KeyError("chunk at 6")
+
+    with pytest.raises(ValueError, match="chunk at 3"):
+        runtime.parallel_chunks(body, 0, 9, lanes=9, min_lanes=1)
+    assert not chunk_threads_alive()
+
+
+def test_keyboard_interrupt_stops_the_other_chunks(cores):
+    cores(2)
+    started = threading.Event()
+
+    def body(lo, extent):
+        if lo == 0:
+            started.wait(5)
+            raise KeyboardInterrupt
+        started.set()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # a long chunk: only the interrupt ends it early
+            np.add(np.ones(10), 1)
+
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        runtime.parallel_chunks(body, 0, 2, lanes=2, min_lanes=1)
+    assert time.monotonic() - t0 < 10
+    assert not chunk_threads_alive()
+
+
+def test_chunks_keep_the_callers_numpy_errstate(cores):
+    cores(2)
+
+    def body(lo, extent):
+        if lo == 1:
+            np.float32(3e38) * np.float32(10)
+
+    with np.errstate(over="raise"):
+        with pytest.raises(FloatingPointError):
+            runtime.parallel_chunks(body, 0, 2, lanes=2, min_lanes=1)
+
+
+def _int_matmul(m: int, n: int, k: int):
+    a = te.placeholder((m, k), "int32", name="A")
+    b = te.placeholder((k, n), "int32", name="B")
+    r = te.reduce_axis((0, k), name="k")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    sch = s_tir.Schedule(te.create_prim_func([a, b, c]))
+    i, j, kk = sch.get_loops(sch.get_sblock("C"))
+    io, ii = sch.split(i, [None, 8])
+    jo, ji = sch.split(j, [None, 8])
+    sch.reorder(io, jo, kk, ii, ji)
+    sch.parallel(io)
+    sch.vectorize(ji)
+    return sch
+
+
+def _int_inputs(hm, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-1000, 1000, size=p.shape).astype(p.dtype) if not p.is_output
+            else np.zeros(p.shape, p.dtype) for p in hm.params]
+
+
+def test_split_parallel_loop_matches_exact_and_numpy_at_every_chunk_count(cores):
+    hm = thn.build(_int_matmul(40, 24, 7))  # io has 5 iterations: chunks of uneven size
+    stage = hm.stage(0)
+    source = stage.fast_source()
+    assert "parallel_chunks(" in source and "Chunks of parallel loop(s) i_0 run on all cores" in source
+    a, b, c = _int_inputs(hm)
+    expected = a @ b
+    exact = hm.emulate(a, b, c.copy()).copy()
+    np.testing.assert_array_equal(exact, expected)
+    fast = load_kernel(generate_kernel(stage.function, "main", mode="fast").source, "main", label="chunks")
+    fast.__globals__["parallel_chunks"] = functools.partial(runtime.parallel_chunks, min_lanes=1)
+    for n in (1, 2, 3, 5, 8):
+        cores(n)
+        out = np.zeros_like(c)
+        fast(a, b, out)
+        np.testing.assert_array_equal(out, exact, err_msg=f"{n} cores")
+
+
+def test_threaded_emulation_reports_progress_from_the_caller_and_can_be_interrupted(cores, monkeypatch):
+    cores(2)
+    hm = thn.build(_int_matmul(256, 256, 8))  # 65536 lanes per statement: two chunks
+    a, b, c = _int_inputs(hm, seed=1)
+    started = []
+    original_start = threading.Thread.start
+
+    def counting_start(thread):
+        started.append(thread.name)
+        return original_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counting_start)
+    reports = []
+    out = hm.emulate(a, b, c.copy(), mode="fast",
+                     progress=lambda f: reports.append((f, threading.get_ident()))).copy()
+    np.testing.assert_array_equal(out, a @ b)
+    assert "parallel-chunk-1" in started
+    assert reports and {ident for _, ident in reports} == {threading.get_ident()}
+    fractions = [f for f, _ in reports]
+    assert fractions == sorted(fractions) and fractions[-1] == pytest.approx(1.0)
+
+    def interrupt(fraction):
+        if fraction > 0.3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        hm.emulate(a, b, c.copy(), mode="fast", progress=interrupt)
+    assert not chunk_threads_alive()
+    np.testing.assert_array_equal(hm.emulate(a, b, c.copy(), mode="fast"), a @ b)  # still usable
+
+
+def test_views_are_hoisted_out_of_serial_loops():
+    hm = thn.build(_int_matmul(64, 256, 16))
+    source = hm.stage(0).fast_source()
+    loop = source.index("for k in range(16):")
+    for view in ("C_lanes = lanes_view(C", "A_by_k = lanes_view(A", "B_by_k = lanes_view(B"):
+        assert -1 < source.index(view) < loop  # built once, in front of the loop
+    assert "A_by_k[k] * B_by_k[k]" in source
+
+
+def test_views_proven_in_bounds_only_under_a_branch_stay_in_the_branch():
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def guarded(A: T.Buffer((16, 256), "float32"), B: T.Buffer((16, 256), "float32")):
+        for k in range(16):
+            if k < 4:
+                for i in range(256):
+                    B[k, i] = A[k * 4 + 3, i]  # row 4k + 3 exists only for k < 4
+            else:
+                for i in range(256):
+                    B[k, i] = B[k - 1, i]  # reads the row before: k stays a serial loop
+
+    hm = thn.build(guarded)
+    a = np.random.default_rng(3).random((16, 256), dtype=np.float32)
+    expected = np.empty((16, 256), np.float32)
+    expected[:4] = a[3:16:4]
+    expected[4:] = a[15]
+    fast = hm.emulate(a, np.full((16, 256), np.nan, np.float32), mode="fast").copy()
+    np.testing.assert_array_equal(fast, expected)
+    np.testing.assert_array_equal(hm.emulate(a, np.full((16, 256), np.nan, np.float32)), expected)
+    assert "_by_k" not in hm.stage(0).fast_source()
