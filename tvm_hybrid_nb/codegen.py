@@ -251,7 +251,7 @@ class HybridCodegen:
     FAST_AXES = 12
     THREAD_AXES = {"threadIdx.z": 0, "threadIdx.y": 1, "threadIdx.x": 2, "vthread": 3}
     #: Fewer lanes than this are gathered with index arrays rather than viewed with strides.
-    VIEW_MIN_ELEMENTS = 256
+    VIEW_MIN_ELEMENTS = 16
     FIRST_LOOP_AXIS = 4
     #: Operators of a lane-view store ``X = X op Y`` that update the view in place.
     IN_PLACE_OPS = (ast.Add, ast.Sub, ast.Mult)
