@@ -40,6 +40,7 @@ TRANSFORM_LAYOUT_OOB = FuzzCase("pipeline", 5, [("transform_layout", "T", "write
 PLAN_ALLOCATION = FuzzCase("elementwise", 30, [("cache_read", "C", 0, "local"), ("reverse_compute_at", "A_local", "C", 1),
                                                ("split", "C", 0, [4, None]), ("reverse_compute_at", "C", "A_local", 3)])
 HUGE_COMPACTED_BUFFER = FuzzCase("pipeline", 1085, [("reverse_compute_at", "T", "C", 1)])
+USE_BEFORE_COMPUTE = FuzzCase("pipeline", 7081, [("cache_write", "T", 0, "global"), ("reverse_compute_at", "T", "C", 1)])
 
 
 def _built(case):
@@ -102,3 +103,18 @@ def test_out_of_bounds_schedule_is_refused_and_never_run_natively():
     result = check_case(case)  # would kill this process if it ran the native kernel
     assert result.category == "tvm_schedule_bug", str(result)
     assert "out-of-bounds read of T_global_local[0, -1]" in result.detail and "not run natively" in result.detail
+
+
+def test_schedule_that_reads_a_cache_before_filling_it_is_found_by_the_sanitizer():
+    # cache_write of T, then reverse_compute_at of T (now the producer of T_global) under C's loop: TVM
+    # accepts it, and the copy T_global -> T runs before any T_global element is computed.
+    result = check_case(USE_BEFORE_COMPUTE)
+    assert result.category == "tvm_schedule_bug", str(result)
+    assert "read of T_global[0, 0], an element of a buffer allocation that was never written" in result.detail
+    compute, hm, plain = _built(USE_BEFORE_COMPUTE)
+    a, c = hm.random_inputs(seed=0, sizes=compute.sizes)
+    truth = plain.run_native(a, c.copy()).copy()
+    np.testing.assert_allclose(truth, (2.0 / np.sqrt(np.abs(a.astype(np.float64)))).sum(axis=1), rtol=1e-5)
+    assert not np.allclose(hm.emulate(a, c.copy()), truth)  # the scheduled program is wrong, not the emulator
+    with pytest.raises(EmulationError, match="never written"):
+        hm.emulate(a, c.copy(), check=True)

@@ -637,7 +637,9 @@ def _tvm_finding(compute: Compute, hm, args, outputs, native, verdicts) -> tuple
     miscompiled when the native scheduled kernel differs from it.  The emulation then says where:
 
     * ``tvm_schedule_bug``: the scheduled input stage already reads or writes out of bounds (the
-      emulator refuses it) or already computes what the wrong native kernel computes;
+      emulator refuses it), reads an allocation before writing it (the sanitizer says so; the
+      emulator's zeros and the native kernel's garbage then differ), or already computes what the
+      wrong native kernel computes;
     * ``tvm_pass_bug``: the input stage computes the truth and the last emulated stage computes
       what the native kernel computes (or refuses an out-of-bounds access); the first stage that
       stops matching the truth names the pass.
@@ -660,6 +662,10 @@ def _tvm_finding(compute: Compute, hm, args, outputs, native, verdicts) -> tuple
                                     f"{first}")
     if matches(first, native):
         return ("tvm_schedule_bug", "the scheduled program computes what the wrong native kernel computes")
+    unwritten = _reads_unwritten_memory(hm, stage0, args)
+    if unwritten is not None:  # TVM accepted a schedule that uses a value before computing it
+        return ("tvm_schedule_bug", f"the scheduled program ({stage0.label}) reads memory it never wrote "
+                                    f"(the native kernel reads garbage there): {unwritten}")
     last_stage, last = verdicts[-1]
     if not matches(first, truth) or not (isinstance(last, str) or matches(last, native)):
         return None
@@ -667,6 +673,15 @@ def _tvm_finding(compute: Compute, hm, args, outputs, native, verdicts) -> tuple
     return ("tvm_pass_bug", f"pass {culprit.name} (stage {culprit.label}) changed what the kernel computes: "
                             f"the input stage matches the unscheduled build, stage {last_stage.label} the "
                             f"native kernel")
+
+
+def _reads_unwritten_memory(hm, stage, args) -> str | None:
+    """The sanitizer's message when ``stage`` reads an allocation before writing it, else None."""
+    try:
+        hm.emulate(*[a.copy() for a in args], stage=stage.index, check=True)
+    except EmulationError as exc:
+        return str(exc) if "never written" in str(exc) else None
+    return None
 
 
 class CaseTimeout(BaseException):
