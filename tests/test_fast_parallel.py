@@ -199,3 +199,26 @@ def test_views_proven_in_bounds_only_under_a_branch_stay_in_the_branch():
     np.testing.assert_array_equal(fast, expected)
     np.testing.assert_array_equal(hm.emulate(a, np.full((16, 256), np.nan, np.float32)), expected)
     assert "_by_k" not in hm.stage(0).fast_source()
+
+
+def test_a_value_bound_from_a_hoisted_view_is_a_snapshot():
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def snapshot(A: T.Buffer((1, 256), "float32"), B: T.Buffer((16, 256), "float32")):
+        for k in range(16):  # writes A[0, i] every iteration: stays serial, A's view is hoisted
+            for i in range(256):
+                x = T.Bind(A[0, i])
+                A[0, i] = A[0, i] + T.float32(1)
+                B[k, i] = x  # the value before the update
+
+    hm = thn.build(snapshot)
+    assert "A_lanes = lanes_view(A" in hm.stage(0).fast_source()
+    a = np.random.default_rng(0).random((1, 256), dtype=np.float32)
+    expected = np.empty((16, 256), np.float32)
+    expected[0] = a[0]
+    for k in range(1, 16):
+        expected[k] = expected[k - 1] + np.float32(1)
+    for mode in ("exact", "fast"):
+        _, out = hm.emulate(a.copy(), np.zeros((16, 256), np.float32), mode=mode)  # A and B are written
+        np.testing.assert_array_equal(out, expected, err_msg=mode)

@@ -288,6 +288,7 @@ class HybridCodegen:
         #: out of the innermost), and how many analyser guards are open.
         self.serial_frames: list[_SerialFrame] = []
         self.guard_depth = 0
+        self.hoisted_views: set[str] = set()
         self.storage_roots: dict[int, int] = {}
         self.axes: list[_Axis] = []
         #: Fast mode: array axis planned for each loop of the current lane nest (see _plan_lane_axes).
@@ -888,6 +889,7 @@ class HybridCodegen:
             name = self.namer.define_name(f"{info.name}_by_{frame.name}" if moving else f"{info.name}_lanes")
             frame.views[key] = name
             frame.hoisted.append(ast.Assign([_store_name(name)], call))
+            self.hoisted_views.add(name)
         if not moving:
             return _name(name)
         index = _name(frame.name)
@@ -1155,7 +1157,8 @@ class HybridCodegen:
         if value.kind == "weak" or (_is_float(value.dtype) and value.kind != "np"):
             value = self.to_np(value)
         node_value = value.node
-        is_view = isinstance(node_value, ast.Call) and getattr(node_value.func, "id", "") == "lanes_view"
+        is_view = ((isinstance(node_value, ast.Call) and getattr(node_value.func, "id", "") == "lanes_view")
+                   or (isinstance(node_value, ast.Name) and node_value.id in self.hoisted_views))
         if (value.lanes > 1 or value.varying) and (isinstance(node_value, (ast.Subscript, ast.IfExp)) or is_view):
             node_value = ast.Call(_np("copy"), [node_value], [])  # a slice would alias the buffer
         self._set_var(node.var, value)
@@ -1383,13 +1386,17 @@ class HybridCodegen:
     def _save_state(self):
         return (dict(self.namer._names), set(self.namer._used), dict(self.buffers), dict(self.var_kinds),
                 list(self.vectorized_loops), list(self.stmt_masks), self.vector_depth, list(self.axes),
-                list(self.parallel_loops))
+                list(self.parallel_loops), [(len(f.hoisted), dict(f.views)) for f in self.serial_frames])
 
     def _restore_state(self, saved) -> None:
-        (names, used, buffers, kinds, loops, masks, depth, axes, parallel) = saved
+        (names, used, buffers, kinds, loops, masks, depth, axes, parallel, frames) = saved
         self.namer._names, self.namer._used = names, used
         self.buffers, self.var_kinds, self.vectorized_loops = buffers, kinds, loops
         self.parallel_loops = parallel
+        # Views hoisted by the abandoned attempt go too: their names are free again.
+        for frame, (count, views) in zip(self.serial_frames, frames):
+            del frame.hoisted[count:]
+            frame.views = views
         self.stmt_masks, self.vector_depth, self.axes = masks, depth, axes
 
     def visit_While(self, node) -> list[ast.stmt]:
