@@ -118,3 +118,12 @@ def test_schedule_that_reads_a_cache_before_filling_it_is_found_by_the_sanitizer
     assert not np.allclose(hm.emulate(a, c.copy()), truth)  # the scheduled program is wrong, not the emulator
     with pytest.raises(EmulationError, match="never written"):
         hm.emulate(a, c.copy(), check=True)
+
+
+def test_a_compute_tvm_refuses_counts_as_refused_instead_of_ending_the_run():
+    # Seed 9015 draws T = A / (A - A): TVM folds A - A to 0 and create_prim_func raises "Divide by
+    # zero", which used to escape random_case and end the whole fuzzing run.
+    from tvm_hybrid_nb.fuzz import run_fuzz
+
+    report = run_fuzz(2, seed=9014, timeout=0)
+    assert report.ok and report.cases == 2 and report.tvm_rejected >= 1, report.summary()

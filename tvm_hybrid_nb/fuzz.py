@@ -460,7 +460,10 @@ def random_case(seed: int, max_steps: int = 8) -> FuzzCase:
     rng = np.random.default_rng([seed, 12345])
     kind = KINDS[int(rng.integers(len(KINDS)))]
     compute = make_compute(kind, seed)
-    sch = s_tir.Schedule(te.create_prim_func(list(compute.tensors)))
+    try:
+        sch = s_tir.Schedule(te.create_prim_func(list(compute.tensors)))
+    except Exception:  # TVM refuses the compute itself (e.g. x / (x - x) folds to a division by 0)
+        return FuzzCase(kind, seed, [])
     steps: list[Step] = []
     for _ in range(int(rng.integers(1, max_steps + 1))):
         step = _draw_step(rng, sch)
@@ -497,7 +500,10 @@ def check_case(case: FuzzCase, stages: str = "changed") -> CaseResult:
         return CaseResult(case, ok, category, detail, runs, time.perf_counter() - start)
 
     compute = make_compute(case.kind, case.seed)
-    sch, applied = schedule_for(compute, case.steps)
+    try:
+        sch, applied = schedule_for(compute, case.steps)
+    except Exception as exc:
+        return result(True, "tvm_rejected", f"TVM refused the compute: {str(exc).strip().splitlines()[-1]}")
     if len(applied) != len(case.steps):  # a reduced case: steps that no longer apply are dropped
         case = FuzzCase(case.kind, case.seed, applied)
     try:
