@@ -184,15 +184,15 @@ def lanes_view(buffer, base, lanes, ndim=12, _layouts={}):  # noqa: B006 (the de
     return np.ndarray(shape, buffer.dtype, buffer, start * buffer.itemsize, strides)
 
 
-def parallel_chunks(body, lo, extent, lanes, min_lanes=1 << 15):
+def parallel_chunks(body, lo, extent, lanes, min_lanes=None):
     """Fast mode: a ``T.parallel`` loop whose iterations are proven independent, split into
     consecutive chunks ``body(chunk_lo, chunk_extent)`` that run on the machine's cores at once, as
     the compiled kernel runs them on its threads (numpy releases the GIL in its loops).
 
     ``lanes`` is the largest number of elements one numpy operation of the loop handles.  Each
-    chunk gets at least ``min_lanes`` of them: threads whose operations are shorter spend more time
-    handing the GIL to each other than they save.  ``TVM_HYBRID_NB_THREADS`` caps the number of
-    threads (1 turns this off).
+    chunk gets at least ``min_lanes`` of them (``TVM_HYBRID_NB_CHUNK_LANES``, default 32768):
+    threads whose operations are shorter spend more time handing the GIL to each other than they
+    save.  ``TVM_HYBRID_NB_THREADS`` caps the number of threads (1 turns this off).
 
     The first chunk runs in the calling thread.  An exception in any chunk stops the others and the
     first one in chunk order propagates; KeyboardInterrupt stops every chunk before it propagates.
@@ -207,6 +207,9 @@ def parallel_chunks(body, lo, extent, lanes, min_lanes=1 << 15):
     cap = os.environ.get("TVM_HYBRID_NB_THREADS", "")
     if cap.isdigit() and int(cap) > 0:
         cores = min(cores, int(cap))
+    if min_lanes is None:
+        setting = os.environ.get("TVM_HYBRID_NB_CHUNK_LANES", "")
+        min_lanes = int(setting) if setting.isdigit() and int(setting) > 0 else 1 << 15
     parts = max(1, min(cores, int(extent), int(lanes) // min_lanes))
     edges = [lo + extent * p // parts for p in range(parts + 1)]
     chunks = [(a, b - a) for a, b in zip(edges, edges[1:])]
