@@ -561,7 +561,7 @@ def _finish_pipeline(mod: "tvm.IRModule", target: Any, skip: Sequence[str], what
     start = time.perf_counter()
     try:
         with tvm.transform.PassContext(instruments=[inst]):
-            lib = tvm.build(mod, target=target)
+            lib = tvm.tirx.build(mod, target=target)  # what tvm.build runs, without its warning
     except Exception as exc:
         failed = inst._stack[-1].name if inst._stack else None
         where = f" in pass {failed}" if failed else ""
