@@ -408,10 +408,11 @@ def plot(rows, capture_rows, bisect, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [3, 1.3]})
-    labels = [f"{r['kernel']} {r['size']}\n{'cache' if 'cache' in r['schedule'] else r['schedule'][:18]}"
-              for r in rows]
+    labels = ["\n".join([r["kernel"], r["size"].replace(", ", ",\n"),
+                          "cache" if "cache" in r["schedule"] else r["schedule"][:18]]) for r in rows]
     x = np.arange(len(rows))
     w = 0.27
     native = [r["native_raw_ms"] for r in rows]
@@ -427,7 +428,7 @@ def plot(rows, capture_rows, bisect, path: Path) -> None:
             ax1.annotate("est.", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
                          va="bottom", fontsize=7)
     ax1.set_yscale("log")
-    ax1.set_ylabel("ms (log scale, warm best of N)")
+    ax1.set_ylabel("ms (log scale, best call)")
     ax1.set_xticks(x, labels, fontsize=7)
     ax1.set_title("Kernel time: native vs emulation (hatched exact = extrapolated)")
     ax1.legend(fontsize=8)
@@ -446,6 +447,7 @@ def plot(rows, capture_rows, bisect, path: Path) -> None:
     y = np.arange(len(names))
     ax2.barh(y, vals, color=colors)
     ax2.set_xscale("log")
+    ax2.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # decades only: minor labels collide
     ax2.set_yticks(y, names, fontsize=6)
     ax2.invert_yaxis()
     ax2.set_xlabel("ms (log scale, median)")
