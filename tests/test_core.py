@@ -308,3 +308,16 @@ def test_fast_mode_keeps_a_loop_carried_dependence_serial():
     out = hm.emulate(a, np.zeros(16, np.float32), mode="fast").copy()
     np.testing.assert_array_equal(out, np.cumsum(a, dtype=np.float32))
     np.testing.assert_array_equal(out, hm.emulate(a, np.zeros(16, np.float32)))
+
+
+def test_shapes_given_by_expressions_are_checked_against_the_plain_sizes():
+    example, hm = built("symbolic_window")
+    assert [p.describe() for p in hm.params] == ["A: float32[n + 2, m + 2]", "C: float32[n, m]"]
+    a = np.random.default_rng(0).random((7, 6), dtype=np.float32)
+    np.testing.assert_array_equal(hm(a, np.zeros((5, 4), np.float32)), example.reference(a))
+    with pytest.raises(ValueError, match=r"parameter A: dimension 0 must be n \+ 2 = 6 \(n=4\), got 7"):
+        hm(a, np.zeros((4, 4), np.float32))
+    with pytest.raises(ValueError, match="symbolic size n: give sizes"):
+        hm.random_inputs()
+    a, c = hm.random_inputs(sizes={"n": 3, "m": 8})
+    assert a.shape == (5, 10) and c.shape == (3, 8)

@@ -383,3 +383,22 @@ def test_missing_or_corrupt_files_give_one_clear_line(saved, tmp_path, damage):
 def test_load_of_a_missing_directory(tmp_path):
     with pytest.raises(DumpError, match="no such dump directory"):
         thn.load(tmp_path / "nowhere")
+
+
+def test_stage_file_of_a_kernel_with_shape_expressions_runs_with_given_sizes(tmp_path):
+    from tvm_hybrid_nb.examples import symbolic_window
+
+    example = symbolic_window()
+    hm = thn.build(example.obj)
+    directory = tmp_path / "window"
+    hm.save(directory, sizes={"n": 6, "m": 5})
+    index = json.loads((directory / "index.json").read_text())
+    assert index["sizes"] == {"n": 6, "m": 5}
+    a, c = hm.random_inputs(seed=4, sizes={"n": 9, "m": 3})
+    assert a.shape == (11, 5) and c.shape == (9, 3)
+    expected = dump.checksum(hm.params, [a, example.reference(a)])
+    path = stage_file(directory, 0, ".py")
+    run = subprocess.run([sys.executable, path.name, "--seed", "4", "--size", "n=9", "--size", "m=3"],
+                         cwd=directory, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == expected

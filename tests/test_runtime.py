@@ -139,3 +139,19 @@ def test_import_refuses_an_unknown_tvm_ffi_version(monkeypatch):
             importlib.import_module("tvm_hybrid_nb")
     finally:
         sys.modules.update(saved)
+
+
+def test_dimension_expressions_evaluate_like_python_and_refuse_anything_else():
+    from tvm_hybrid_nb.signature import dim_symbols, dim_value
+
+    sizes = {"n": 7, "m": -3}
+    assert dim_value(5, sizes) == 5 and dim_value("n", sizes) == 7
+    assert dim_value("n + 2", sizes) == 9 and dim_value("(n - 1) // 2 + 1", sizes) == 4
+    assert dim_value("m // 2", sizes) == -2 and dim_value("m % 2", sizes) == 1  # floor semantics
+    assert dim_value("-n * m", sizes) == 21
+    assert dim_symbols("n * m + n") == ["n", "m"] and dim_symbols(4) == []
+    for bad in ("__import__('os').getpid()", "n.bit_length()", "n ** 2", "n / 2", "[n][0]"):
+        with pytest.raises(ValueError, match="only"):
+            dim_value(bad, sizes)
+    with pytest.raises(KeyError):
+        dim_value("k + 1", sizes)

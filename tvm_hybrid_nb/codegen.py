@@ -355,6 +355,7 @@ class HybridCodegen:
 
     def _signature(self):
         args, prologue, params = [], [], []
+        expressions = []  # (shape list, axis, parameter, TIR dim): printed once every plain size is named
         for p in self.func.params:
             if tirx.is_buffer_var(p):
                 name = self.namer.define(p, p.name)
@@ -373,11 +374,12 @@ class HybridCodegen:
                             self.analyzer.bind(dim, tvm.ir.Range.from_min_extent(0, 1 << 30), allow_override=True)
                         shape.append(dim_name)
                     else:
-                        raise UnsupportedConstructError("buffer shape expression", f"{p.name}.shape[{axis}] = {dim}")
+                        shape.append(None)
+                        expressions.append((shape, axis, p, dim))
                 if (len(p.strides) and not _contiguous_strides(p)) or not _is_zero(p.elem_offset):
                     raise UnsupportedConstructError("strided or offset parameter buffer", p.name)
                 self.buffers[_key(p)] = _BufferInfo(name, list(p.shape), str(p.dtype))
-                params.append(ParamSpec(name, str(p.dtype), tuple(shape)))
+                params.append(shape)
             else:
                 dtype = _dtype(p)
                 if self.namer.lookup(p) is not None:  # already bound as a symbolic size
@@ -393,8 +395,38 @@ class HybridCodegen:
                     self.var_kinds[_key(p)] = ("np", dtype, False)
                 else:
                     raise UnsupportedConstructError("parameter type", f"{p.name}: {dtype}")
-                params.append(ParamSpec(name, dtype, None))
-        return args, prologue, params
+                params.append(None)
+        for shape, axis, p, dim in expressions:
+            shape[axis] = ast.unparse(self._shape_expr(dim, f"{p.name}.shape[{axis}] = {dim}"))
+        specs = []
+        for p, shape in zip(self.func.params, params):
+            name = self.namer.lookup(p)
+            specs.append(ParamSpec(name, str(p.dtype), tuple(shape)) if shape is not None
+                         else ParamSpec(name, _dtype(p), None))
+        return args, prologue, specs
+
+    #: Operators a buffer shape expression may use (``Div``/``Mod`` only on sizes proven non-negative).
+    SHAPE_OPS = {"prim.Add": ast.Add, "prim.Sub": ast.Sub, "prim.Mul": ast.Mult, "prim.FloorDiv": ast.FloorDiv,
+                 "prim.FloorMod": ast.Mod, "prim.Div": ast.FloorDiv, "prim.Mod": ast.Mod}
+
+    def _shape_expr(self, dim, where: str) -> ast.expr:
+        """A parameter dimension given by an expression (``A: (n + 2, m)``) as Python over the sizes
+        that plain dimensions define; the arguments' shapes are checked against it."""
+        key = _type_key(dim)
+        if key == "ir.IntImm":
+            return ast.Constant(int(dim.value))
+        if key == "ir.Var":
+            name = self.namer.lookup(dim)
+            if name is None:
+                raise UnsupportedConstructError("buffer shape expression",
+                                                f"{where}: size {dim.name} is no parameter's plain dimension")
+            return _name(name)
+        if key in self.SHAPE_OPS:
+            if key in ("prim.Div", "prim.Mod") and not self.analyzer.can_prove(
+                    tirx.all(dim.a >= 0, dim.b > 0)):
+                raise UnsupportedConstructError("buffer shape expression", f"{where}: truncating division")
+            return ast.BinOp(self._shape_expr(dim.a, where), self.SHAPE_OPS[key](), self._shape_expr(dim.b, where))
+        raise UnsupportedConstructError("buffer shape expression", where)
 
     # ------------------------------------------------------------------ dispatch
     def visit_stmt(self, stmt) -> list[ast.stmt]:

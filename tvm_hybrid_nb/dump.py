@@ -37,7 +37,7 @@ from . import capture as _capture
 from .compare import CompareResult, OutputComparison
 from .errors import BuildError, DumpError, HybridError, UnknownPassError
 from .module import HybridModule, Stage
-from .signature import ParamSpec, seeded_values
+from .signature import ParamSpec, dim_symbols, dim_value, seeded_values
 
 #: Identifies ``index.json`` files written by this module.
 FORMAT = "tvm_hybrid_nb-dump"
@@ -55,7 +55,7 @@ _STAGE_FILE = re.compile(r"^(\d{3,})_.+\.(py|json)$")
 # ---------------------------------------------------------------------------------------------
 # The numpy-only runner appended to every runnable stage file.  The same text is executed here
 # (see ``_RUNNER``) so that in-process checksums are computed by exactly the code the files run.
-_RUNNER_SRC = inspect.getsource(seeded_values) + '''
+_RUNNER_SRC = inspect.getsource(dim_value) + "\n\n" + inspect.getsource(seeded_values) + '''
 
 _thn_random_arguments = seeded_values
 
@@ -133,8 +133,8 @@ def symbolic_sizes(params: Sequence[ParamSpec], sizes: dict[str, int] | None = N
     out: dict[str, int] = {}
     for p in params:
         for d in p.shape or ():
-            if isinstance(d, str):
-                out[d] = int((sizes or {}).get(d, DEFAULT_SYMBOLIC_SIZE))
+            for name in dim_symbols(d):
+                out[name] = int((sizes or {}).get(name, DEFAULT_SYMBOLIC_SIZE))
     return out
 
 

@@ -272,6 +272,30 @@ def symbolic_length() -> Example:
                    description="symbolic shape")
 
 
+def symbolic_window() -> Example:
+    """A 3×3 box sum over an input of symbolic size ``(n + 2, m + 2)`` (shapes given by expressions),
+    its columns split by 4 (non-dividing tail)."""
+    n, m = te.var("n"), te.var("m")
+    a = te.placeholder((n + 2, m + 2), "float32", name="A")
+    ry = te.reduce_axis((0, 3), name="ry")
+    rx = te.reduce_axis((0, 3), name="rx")
+    c = te.compute((n, m), lambda i, j: te.sum(a[i + ry, j + rx], axis=[ry, rx]), name="C")
+    sch = _schedule([a, c])
+    i, j, _, _ = sch.get_loops(sch.get_sblock("C"))
+    sch.split(j, [None, 4])
+
+    def reference(x):
+        rows, cols = x.shape[0] - 2, x.shape[1] - 2
+        out = np.zeros((rows, cols), np.float32)
+        for dy in range(3):  # the IR's order: ry outer, rx inner, float32 throughout
+            for dx in range(3):
+                out = out + x[dy:dy + rows, dx:dx + cols]
+        return out
+
+    return Example("symbolic_window", sch, reference, sizes={"n": 13, "m": 11},
+                   description="shapes n + 2 by m + 2")
+
+
 def transform_layout_cache(n: int = 32) -> Example:
     """Matmul whose write cache is re-laid out with transform_layout (i, j) → (j // 4, i, j % 4)."""
     a, b, c = _matmul_te(n, n, n)
@@ -386,7 +410,7 @@ EXAMPLES: dict[str, Callable[[], Example]] = {
     f.__name__: f for f in (
         two_tensors_named_a, matmul_split_reorder, matmul_parallel_vectorize, matmul_cache_compute_at,
         matmul_rfactor, matmul_decompose_reduction, conv2d_padded, softmax, layernorm, matmul_int8,
-        integer_division, uint8_wraparound, float16_arith, symbolic_length, transform_layout_cache,
+        integer_division, uint8_wraparound, float16_arith, symbolic_length, symbolic_window, transform_layout_cache,
         elementwise_math, int32_wraparound)
 }
 

@@ -94,7 +94,7 @@ def complete_arguments(params: Sequence[Any], values: Sequence[Any]) -> list:
     """
     import numpy as np
 
-    from .signature import check_allocation, numpy_dtype
+    from .signature import check_allocation, dim_symbols, dim_value, numpy_dtype
 
     values = list(values)
     if len(values) == len(params):
@@ -109,7 +109,7 @@ def complete_arguments(params: Sequence[Any], values: Sequence[Any]) -> list:
     for spec, value in zip(inputs, values):
         if spec.is_buffer and hasattr(value, "shape"):
             for dim, got in zip(spec.shape, value.shape):
-                if isinstance(dim, str):
+                if isinstance(dim, str) and dim.isidentifier():
                     sizes.setdefault(dim, int(got))
     shapes: dict[int, list] = {}
     for index, spec in enumerate(params):
@@ -117,12 +117,11 @@ def complete_arguments(params: Sequence[Any], values: Sequence[Any]) -> list:
             continue
         shape = []
         for dim in spec.shape:
-            if isinstance(dim, str):
-                if dim not in sizes:
-                    raise UsageError(f"--inputs: cannot tell the size {dim} of output {spec.name}; give every argument")
-                shape.append(sizes[dim])
-            else:
-                shape.append(dim)
+            missing = [n for n in dim_symbols(dim) if n not in sizes]
+            if missing:
+                raise UsageError(f"--inputs: cannot tell the size {missing[0]} of output {spec.name}; "
+                                 f"give every argument")
+            shape.append(dim_value(dim, sizes))
         shapes[index] = shape
     total = sum(int(np.prod(shape, dtype=object)) * numpy_dtype(params[i].dtype).itemsize
                 for i, shape in shapes.items())

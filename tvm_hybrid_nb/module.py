@@ -376,11 +376,12 @@ class HybridModule:
         return out
 
     # ------------------------------------------------------------------ dumps and display
-    def save(self, directory, overwrite: bool = False):
-        """Write every stage as ``.py``, ``.tvmscript.py`` and ``.json`` plus ``index.json``."""
+    def save(self, directory, overwrite: bool = False, sizes: dict[str, int] | None = None):
+        """Write every stage as ``.py``, ``.tvmscript.py`` and ``.json`` plus ``index.json``
+        (``sizes``: the symbolic sizes the ``.py`` files run with by default)."""
         from .dump import save
 
-        return save(self, directory, overwrite=overwrite)
+        return save(self, directory, overwrite=overwrite, sizes=sizes)
 
     def __repr__(self) -> str:
         changed = sum(1 for s in self.stages[1:] if s.changed)

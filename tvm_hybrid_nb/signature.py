@@ -9,8 +9,52 @@ import numpy as np
 
 from .errors import ArgumentCountError, ArgumentShapeError, ArgumentTypeError, InsufficientMemoryError
 
-#: A dimension is a fixed size or the name of a symbolic size bound from the arrays.
+#: A dimension is a fixed size, the name of a symbolic size bound from the arrays (``"n"``), or an
+#: integer expression over such names (``"n + 2"``, ``"(n - 1) // 2 + 1"``).
 Dim = Union[int, str]
+
+
+def dim_value(dim, sizes):
+    """The value of dimension ``dim`` given the symbolic ``sizes`` (a name → int mapping).
+
+    Expressions use ``+ - * // %``, unary minus, parentheses, integer literals and names; anything
+    else is refused (they come from the kernel's signature, but are never handed to ``eval``).
+    Raises KeyError naming a size that ``sizes`` lacks.  Self-contained: dumped stage files carry a
+    copy of its source.
+    """
+    import ast as _ast
+
+    if not isinstance(dim, str):
+        return int(dim)
+    if dim.isidentifier():
+        return int(sizes[dim])
+    ops = {_ast.Add: lambda a, b: a + b, _ast.Sub: lambda a, b: a - b, _ast.Mult: lambda a, b: a * b,
+           _ast.FloorDiv: lambda a, b: a // b, _ast.Mod: lambda a, b: a % b}
+
+    def value(node):
+        if isinstance(node, _ast.BinOp) and type(node.op) in ops:
+            return ops[type(node.op)](value(node.left), value(node.right))
+        if isinstance(node, _ast.UnaryOp) and isinstance(node.op, (_ast.USub, _ast.UAdd)):
+            return -value(node.operand) if isinstance(node.op, _ast.USub) else value(node.operand)
+        if isinstance(node, _ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, _ast.Name):
+            return int(sizes[node.id])
+        raise ValueError(f"dimension {dim!r}: only + - * // % of integers and sizes are allowed")
+
+    return value(_ast.parse(dim, mode="eval").body)
+
+
+def dim_symbols(dim: Dim) -> list[str]:
+    """The symbolic sizes a dimension uses, in order of appearance (``"n + m"`` → ``["n", "m"]``)."""
+    if not isinstance(dim, str):
+        return []
+    if dim.isidentifier():
+        return [dim]
+    import ast as _ast
+
+    names = [n.id for n in _ast.walk(_ast.parse(dim, mode="eval")) if isinstance(n, _ast.Name)]
+    return list(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
@@ -100,6 +144,8 @@ def bind_arguments(params: Sequence[ParamSpec], args: Sequence, *, copy_inputs: 
                 f"got shape {arg.shape}")
         for axis, (dim, got) in enumerate(zip(spec.shape, arg.shape)):
             if isinstance(dim, str):
+                if not dim.isidentifier():
+                    continue  # an expression: checked once every plain size is bound
                 if dim in sizes and sizes[dim] != got:
                     raise ArgumentShapeError(
                         f"parameter {spec.name}: dimension {axis} is {dim}={sizes[dim]} from an earlier "
@@ -117,6 +163,15 @@ def bind_arguments(params: Sequence[ParamSpec], args: Sequence, *, copy_inputs: 
             values.append(work)
             if spec.is_output and work is not arg:
                 write_back.append((arg, work))
+    for spec, arg in zip(params, args):
+        for axis, dim in enumerate(spec.shape or ()):
+            if isinstance(dim, str) and not dim.isidentifier():
+                want = dim_value(dim, sizes)  # the generator only emits expressions over bound sizes
+                if arg.shape[axis] != want:
+                    bound = ", ".join(f"{n}={sizes[n]}" for n in dim_symbols(dim))
+                    raise ArgumentShapeError(
+                        f"parameter {spec.name}: dimension {axis} must be {dim} = {want} ({bound}), "
+                        f"got {arg.shape[axis]}")
     return BoundArguments(values, sizes, write_back)
 
 
@@ -193,13 +248,12 @@ def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str
                 f"parameter {spec.name} is a scalar: give its value (e.g. --inputs) instead of random inputs")
         shape = []
         for dim in spec.shape:
-            if isinstance(dim, str):
-                if dim not in sizes:
-                    raise ArgumentShapeError(
-                        f"parameter {spec.name} has symbolic size {dim}: give sizes={{'{dim}': ...}} or explicit inputs")
-                shape.append(sizes[dim])
-            else:
-                shape.append(dim)
+            missing = [n for n in dim_symbols(dim) if n not in sizes]
+            if missing:
+                raise ArgumentShapeError(
+                    f"parameter {spec.name} has symbolic size {missing[0]}: give sizes={{'{missing[0]}': ...}} "
+                    f"or explicit inputs")
+            shape.append(dim_value(dim, sizes))
         if any(int(d) < 0 for d in shape):
             raise ArgumentShapeError(f"parameter {spec.name}: negative size in shape {tuple(shape)}")
         shapes.append(shape)
@@ -213,7 +267,8 @@ def seeded_values(specs, seed, sizes, scalars=None):
 
     Floats are uniform in [-1, 1); 8-bit integers cover their whole range; wider integers stay in
     [-100, 100]; bools are fair coins; symbolic dimensions come from ``sizes``, scalars from
-    ``scalars``.  Self-contained (numpy only): dumped stage files carry a copy of its source.
+    ``scalars``.  Self-contained (numpy and :func:`dim_value`): dumped stage files carry a copy of
+    both sources.
     """
     import numpy
 
@@ -223,7 +278,7 @@ def seeded_values(specs, seed, sizes, scalars=None):
         if shape is None:
             values.append((scalars or {})[name])
             continue
-        shape = [sizes[d] if isinstance(d, str) else d for d in shape]
+        shape = [dim_value(d, sizes) for d in shape]
         np_dtype = numpy.dtype("bool" if dtype.startswith("bool") else dtype.split("x")[0])
         if is_output:
             values.append(numpy.zeros(shape, np_dtype))
