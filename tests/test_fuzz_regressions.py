@@ -31,8 +31,9 @@ def test_buffer_of_vectors_after_storage_rewrite_emulates_in_both_modes():
     a, b, c = hm.random_inputs(seed=3, sizes={"n": n})
     truth = np.min(a[:, :, None] * b[None, :, :], axis=1)  # float32 products, exact min
     for mode in ("exact", "fast"):
-        out = hm.emulate(a, b, np.zeros_like(c), stage=stage.index, mode=mode)
-        np.testing.assert_array_equal(out, truth)
+        for check in (False, True):  # the sanitizers read rows of vector lanes too
+            out = hm.emulate(a, b, np.zeros_like(c), stage=stage.index, mode=mode, check=check)
+            np.testing.assert_array_equal(out, truth, err_msg=f"{mode} check={check}")
 
 
 # TVM 0.27 miscompilations the fuzzer found; the emulator exposes them instead of agreeing with them.
@@ -127,3 +128,49 @@ def test_a_compute_tvm_refuses_counts_as_refused_instead_of_ending_the_run():
 
     report = run_fuzz(2, seed=9014, timeout=0)
     assert report.ok and report.cases == 2 and report.tvm_rejected >= 1, report.summary()
+
+
+def test_rfactor_under_a_predicate_reading_uninitialised_partials_is_tvms_bug():
+    # rfactor of a split reduction whose tail is predicated off: the partial sums C_rf[1] and C_rf[2]
+    # are initialised inside the predicated block, never run, and then summed.  transform_layout
+    # changed the signature, so there is no unscheduled build to compare with: the sanitizer decides.
+    case = FuzzCase("window", 153, [("split", "C", 1, [3, None]), ("split", "C", 2, [None, 3, 2]),
+                                    ("transform_layout", "C", "write", 0, "split:4"), ("rfactor", "C", 3, 0)])
+    result = check_case(case)
+    assert result.category == "tvm_schedule_bug", str(result)
+    assert "read of C_rf[1, 0, 0], an element of a buffer allocation that was never written" in result.detail
+
+
+def test_bitwise_not_of_an_unsigned_constant_wraps():
+    # Seed 336: C[i] = ~T.uint8(4) became the Python int ~4 == -5, which numpy refuses to store in
+    # a uint8 array; the hardware gives 251.
+    assert check_case(FuzzCase("elementwise", 336, [])).ok
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def inverted(A: T.Buffer((4,), "uint8"), B: T.Buffer((4,), "uint8"), C: T.Buffer((4,), "int8")):
+        for i in range(4):
+            B[i] = ~T.uint8(4) + ~A[i]
+            C[i] = ~T.int8(-128)
+
+    hm = thn.build(inverted)
+    a = np.array([0, 1, 254, 255], np.uint8)
+    native_b, native_c = hm.run_native(a, np.zeros(4, np.uint8), np.zeros(4, np.int8))
+    np.testing.assert_array_equal(native_b, (np.uint8(251) + ~a).astype(np.uint8))
+    for mode in ("exact", "fast"):
+        b, c = hm.emulate(a, np.zeros(4, np.uint8), np.zeros(4, np.int8), mode=mode)
+        np.testing.assert_array_equal(b, native_b)
+        np.testing.assert_array_equal(c, native_c)
+
+
+@pytest.mark.parametrize("case", [
+    # The sanitizers (check=True, what the notebook button runs) on a predicated tail where every lane
+    # of a read is masked off: checking zero elements for having been written used to raise.
+    FuzzCase("pipeline", 405, [("split", "C", 0, [4, None])]),
+    # After StorageRewrite a buffer allocated per fast-mode lane is re-declared (DeclBuffer): fast
+    # mode refused the stage instead of running that loop serially.
+    FuzzCase("cast", 432, [("parallel", "C", 0), ("compute_at", "B", "C", 0), ("cache_read", "C", 0, "global")]),
+], ids=["sanitizer-all-lanes-masked", "per-lane-buffer-view"])
+def test_found_by_running_the_sanitizers_in_the_fuzzer(case):
+    result = check_case(case)
+    assert result.ok and result.category == "", str(result)

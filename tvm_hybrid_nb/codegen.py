@@ -610,7 +610,11 @@ class HybridCodegen:
 
     def visit_BitwiseNot(self, node) -> Value:
         a = self.visit_expr(node.a)
-        return Value(ast.UnaryOp(ast.Invert(), a.node), a.kind, _dtype(node), a.varying)
+        dtype = _dtype(node)
+        out = ast.UnaryOp(ast.Invert(), a.node)
+        if a.kind == "py" and _scalar_dtype(dtype).startswith("uint"):
+            out = self._call("wrap", out, ast.Constant(_scalar_dtype(dtype)))  # Python's ~4 is -5, uint8's 251
+        return Value(out, a.kind, dtype, a.varying)
 
     def visit_Cast(self, node) -> Value:
         value = self.visit_expr(node.value)
@@ -933,12 +937,12 @@ class HybridCodegen:
         info = self._buffer(node.source)
         indices = list(node.indices)
         values = [self.visit_expr(i) for i in indices]
+        self._check_vector_buffer(info, values)
         if self._sanitized(info):
             return Value(self._access_call(info, values, write=False), "np", _dtype(node), True)
         view = self._lane_view(info, indices, values)
         if view is not None:
             return Value(view, "np", _dtype(node), True)
-        self._check_vector_buffer(info, values)
         dtype = _dtype(node)
         varying = _varying(*values) or bool(info.prefix) or info.per_thread
         # In a lane-masked region the analyzer's guard does not hold for masked-out lanes.
@@ -1038,8 +1042,10 @@ class HybridCodegen:
         if data is None or _type_key(data) != "ir.Call" or data.op.name != "tirx.buffer_data":
             raise UnsupportedConstructError("tirx.DeclBuffer", f"{buf.name} over data {data}")
         source = self._buffer(data.args[0])
-        if source.prefix or source.per_thread:
-            raise UnsupportedConstructError("tirx.DeclBuffer", f"view {buf.name} of per-lane buffer {source.name}")
+        if source.prefix and not source.per_thread:  # allocated per fast-mode lane: run the loop serially
+            raise _CannotVectorize(f"view {buf.name} of per-lane buffer {source.name}")
+        if source.per_thread:
+            raise UnsupportedConstructError("tirx.DeclBuffer", f"view {buf.name} of per-thread buffer {source.name}")
         name = self.namer.define(buf, buf.name)
         self._declare_buffer(buf, name)
         self.storage_roots[_key(buf)] = self.storage_roots.get(_key(data.args[0]), _key(data.args[0]))

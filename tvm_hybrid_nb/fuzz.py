@@ -581,7 +581,10 @@ def check_case(case: FuzzCase, stages: str = "changed") -> CaseResult:
             if not cmp.ok and first_bad is None:
                 first_bad = ("native_mismatch", f"stage {stage.label}: {cmp.summary()}")
     if first_bad is None:
-        return result(True, runs=runs)
+        sanitized = _check_sanitizers(hm, args, outputs, verdicts)
+        if sanitized is not None:
+            return result(False, sanitized[0], sanitized[1], runs + len(verdicts))
+        return result(True, runs=runs + len(verdicts))
     finding = _tvm_finding(compute, hm, args, outputs, native, verdicts)
     if finding is not None:
         return result(True, finding[0], finding[1], runs)
@@ -650,19 +653,24 @@ def _tvm_finding(compute: Compute, hm, args, outputs, native, verdicts) -> tuple
       what the native kernel computes (or refuses an out-of-bounds access); the first stage that
       stops matching the truth names the pass.
 
-    Anything else (for instance an input stage that matches neither) stays an emulator failure.
+    An input stage that reads memory it never wrote is TVM's schedule bug even where there is no
+    truth to compare with (transform_layout changed the signature).  Anything else (for instance an
+    input stage that matches neither) stays an emulator failure.
     """
-    truth = _truth(compute, hm, args)
-    if truth is None:
-        return None
-
     def matches(outs, ref) -> bool:
         return not isinstance(outs, str) and all(
             compare_arrays("out", o, ref[i]).ok for o, i in zip(outs, outputs))
 
+    truth = _truth(compute, hm, args)
+    stage0, first = verdicts[0]
+    if truth is None:
+        unwritten = None if isinstance(first, str) else _reads_unwritten_memory(hm, stage0, args)
+        if unwritten is None:
+            return None
+        return ("tvm_schedule_bug", f"the scheduled program ({stage0.label}) reads memory it never wrote "
+                                    f"(the native kernel reads garbage there): {unwritten}")
     if matches([native[i] for i in outputs], truth):
         return None  # the native kernel is right: any disagreement is the emulator's
-    stage0, first = verdicts[0]
     if isinstance(first, str):
         return ("tvm_schedule_bug", f"the scheduled program ({stage0.label}) accesses memory out of bounds: "
                                     f"{first}")
@@ -679,6 +687,24 @@ def _tvm_finding(compute: Compute, hm, args, outputs, native, verdicts) -> tuple
     return ("tvm_pass_bug", f"pass {culprit.name} (stage {culprit.label}) changed what the kernel computes: "
                             f"the input stage matches the unscheduled build, stage {last_stage.label} the "
                             f"native kernel")
+
+
+def _check_sanitizers(hm, args, outputs, verdicts) -> tuple[str, str] | None:
+    """Run every verified stage of a kernel that matches its native build once more with the
+    sanitizers on (fast mode, what the notebook button runs): they must stay silent and must not
+    change a single output bit."""
+    for stage, outs in verdicts:
+        work = [a.copy() for a in args]
+        try:
+            hm.emulate(*work, stage=stage.index, mode="fast", check=True)
+        except EmulationError as exc:
+            return ("sanitizer_false_alarm", f"stage {stage.label}: the sanitizers flag a kernel that matches "
+                                             f"its native build: {exc}")
+        for o, i in zip(outs, outputs):
+            if not np.array_equal(o, work[i], equal_nan=np.issubdtype(o.dtype, np.floating)):
+                return ("sanitizer_changed_result", f"stage {stage.label} output {hm.params[i].name}: "
+                                                    f"check=True changed the result")
+    return None
 
 
 def _reads_unwritten_memory(hm, stage, args) -> str | None:

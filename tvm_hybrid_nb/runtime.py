@@ -123,6 +123,8 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     """Sanitizer access (``check=True``): bounds, reads of never-written allocation elements, and
     the per-lane record for race detection; then the read (returned) or write itself."""
     index = tuple(np.asarray(i) for i in index)
+    # A buffer of vectors (float32x3 after StorageRewrite): each element is a row of lanes.
+    extra = tuple(buffer.shape[len(index):])
     lane_shape = [1] * 12
     for axis, extent, _tag in lanes:
         lane_shape[axis] = extent
@@ -130,7 +132,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     if mask is not None:
         shapes.append(np.shape(mask))
     if write:
-        shapes.append(np.shape(value))
+        shapes.append(np.shape(value)[:np.ndim(value) - len(extra)])
     shape = np.broadcast_shapes(*shapes)
     full = [np.broadcast_to(i, shape) for i in index]
     keep = np.broadcast_to(np.asarray(True if mask is None else mask, dtype=bool), shape)
@@ -143,16 +145,20 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
                          f"(shape {tuple(buffer.shape)})")
     sel = tuple(f[keep] for f in full)
     if log is not None and lanes:
-        log.record(name, buffer.shape, sel, _lane_ids(lanes, shape)[keep], write, lanes)
+        log.record(name, buffer.shape[:len(index)], sel, _lane_ids(lanes, shape)[keep], write, lanes)
     if write:
-        buffer[sel] = np.broadcast_to(value, shape)[keep]
+        buffer[sel] = np.broadcast_to(value, shape + extra)[keep]
         if shadow is not None:
             shadow[sel] = True
         return None
-    if shadow is not None and not np.all(shadow[sel]):
-        first = tuple(int(s[~shadow[sel]][0]) for s in sel)
-        raise RuntimeError(f"read of {name}{list(first)}, an element of a buffer allocation that was never written")
-    out = np.zeros(shape, buffer.dtype)
+    if shadow is not None:
+        written = shadow[sel]
+        written = written.all(axis=tuple(range(1, written.ndim))) if written.ndim > 1 else written
+        if not np.all(written):
+            first = tuple(int(s[~written][0]) for s in sel)
+            raise RuntimeError(f"read of {name}{list(first)}, an element of a buffer allocation that was never "
+                               f"written")
+    out = np.zeros(shape + extra, buffer.dtype)
     out[keep] = buffer[sel]
     return out[()] if out.ndim == 0 else out
 
