@@ -836,28 +836,21 @@ class HybridCodegen:
                 at_min = tvm.sym.Analyzer()
                 linear = tirx.const(0, _dtype(f))
                 for ax in axes:
-                    fresh = tirx.Var("lane_next", _dtype(ax.var))
-                    bumped, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
-                    bumped.bind(ax.var, fresh + 1)
-                    same.bind(ax.var, fresh)
-                    delta = tvm.sym.Analyzer().simplify(bumped.simplify(f) - same.simplify(f))
-                    if _type_key(delta) != "ir.IntImm":
+                    step = _step(f, ax.var)
+                    if step is None:
                         return None
-                    coefs[ax.axis][d] = int(delta.value)
+                    coefs[ax.axis][d] = step
                     at_min.bind(ax.var, ax.min_expr, allow_override=True)
-                    linear = linear + delta * (ax.var - ax.min_expr)
+                    linear = linear + step * (ax.var - ax.min_expr)
                 base = at_min.simplify(f)
                 if not _is_zero(tvm.sym.Analyzer().simplify(f - base - linear)):
                     return None
                 bases.append(base)
         except Exception:
             return None
-        base_nodes = []
-        for base in bases:
-            value = self.visit_expr(base)
-            if value.varying:
-                return None
-            base_nodes.append(value.node)
+        base_nodes = self._same_for_all_lanes(bases)
+        if base_nodes is None:
+            return None
         used = [axis for axis, cs in sorted(coefs.items()) if any(cs)]
         count = 1
         for axis in used:
@@ -869,6 +862,16 @@ class HybridCodegen:
         if hoisted is not None:
             return hoisted
         return self._call("lanes_view", _name(info.name), ast.Tuple(base_nodes, ast.Load()), self._lanes_arg(lanes))
+
+    def _same_for_all_lanes(self, exprs) -> list[ast.expr] | None:
+        """``exprs`` in Python when none of them differs between lanes, else None."""
+        nodes = []
+        for expr in exprs:
+            value = self.visit_expr(expr)
+            if value.varying:
+                return None
+            nodes.append(value.node)
+        return nodes
 
     @staticmethod
     def _lanes_arg(lanes) -> ast.expr:
@@ -890,27 +893,21 @@ class HybridCodegen:
         steps, starts = [], []
         try:
             for base in bases:
-                fresh = tirx.Var("loop_next", _dtype(frame.var))
-                bumped, same, at_min = tvm.sym.Analyzer(), tvm.sym.Analyzer(), tvm.sym.Analyzer()
-                bumped.bind(frame.var, fresh + 1)
-                same.bind(frame.var, fresh)
-                delta = tvm.sym.Analyzer().simplify(bumped.simplify(base) - same.simplify(base))
-                if _type_key(delta) != "ir.IntImm":
+                step = _step(base, frame.var)
+                if step is None:
                     return None
+                at_min = tvm.sym.Analyzer()
                 at_min.bind(frame.var, frame.min_expr)
                 start = at_min.simplify(base)
-                if not _is_zero(tvm.sym.Analyzer().simplify(base - start - delta * (frame.var - frame.min_expr))):
+                if not _is_zero(tvm.sym.Analyzer().simplify(base - start - step * (frame.var - frame.min_expr))):
                     return None
-                steps.append(int(delta.value))
+                steps.append(step)
                 starts.append(start)
         except Exception:
             return None
-        start_nodes = []
-        for start in starts:
-            value = self.visit_expr(start)
-            if value.varying:
-                return None
-            start_nodes.append(value.node)
+        start_nodes = self._same_for_all_lanes(starts)
+        if start_nodes is None:
+            return None
         moving = any(steps)
         if moving:
             lanes = [(0, frame.extent, steps)] + [(axis + 1, extent, coefs) for axis, extent, coefs in lanes]
@@ -1742,6 +1739,16 @@ def _drop_dead_assignments(module: ast.Module) -> None:
 
 
 # ---------------------------------------------------------------------- fast-mode axis plan
+def _step(expr, var) -> int | None:
+    """How much ``expr`` changes when ``var`` grows by one, when that is a constant; else None."""
+    fresh = tirx.Var("next", _dtype(var))
+    bumped, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+    bumped.bind(var, fresh + 1)
+    same.bind(var, fresh)
+    delta = tvm.sym.Analyzer().simplify(bumped.simplify(expr) - same.simplify(expr))
+    return int(delta.value) if _type_key(delta) == "ir.IntImm" else None
+
+
 def _plan_lane_axes(var, body, axes: range) -> dict[int, int]:
     """Array axes for the loops from ``var`` down to the first store of its body, in the order of
     their strides in that store's flattened index (largest first).
@@ -1771,13 +1778,9 @@ def _plan_lane_axes(var, body, axes: range) -> dict[int, int]:
         flat = analyzer.simplify(flat)
         strides = []
         for position, x in enumerate(loops):
-            fresh = tirx.Var("lane_next", _dtype(x))
-            bumped, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
-            bumped.bind(x, fresh + 1)
-            same.bind(x, fresh)
-            delta = tvm.sym.Analyzer().simplify(bumped.simplify(flat) - same.simplify(flat))
-            if _type_key(delta) == "ir.IntImm" and int(delta.value) != 0:
-                strides.append((-abs(int(delta.value)), position, x))
+            step = _step(flat, x)
+            if step:
+                strides.append((-abs(step), position, x))
     except Exception:  # a plan is an optimisation: no plan rather than a failed generation
         return {}
     return {_key(x): axis for axis, (_, _, x) in zip(axes, sorted(strides, key=lambda t: t[:2]))}
