@@ -400,7 +400,7 @@ def broadcast(value, lanes, dtype):
     value = np.asarray(value, dtype=dtype)
     if value.ndim == 0:
         return np.full(lanes, value, dtype=dtype)
-    return np.broadcast_to(value, value.shape[:-1] + (lanes,)).copy()
+    return np.broadcast_to(value, value.shape[:-1] + (lanes,))  # a read-only view: operands are never written
 
 
 def shuffle(vectors, indices):
