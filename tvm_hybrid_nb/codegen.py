@@ -1227,16 +1227,17 @@ class HybridCodegen:
             tag = str(node.thread_binding.thread_tag) if node.thread_binding is not None else ""
             if not tag.startswith("blockIdx"):
                 return self._thread_lanes(node.loop_var, node.min, lo, node.extent, tag, node.body)
-        if kind == 1 and self.check and self._free_loop_axis() is not None:
+        independent = (self.fast or self.check) and _loop_is_independent(node, self.storage_roots)
+        if kind == 1 and self.check and not independent and self._free_loop_axis() is not None:
             # Race check: the iterations of a parallel loop run as lanes whose accesses are compared.
+            # (Iterations proven to touch disjoint memory cannot race: they need no record.)
             saved = self._save_state()
             try:
                 return self._lanes_for(node.loop_var, node.min, lo, node.extent, node.body, is_thread=False,
                                        tag=f"parallel {node.loop_var.name}", race=True)
             except _CannotVectorize:
                 self._restore_state(saved)
-        if (self.fast and self._free_loop_axis() is not None
-                and _loop_is_independent(node, self.storage_roots)):
+        if self.fast and independent and self._free_loop_axis() is not None:
             saved = self._save_state()
             try:
                 if kind == 1 and self._can_split_parallel():
