@@ -169,9 +169,28 @@ def test_read_of_never_written_allocation_element_is_caught():
     hm = thn.build(_uninitialised, target="llvm")
     args = _inputs(hm)
     hm.emulate(*[a.copy() for a in args])  # unchecked: reads the zero the emulator put there
-    with pytest.raises(EmulationError, match=r"read of tmp\[15\], an element of a buffer allocation that was "
-                                             r"never written"):
-        hm.emulate(*[a.copy() for a in args], check=True)
+    for mode in ("exact", "fast"):
+        with pytest.raises(EmulationError, match=r"read of tmp\[15\], an element of a buffer allocation that was "
+                                                 r"never written"):
+            hm.emulate(*[a.copy() for a in args], check=True, mode=mode)
+
+
+def test_fast_sanitizer_names_the_first_unwritten_element_of_a_2d_allocation():
+    @T.prim_func
+    def partly_written(A: T.Buffer((8, 32), "float32"), B: T.Buffer((8, 32), "float32")):
+        tmp = T.alloc_buffer((8, 32), "float32")
+        for i, j in T.grid(8, 32):
+            if i * 32 + j < 7 * 32 + 10:
+                tmp[i, j] = A[i, j]
+        for i, j in T.grid(8, 32):
+            B[i, j] = tmp[i, j] * T.float32(2)
+
+    hm = thn.build(partly_written, target="llvm")
+    assert "read_written(" in hm.stage(0).kernel("fast", check=True).source  # the view-based check ran
+    args = _inputs(hm)
+    for mode in ("exact", "fast"):
+        with pytest.raises(EmulationError, match=r"read of tmp\[7, 10\], an element of a buffer allocation"):
+            hm.emulate(*[a.copy() for a in args], check=True, mode=mode)
 
 
 def test_masked_out_select_lanes_are_not_out_of_bounds_errors_with_the_sanitizer():

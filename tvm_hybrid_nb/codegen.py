@@ -811,6 +811,18 @@ class HybridCodegen:
         index = ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load())
         return self._call("access", _name(info.name), index, ast.Constant(info.name), kw=keywords)
 
+    def _checked_views(self, info: _BufferInfo, indices, values: list[Value]) -> tuple | None:
+        """Sanitizer, fast mode: an allocation's access as lane views of the buffer and of its
+        written-marks, where no race record is needed (no racing lanes) and the access is a view."""
+        if info.shadow is None or self._race_lanes():
+            return None
+        view = self._lane_view(info, indices, values)
+        if view is None:
+            return None
+        marks = _BufferInfo(info.shadow, info.shape, "bool", list(info.prefix), info.per_thread)
+        written = self._lane_view(marks, indices, values)
+        return None if written is None else (view, written)
+
     def _lane_view(self, info: _BufferInfo, indices, values: list[Value]) -> ast.expr | None:
         """Fast mode: an access whose index is affine in the lanes is a strided view of the buffer
         (``lanes_view``), not a gather or scatter through index arrays."""
@@ -936,6 +948,10 @@ class HybridCodegen:
         values = [self.visit_expr(i) for i in indices]
         self._check_vector_buffer(info, values)
         if self._sanitized(info):
+            views = self._checked_views(info, indices, values)
+            if views is not None:
+                return Value(self._call("read_written", *views, ast.Constant(info.name), _name(info.shadow)),
+                             "np", _dtype(node), True)
             return Value(self._access_call(info, values, write=False), "np", _dtype(node), True)
         view = self._lane_view(info, indices, values)
         if view is not None:
@@ -963,6 +979,11 @@ class HybridCodegen:
         """``buffer[indices] = value`` by the access rules: sanitizer, lane view, proven subscript or
         bounds-checked (and lane-masked) ``store``."""
         if self._sanitized(info):
+            views = self._checked_views(info, indices, values)
+            if views is not None:
+                view, written = views
+                return [ast.Assign([ast.Subscript(view, ast.Constant(Ellipsis), ast.Store())], value),
+                        ast.Assign([ast.Subscript(written, ast.Constant(Ellipsis), ast.Store())], ast.Constant(True))]
             return [ast.Expr(self._access_call(info, values, write=True, value=value))]
         view = self._lane_view(info, indices, values)
         if view is not None:

@@ -163,6 +163,18 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     return out[()] if out.ndim == 0 else out
 
 
+def read_written(values, written, name, marks):
+    """Sanitizer, fast mode: the lane view ``values`` of an allocation when every element in it
+    was written; ``written`` is the same view of the allocation's written-marks ``marks``."""
+    if not written.all():
+        lane = np.argwhere(~written)[0]
+        offset = written.__array_interface__["data"][0] - marks.__array_interface__["data"][0]
+        offset += sum(int(i) * int(s) for i, s in zip(lane, written.strides))
+        first = [int(i) for i in np.unravel_index(offset // marks.itemsize, marks.shape)]
+        raise RuntimeError(f"read of {name}{first}, an element of a buffer allocation that was never written")
+    return values
+
+
 def lanes_view(buffer, base, lanes, ndim=12, _layouts={}):  # noqa: B006 (the default is the cache)
     """Fast mode: ``buffer[base + sum(coefs * lane)]`` for every lane, as a strided view (no copy).
 
