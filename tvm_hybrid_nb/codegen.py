@@ -926,7 +926,7 @@ class HybridCodegen:
         call = self._call("lanes_view", _name(info.name), ast.Tuple(start_nodes, ast.Load()), self._lanes_arg(lanes),
                           kw={"ndim": ast.Constant(self.FAST_AXES + 1)} if moving else None)
         used = {n.id for n in ast.walk(call) if isinstance(n, ast.Name)}
-        if not used <= frame.outside | set(self.helpers) | {"lanes_view"}:
+        if not used <= frame.outside:  # helpers are reserved names, so they are in it too
             return None
         key = ast.dump(call)
         name = frame.views.get(key)
