@@ -150,6 +150,34 @@ def test_hybrid_op_with_fresh_placeholders_builds_and_matches():
     np.testing.assert_allclose(out.numpy(), (xa.astype(np.float64) @ xb) * 2 + 1, rtol=1e-5, atol=1e-4)
 
 
+def _build_and_run(inputs, output, arrays, out_shape):
+    lib = tvm.tirx.build(te.create_prim_func([*inputs, output]), target="llvm")
+    out = tvm.runtime.tensor(np.zeros(out_shape, np.float32))
+    lib["main"](*[tvm.runtime.tensor(a) for a in arrays], out)
+    return out.numpy()
+
+
+def test_symbolic_kernels_become_ops_on_concrete_and_symbolic_tensors():
+    # A kernel over symbolic sizes used on a (7, 6) tensor must take n = 5, m = 4 from it (also when
+    # n only appears as n + 2): before, its output kept the free size n and the graph did not build.
+    example, hm = built("symbolic_window")
+    x = te.placeholder((7, 6), "float32", name="x")
+    c = hm(x)
+    assert [int(d) for d in c.shape] == [5, 4]
+    d = te.compute((5, 4), lambda i, j: c[i, j] + 1.0, name="D")
+    xa = np.random.default_rng(6).random((7, 6), dtype=np.float32)
+    np.testing.assert_array_equal(_build_and_run([x], d, [xa], (5, 4)), example.reference(xa) + np.float32(1))
+    with pytest.raises(ArgumentShapeError, match="parameter A: dimension 0 is 1, expected n"):
+        hm(te.placeholder((1, 6), "float32"))  # n would be -1
+    example, hm = built("symbolic_length")
+    k = te.var("k")
+    y = te.placeholder((k,), "float32", name="y")
+    e = hm(y)
+    f = te.compute(e.shape, lambda i: e[i] - 1.0, name="F")
+    ya = np.arange(9, dtype=np.float32)
+    np.testing.assert_array_equal(_build_and_run([y], f, [ya], (9,)), example.reference(ya) - np.float32(1))
+
+
 def test_hybrid_op_rejects_mismatched_tensors():
     _, hm = built("matmul_parallel_vectorize")
     with pytest.raises(ArgumentShapeError, match="parameter A"):

@@ -355,7 +355,6 @@ class HybridModule:
             raise ArgumentCountError(
                 f"expected {len(inputs)} input tensors ({', '.join(p.name for p in inputs)}), got {len(tensors)}")
         buffers = [p for p in func.params if tvm.tirx.is_buffer_var(p)]
-        adapted = []
         input_buffers = [b for b, p in zip(buffers, self.params) if not p.is_output]
         for tensor, buf, spec in zip(tensors, input_buffers, inputs):
             if str(tensor.dtype) != str(buf.dtype):
@@ -363,10 +362,13 @@ class HybridModule:
             if len(tensor.shape) != len(buf.shape):
                 raise ArgumentShapeError(
                     f"parameter {spec.name}: expected {len(buf.shape)} dimensions, got shape {tuple(tensor.shape)}")
-            for axis, (got, want) in enumerate(zip(tensor.shape, buf.shape)):
-                if not isinstance(want, tvm.tirx.Var) and not _same_dim(got, want):
-                    raise ArgumentShapeError(
-                        f"parameter {spec.name}: dimension {axis} is {got}, expected {want}")
+        sizes = _bind_sizes(tensors, input_buffers, inputs)
+        if sizes:  # the kernel's symbolic sizes become the inputs' sizes (else they would stay free)
+            func = _specialized(func, sizes, self.name)
+            buffers = [p for p in func.params if tvm.tirx.is_buffer_var(p)]
+            input_buffers = [b for b, p in zip(buffers, self.params) if not p.is_output]
+        adapted = []
+        for tensor, buf, spec in zip(tensors, input_buffers, inputs):
             # TVM checks shape objects by identity: re-express the input over the buffer's own shape.
             adapted.append(te.compute(buf.shape, _element_reader(tensor), name=f"{spec.name}_in"))
         try:
@@ -403,6 +405,83 @@ class HybridModule:
 def _element_reader(tensor):
     """An fcompute that reads ``tensor`` at the same indices (te.compute rejects default arguments)."""
     return lambda *indices: tensor(*indices)
+
+
+def _bind_sizes(tensors, buffers, specs) -> dict:
+    """The kernel's symbolic sizes given by the input tensors' shapes (size var → value).
+
+    A plain dimension ``n`` binds ``n``; a dimension ``n + 2`` binds ``n`` when it is its only unknown
+    (solved for a whole number), and is checked otherwise.  Errors name the parameter and dimension.
+    """
+    sizes: dict = {}
+    pending = []
+    for tensor, buf, spec in zip(tensors, buffers, specs):
+        for axis, (got, want) in enumerate(zip(tensor.shape, buf.shape)):
+            if isinstance(want, tvm.tirx.Var):
+                if want in sizes and not _same_dim(got, sizes[want]):
+                    raise ArgumentShapeError(f"parameter {spec.name}: dimension {axis} is {got}, but {want} = "
+                                             f"{sizes[want]} from an earlier input")
+                sizes[want] = got
+            else:
+                pending.append((got, want, axis, spec))
+    for got, want, axis, spec in pending:
+        _solve_size(want, got, sizes)
+        analyzer = tvm.sym.Analyzer()
+        for var, value in sizes.items():
+            analyzer.bind(var, value)
+        if not _same_dim(got, analyzer.simplify(want)):
+            raise ArgumentShapeError(f"parameter {spec.name}: dimension {axis} is {got}, expected {want}")
+    return sizes
+
+
+def _solve_size(want, got, sizes: dict) -> None:
+    """Bind the one size of the expression ``want`` that ``sizes`` lacks so that ``want == got``,
+    when ``want`` is linear in it with a whole-number solution; otherwise bind nothing."""
+    free = [v for v in tvm.tirx.analysis.undefined_vars(want) if v not in sizes]
+    if len(free) != 1:
+        return
+    (var,) = free
+    at = []
+    for trial in (0, 1):
+        analyzer = tvm.sym.Analyzer()
+        for known, value in sizes.items():
+            analyzer.bind(known, value)
+        analyzer.bind(var, tvm.tirx.const(trial, str(var.ty.dtype)))
+        at.append(analyzer.simplify(want))
+    try:
+        base, slope = int(at[0]), int(at[1]) - int(at[0])
+    except (TypeError, ValueError):
+        return
+    if slope == 0:
+        return
+    try:
+        diff = int(got) - base
+    except (TypeError, ValueError):  # a symbolic input size: solvable when the slope is 1
+        if slope == 1:
+            sizes[var] = tvm.sym.Analyzer().simplify(got - base)
+        return
+    if diff % slope == 0 and diff // slope >= 0:
+        sizes[var] = diff // slope
+
+
+def _specialized(func, sizes: dict, name: str):
+    """``func`` with its symbolic sizes replaced by ``sizes`` (through parameters whose dimensions are
+    plain sizes, which is how ``PrimFunc.specialize`` binds them)."""
+    param_map, covered = {}, set()
+    for p in func.params:
+        if not tvm.tirx.is_buffer_var(p) or not any(isinstance(d, tvm.tirx.Var) and d in sizes for d in p.shape):
+            continue
+        if all(isinstance(d, (tvm.tirx.Var, tvm.tirx.IntImm)) for d in p.shape):
+            shape = [sizes.get(d, d) if isinstance(d, tvm.tirx.Var) else d for d in p.shape]
+            param_map[p] = tvm.tirx.decl_buffer(shape, p.dtype, name=p.name)
+            covered |= {d for d in p.shape if isinstance(d, tvm.tirx.Var)}
+    missing = [str(v) for v in sizes if v not in covered]
+    if missing:
+        raise BuildError(f"could not make an op from {name}: size {missing[0]} is no parameter's plain dimension")
+    try:
+        return func.specialize(param_map)
+    except Exception as exc:
+        raise BuildError(f"could not make an op from {name}: {_capture.short_tvm_message(exc)}") from exc
 
 
 def _same_dim(got, want) -> bool:
