@@ -1,0 +1,158 @@
+"""thn.verify: every kernel of a small Relax model, at every changed pass, on worker processes and Dask."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.relax.frontend import nn
+from tvm.relax.frontend.nn import op, spec
+
+from tvm_hybrid_nb.verify import VerifyError, load_report, model_kernels, verify
+
+GELU_KERNEL = "fused_matmul_add_gelu"
+
+
+class Block(nn.Module):
+    """LayerNorm → Linear → GELU → Linear, residual, softmax: six kernels after FuseTIR."""
+
+    def __init__(self, d: int = 16, h: int = 32):
+        self.ln = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, h)
+        self.fc2 = nn.Linear(h, d)
+
+    def forward(self, x):
+        y = self.fc2(op.gelu(self.fc1(self.ln(x))))
+        return op.softmax(x + y, axis=-1)
+
+
+@pytest.fixture(scope="module")
+def model():
+    mod, _ = Block().export_tvm(spec={"forward": {"x": spec.Tensor((4, 16), "float32")}})
+    return mod
+
+
+def halves_become_quarters():
+    """A deliberately wrong custom pass: every float constant 0.5 becomes 0.25."""
+    def rewrite(node):
+        if isinstance(node, tirx.FloatImm) and node.value == 0.5:
+            return tirx.FloatImm(str(node.ty), 0.25)
+        return node
+
+    @tirx.transform.prim_func_pass(opt_level=0, name="HalvesBecomeQuarters")
+    def wrong(func, mod, ctx):
+        return tvm_ffi.structural_map(func, (tirx.FloatImm, rewrite))
+
+    return wrong
+
+
+def _has_half(func) -> bool:
+    found = []
+    tvm_ffi.structural_map(func, (tirx.FloatImm, lambda n: found.append(n.value) or n))
+    return 0.5 in found
+
+
+def _without_times(report) -> dict:
+    data = report.to_dict()
+    for key in ("seconds", "runner", "workers"):
+        data.pop(key)
+    for kernel in data["kernels"]:
+        kernel.pop("seconds")
+    return data
+
+
+def test_a_model_verifies_clean_on_two_workers_exactly_as_serially(model):
+    seen = []
+    parallel = verify(model, workers=2, progress=lambda done, total, k: seen.append((done, total, k.name)))
+    kernels = model_kernels(model, tvm.target.Target("llvm"))
+    assert [k.name for k in parallel.kernels] == list(kernels) and len(kernels) == 6
+    assert parallel.ok and parallel.counts["ok"] == 6, str(parallel)
+    assert all(k.stages_checked >= 5 for k in parallel.kernels)
+    assert sorted(d for d, _, _ in seen) == list(range(1, 7)) and {t for _, t, _ in seen} == {6}
+    serial = verify(model, workers=1)
+    assert _without_times(serial) == _without_times(parallel)
+    assert parallel.runner == "local" and parallel.workers == 2
+    # JSON round trip
+    assert _without_times(load_report(parallel.to_json())) == _without_times(parallel)
+
+
+def test_a_wrong_custom_pass_is_found_in_the_kernels_it_changes_at_that_pass(model, tmp_path):
+    report = verify(model, workers=2, passes=[("tirx.FlattenBuffer", halves_become_quarters)])
+    kernels = model_kernels(model, tvm.target.Target("llvm"))
+    changed = {name for name, func in kernels.items() if _has_half(func)}
+    assert changed == {GELU_KERNEL}  # the model's only 0.5 is GELU's
+    wrong = {k.name for k in report.kernels if k.outcome == "wrong"}
+    assert wrong == changed, str(report)
+    gelu = report.kernel(GELU_KERNEL)
+    assert gelu.pass_name == "HalvesBecomeQuarters"
+    assert "differs from native" in gelu.reason
+    assert not report.ok and report.counts == {"ok": 5, "refused": 0, "wrong": 1, "crashed": 0, "timeout": 0}
+    assert report.passes == ["HalvesBecomeQuarters after tirx.FlattenBuffer"]
+    # The rebuilt kernel has the custom pass as a stage of its own, right after FlattenBuffer.
+    hm = report.hybrid_module(GELU_KERNEL)
+    names = [s.name for s in hm.stages]
+    assert names[names.index("tirx.FlattenBuffer") + 1] == "HalvesBecomeQuarters"
+    html = report.to_html(tmp_path / "report.html")
+    assert (tmp_path / "report.html").read_text() == html
+    assert "HalvesBecomeQuarters" in html and GELU_KERNEL in html and "<script" not in html
+    assert json.loads(report.to_json())["counts"]["wrong"] == 1
+
+
+def crash_or_hang(func):
+    """A schedule that kills its process on the softmax kernel and hangs on the transposes."""
+    name = str(func.attrs["global_symbol"])
+    if name == "softmax":
+        os.abort()
+    if name.startswith("transpose"):
+        time.sleep(120)
+    return None
+
+
+def test_a_crashing_or_hanging_kernel_costs_only_its_own_worker(model):
+    start = time.perf_counter()
+    report = verify(model, workers=2, schedule=crash_or_hang, timeout=4)
+    assert time.perf_counter() - start < 60
+    outcomes = {k.name: k.outcome for k in report.kernels}
+    assert outcomes == {"layer_norm": "ok", "transpose": "timeout", "transpose1": "timeout", "softmax": "crashed",
+                        "fused_matmul1_add1_add2": "ok", GELU_KERNEL: "ok"}, str(report)
+    assert "SIGABRT" in report.kernel("softmax").reason
+    assert not report.ok
+
+
+def test_the_same_run_on_a_dask_cluster_gives_the_identical_report(model):
+    distributed = pytest.importorskip("distributed")
+    passes = [("tirx.FlattenBuffer", halves_become_quarters)]
+    local = verify(model, workers=2, passes=passes)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) \
+            as cluster, distributed.Client(cluster) as client:
+        remote = verify(model, client=client, passes=passes)
+    assert remote.runner == "dask" and remote.workers == 2
+    assert _without_times(remote) == _without_times(local)
+    assert remote.kernel(GELU_KERNEL).outcome == "wrong"
+
+
+def test_bad_settings_are_one_clear_error(model):
+    with pytest.raises(VerifyError, match="no pass named 'tirx.NoSuchPass'"):
+        verify(model, passes=[("tirx.NoSuchPass", halves_become_quarters)])
+    with pytest.raises(VerifyError, match="cannot be sent to worker processes"):
+        verify(model, passes=[("tirx.FlattenBuffer", halves_become_quarters())], workers=2)
+    with pytest.raises(VerifyError, match="reference must be one of"):
+        verify(model, reference="numpy")
+    with pytest.raises(VerifyError, match="schedule must be"):
+        verify(model, schedule="tuned")
+    with pytest.raises(VerifyError, match="cannot verify a int"):
+        verify(3)
+
+
+def test_in_process_runs_take_pass_objects_and_reference_input(model):
+    report = verify(model, workers=0, reference="input",
+                    passes=[("tirx.FlattenBuffer", halves_become_quarters())])
+    assert report.runner == "in-process"
+    assert {k.name for k in report.kernels if k.outcome == "wrong"} == {GELU_KERNEL}
+    assert report.kernel(GELU_KERNEL).pass_name == "HalvesBecomeQuarters"
+    assert "differs from input" in report.kernel(GELU_KERNEL).reason
