@@ -68,12 +68,12 @@ def _without_times(report) -> dict:
 
 def test_a_model_verifies_clean_on_two_workers_exactly_as_serially(model):
     seen = []
-    parallel = verify(model, workers=2, progress=lambda done, total, k: seen.append((done, total, k.name)))
+    parallel = verify(model, workers=2, progress=lambda done, total, k: seen.append((done, total, k and k.name)))
     kernels = model_kernels(model, tvm.target.Target("llvm"))
     assert [k.name for k in parallel.kernels] == list(kernels) and len(kernels) == 6
     assert parallel.ok and parallel.counts["ok"] == 6, str(parallel)
     assert all(k.stages_checked >= 5 for k in parallel.kernels)
-    assert sorted(d for d, _, _ in seen) == list(range(1, 7)) and {t for _, t, _ in seen} == {6}
+    assert seen[0] == (0, 6, None) and sorted(d for d, _, _ in seen) == list(range(7)) and {t for _, t, _ in seen} == {6}
     serial = verify(model, workers=1)
     assert _without_times(serial) == _without_times(parallel)
     assert parallel.runner == "local" and parallel.workers == 2
@@ -156,3 +156,59 @@ def test_in_process_runs_take_pass_objects_and_reference_input(model):
     assert {k.name for k in report.kernels if k.outcome == "wrong"} == {GELU_KERNEL}
     assert report.kernel(GELU_KERNEL).pass_name == "HalvesBecomeQuarters"
     assert "differs from input" in report.kernel(GELU_KERNEL).reason
+
+
+CLI_SCRIPT = '''
+import tvm_ffi
+from tvm import tirx
+from tvm.relax.frontend import nn
+from tvm.relax.frontend.nn import op, spec
+
+
+class Block(nn.Module):
+    def __init__(self):
+        self.fc1 = nn.Linear(16, 32)
+
+    def forward(self, x):
+        return op.softmax(op.gelu(self.fc1(x)), axis=-1)
+
+
+mod, _ = Block().export_tvm(spec={"forward": {"x": spec.Tensor((4, 16), "float32")}})
+
+
+def halves_become_quarters():
+    def rewrite(node):
+        if isinstance(node, tirx.FloatImm) and node.value == 0.5:
+            return tirx.FloatImm(str(node.ty), 0.25)
+        return node
+
+    @tirx.transform.prim_func_pass(opt_level=0, name="HalvesBecomeQuarters")
+    def wrong(func, mod, ctx):
+        return tvm_ffi.structural_map(func, (tirx.FloatImm, rewrite))
+
+    return wrong
+'''
+
+
+def test_the_command_line_writes_the_report_and_exits_1_when_a_kernel_is_wrong(tmp_path, capsys):
+    from tvm_hybrid_nb.cli import main
+
+    clean = tmp_path / "clean.py"
+    clean.write_text(CLI_SCRIPT)
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(CLI_SCRIPT + '\npasses = [("tirx.FlattenBuffer", halves_become_quarters)]\n')
+    assert main(["verify", str(clean), "--out", str(tmp_path / "clean.html"), "--workers", "2"]) == 0
+    assert "OK: 3 kernels (3 ok)" in capsys.readouterr().out
+    status = main(["verify", str(wrong), "--out", str(tmp_path / "wrong.html"), "--workers", "2",
+                   "--json", str(tmp_path / "wrong.json")])
+    out = capsys.readouterr()
+    assert status == 1, out
+    assert "fused_matmul_add_gelu: wrong at HalvesBecomeQuarters" in out.out
+    assert "verify: 100%" in out.err  # the tqdm bar
+    data = json.loads((tmp_path / "wrong.json").read_text())
+    assert data["counts"]["wrong"] == 1 and data["ok"] is False
+    assert "HalvesBecomeQuarters" in (tmp_path / "wrong.html").read_text()
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    assert main(["verify", str(empty)]) == 2
+    assert "defines neither verify_target() nor mod" in capsys.readouterr().err

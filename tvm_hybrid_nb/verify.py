@@ -694,7 +694,8 @@ def verify(model: Any, target: Any = "llvm", schedule: Any = None, reference: st
     seed : int
         Seed of the random inputs.
     progress : callable, optional
-        ``progress(done, total, kernel_result)`` after each kernel.
+        ``progress(0, total, None)`` before the first job starts, then ``progress(done, total,
+        kernel_result)`` as each kernel finishes (in completion order).
 
     Returns
     -------
@@ -723,6 +724,8 @@ def verify(model: Any, target: Any = "llvm", schedule: Any = None, reference: st
                 "sizes": dict(sizes or {}), "seed": int(seed)}
     jobs = [make_job(name, func, target_obj, spec, settings) for name, func in funcs.items()]
     results: dict[str, dict] = {}
+    if progress is not None:
+        progress(0, len(jobs), None)
 
     def on_result(result: dict) -> None:
         results[result["name"]] = result
