@@ -212,3 +212,35 @@ def test_the_command_line_writes_the_report_and_exits_1_when_a_kernel_is_wrong(t
     empty.write_text("x = 1\n")
     assert main(["verify", str(empty)]) == 2
     assert "defines neither verify_target() nor mod" in capsys.readouterr().err
+
+
+def test_the_magic_shows_the_table_and_a_row_opens_the_kernels_explorer(model):
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+    from ipywidgets.widgets.widget import _instances as widget_instances
+
+    from tvm_hybrid_nb.ui import Explorer, VerifyView
+
+    shell = InteractiveShell.instance()
+    assert shell.run_cell("%load_ext tvm_hybrid_nb").success
+    shell.user_ns["block"] = model
+    shell.user_ns["wrong_passes"] = [("tirx.FlattenBuffer", halves_become_quarters)]
+    with capture_output() as cap:
+        result = shell.run_cell("%hybrid_verify block --workers 2 --passes wrong_passes")
+    assert result.success, result.error_in_exec
+    views = [widget_instances[o.data["application/vnd.jupyter.widget-view+json"]["model_id"]]
+             for o in cap.outputs if "application/vnd.jupyter.widget-view+json" in o.data]
+    assert len(views) == 1 and isinstance(views[0], VerifyView)
+    view = views[0]
+    assert view.progress.value == view.progress.max == 6
+    assert "FAILED: 6 kernels (5 ok, 1 wrong)" in view.status.value
+    report = shell.user_ns["verify_report"]
+    assert report.kernel(GELU_KERNEL).pass_name == "HalvesBecomeQuarters"
+    assert len(view.table.children) == 7  # header + one row per kernel
+    view.buttons[GELU_KERNEL].click()
+    explorer = view.detail.children[-1]
+    assert isinstance(explorer, Explorer) and explorer.hm.func_name == GELU_KERNEL
+    assert "HalvesBecomeQuarters" in [s.name for s in explorer.hm.stages]
+    with capture_output() as cap:
+        bad = shell.run_cell("%hybrid_verify block --passes '[(\"tirx.Nope\", None)]'")
+    assert not bad.success and "no pass named 'tirx.Nope'" in str(bad.error_in_exec)
