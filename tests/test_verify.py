@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ from tvm import tirx
 from tvm.relax.frontend import nn
 from tvm.relax.frontend.nn import op, spec
 
-from tvm_hybrid_nb.verify import VerifyError, load_report, model_kernels, verify
+from tvm_hybrid_nb.verification import VerifyError, load_report, model_kernels, verify
 
 GELU_KERNEL = "fused_matmul_add_gelu"
 
@@ -81,8 +83,13 @@ def test_a_model_verifies_clean_on_two_workers_exactly_as_serially(model):
     assert _without_times(load_report(parallel.to_json())) == _without_times(parallel)
 
 
-def test_a_wrong_custom_pass_is_found_in_the_kernels_it_changes_at_that_pass(model, tmp_path):
-    report = verify(model, workers=2, passes=[("tirx.FlattenBuffer", halves_become_quarters)])
+@pytest.fixture(scope="module")
+def wrong_pass_report(model):
+    return verify(model, workers=2, passes=[("tirx.FlattenBuffer", halves_become_quarters)])
+
+
+def test_a_wrong_custom_pass_is_found_in_the_kernels_it_changes_at_that_pass(model, wrong_pass_report, tmp_path):
+    report = wrong_pass_report
     kernels = model_kernels(model, tvm.target.Target("llvm"))
     changed = {name for name, func in kernels.items() if _has_half(func)}
     assert changed == {GELU_KERNEL}  # the model's only 0.5 is GELU's
@@ -124,10 +131,10 @@ def test_a_crashing_or_hanging_kernel_costs_only_its_own_worker(model):
     assert not report.ok
 
 
-def test_the_same_run_on_a_dask_cluster_gives_the_identical_report(model):
+def test_the_same_run_on_a_dask_cluster_gives_the_identical_report(model, wrong_pass_report):
     distributed = pytest.importorskip("distributed")
     passes = [("tirx.FlattenBuffer", halves_become_quarters)]
-    local = verify(model, workers=2, passes=passes)
+    local = wrong_pass_report
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) \
             as cluster, distributed.Client(cluster) as client:
         remote = verify(model, client=client, passes=passes)
@@ -223,7 +230,9 @@ def test_the_magic_shows_the_table_and_a_row_opens_the_kernels_explorer(model):
 
     shell = InteractiveShell.instance()
     assert shell.run_cell("%load_ext tvm_hybrid_nb").success
-    shell.user_ns["block"] = model
+    kernels = model_kernels(model, tvm.target.Target("llvm"))
+    # A list of PrimFuncs is a model too (named by their global_symbol).
+    shell.user_ns["block"] = [kernels[n].with_attr("global_symbol", n) for n in ("transpose", GELU_KERNEL)]
     shell.user_ns["wrong_passes"] = [("tirx.FlattenBuffer", halves_become_quarters)]
     with capture_output() as cap:
         result = shell.run_cell("%hybrid_verify block --workers 2 --passes wrong_passes")
@@ -232,11 +241,11 @@ def test_the_magic_shows_the_table_and_a_row_opens_the_kernels_explorer(model):
              for o in cap.outputs if "application/vnd.jupyter.widget-view+json" in o.data]
     assert len(views) == 1 and isinstance(views[0], VerifyView)
     view = views[0]
-    assert view.progress.value == view.progress.max == 6
-    assert "FAILED: 6 kernels (5 ok, 1 wrong)" in view.status.value
+    assert view.progress.value == view.progress.max == 2
+    assert "FAILED: 2 kernels (1 ok, 1 wrong)" in view.status.value
     report = shell.user_ns["verify_report"]
     assert report.kernel(GELU_KERNEL).pass_name == "HalvesBecomeQuarters"
-    assert len(view.table.children) == 7  # header + one row per kernel
+    assert len(view.table.children) == 3  # header + one row per kernel
     view.buttons[GELU_KERNEL].click()
     explorer = view.detail.children[-1]
     assert isinstance(explorer, Explorer) and explorer.hm.func_name == GELU_KERNEL
@@ -244,3 +253,24 @@ def test_the_magic_shows_the_table_and_a_row_opens_the_kernels_explorer(model):
     with capture_output() as cap:
         bad = shell.run_cell("%hybrid_verify block --passes '[(\"tirx.Nope\", None)]'")
     assert not bad.success and "no pass named 'tirx.Nope'" in str(bad.error_in_exec)
+
+
+def test_the_notebook_verifies_the_block_then_names_the_wrong_pass():
+    nbformat = pytest.importorskip("nbformat")
+    from nbclient import NotebookClient
+
+    path = Path(__file__).resolve().parent.parent / "notebooks" / "03_verify_a_model.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:  # committed without outputs
+        assert cell.cell_type != "code" or (cell.outputs == [] and cell.execution_count is None)
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                   if o.output_type == "stream" and o.get("name") == "stdout")
+    assert re.search(r"^OK: \d+ kernels \(\d+ ok\)", text, re.M), text
+    broken = re.findall(r"^broken kernel (\S+): first divergent pass (\S+)$", text, re.M)
+    assert broken and all("gelu" in name and pass_name == "HalvesBecomeQuarters" for name, pass_name in broken), text
+    assert "['tirx.FlattenBuffer', 'HalvesBecomeQuarters']" in text
+    widgets = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+               if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert len(widgets) == 1  # the %hybrid_verify table

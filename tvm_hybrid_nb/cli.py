@@ -337,7 +337,7 @@ def load_verify_script(script: str | os.PathLike) -> dict:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``verify SCRIPT.py --out report.html``: every kernel of a model, every changed pass."""
-    from .verify import verify
+    from .verification import verify
 
     loaded = load_verify_script(args.script)
     sizes = {**(loaded["sizes"] or {}), **_sizes(args.size)}
@@ -377,7 +377,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 class _ProgressBar:
-    """A tqdm bar (kernels done, ETA) fed by :func:`tvm_hybrid_nb.verify.verify`'s progress callback."""
+    """A tqdm bar (kernels done, ETA) fed by :func:`tvm_hybrid_nb.verification.verify`'s progress callback."""
 
     def __init__(self):
         self._bar = None

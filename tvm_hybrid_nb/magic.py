@@ -314,7 +314,7 @@ VERIFY_REPORT_NAME = "verify_report"
 
 @magics_class
 class VerifyMagics(Magics):
-    """``%hybrid_verify``: verify every kernel of a model (see :func:`tvm_hybrid_nb.verify.verify`)."""
+    """``%hybrid_verify``: verify every kernel of a model (see :func:`tvm_hybrid_nb.verification.verify`)."""
 
     @magic_arguments()
     @argument("model", metavar="MOD", help="expression giving the model: a Relax IRModule, an IRModule of "
@@ -371,7 +371,7 @@ class VerifyMagics(Magics):
         from IPython.display import display
 
         from . import ui
-        from .verify import verify
+        from .verification import verify
 
         model = self._value(args.model, "MOD")
         schedule = args.schedule

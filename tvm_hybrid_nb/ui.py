@@ -428,7 +428,7 @@ class VerifyView(widgets.VBox):
         super().__init__([widgets.HBox([self.progress, self.status]), self.table, self.detail])
 
     def on_progress(self, done: int, total: int, kernel: Any) -> None:
-        """The ``progress`` callback of :func:`tvm_hybrid_nb.verify.verify`."""
+        """The ``progress`` callback of :func:`tvm_hybrid_nb.verification.verify`."""
         import time
 
         if kernel is None:

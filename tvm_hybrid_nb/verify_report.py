@@ -1,4 +1,4 @@
-"""HTML of a :class:`~tvm_hybrid_nb.verify.VerifyReport`: a table for notebooks, a self-contained file.
+"""HTML of a :class:`~tvm_hybrid_nb.verification.VerifyReport`: a table for notebooks, a self-contained file.
 
 Strings in, HTML out (the style and the Content-Security-Policy of :mod:`tvm_hybrid_nb.html_report`);
 every user-derived string is escaped.
