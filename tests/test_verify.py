@@ -274,3 +274,21 @@ def test_the_notebook_verifies_the_block_then_names_the_wrong_pass():
     widgets = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
                if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
     assert len(widgets) == 1  # the %hybrid_verify table
+
+
+def test_symbolic_sizes_come_from_sizes_and_every_stage_can_be_emulated():
+    class Scale(nn.Module):
+        def forward(self, x):
+            return op.softmax(x * 2.0, axis=-1)
+
+    mod, _ = Scale().export_tvm(spec={"forward": {"x": spec.Tensor(("n", 8), "float32")}})
+    refused = verify(mod, workers=0)
+    assert {k.outcome for k in refused.kernels} == {"refused"}, str(refused)
+    assert all("symbolic size n" in k.reason for k in refused.kernels)
+    assert refused.ok  # refused means "not checked", not "wrong"
+    changed = verify(mod, workers=0, sizes={"n": 5})
+    assert changed.ok and {k.outcome for k in changed.kernels} == {"ok"}, str(changed)
+    every = verify(mod, workers=0, sizes={"n": 5}, stages="all")
+    assert every.ok
+    for a, b in zip(changed.kernels, every.kernels):
+        assert b.stages_checked > a.stages_checked

@@ -1,4 +1,4 @@
-"""Command line: ``python -m tvm_hybrid_nb {dump,resume,report,emulate}`` (also ``tvm-hybrid-nb``).
+"""Command line: ``python -m tvm_hybrid_nb {dump,resume,report,emulate,verify}`` (also ``tvm-hybrid-nb``).
 
 Every command prints one clear line on error and exits with a status scripts can rely on:
 :data:`EXIT_OK`, :data:`EXIT_MISMATCH`, :data:`EXIT_USAGE` or :data:`EXIT_INTERNAL`.
