@@ -81,9 +81,11 @@ def run_flavour(mod, flavour: str, worker_counts) -> dict:
         report = verify(mod, workers=workers, **settings)
         wall = time.perf_counter() - start
         job_seconds = sum(k.seconds for k in report.kernels)
-        out["runs"][workers] = {"wall_s": wall, "sum_job_s": job_seconds, "counts": report.counts}
+        load = os.getloadavg()[0]
+        out["runs"][workers] = {"wall_s": wall, "sum_job_s": job_seconds, "counts": report.counts,
+                                "load_average_1min": load}
         print(f"  {flavour:5s} workers={workers:<2d} wall {wall:7.1f} s   sum of job times {job_seconds:7.1f} s   "
-              f"{report.counts}", flush=True)
+              f"load average {load:.1f}   {report.counts}", flush=True)
         out["kernels"] = len(report.kernels)
         out["stages_checked"] = sum(k.stages_checked for k in report.kernels)
     runs = out["runs"]
@@ -103,6 +105,27 @@ def run_flavour(mod, flavour: str, worker_counts) -> dict:
     return out
 
 
+def machinery_cost(mod, repeats: int = 20) -> dict:
+    """The job machinery measured directly, without the work: the JSON round trip of every kernel
+    (``save_json`` in the parent, ``load_json`` in the job), and a job's fork, pickling, result pipe
+    and reaping (jobs that fail at once, run one at a time)."""
+    import tvm
+
+    from tvm_hybrid_nb.verification import model_kernels, run_local
+
+    funcs = model_kernels(mod, tvm.target.Target("llvm"))
+    start = time.perf_counter()
+    for func in funcs.values():
+        tvm.ir.load_json(tvm.ir.save_json(func))
+    json_s = (time.perf_counter() - start) / len(funcs)
+    empty = [{"name": f"empty{i}", "func": "", "target": "", "spec": b""} for i in range(repeats)]
+    run_local(empty[:2], 1, None, lambda r: None)  # the forkserver starts once per session
+    start = time.perf_counter()
+    run_local(empty, 1, None, lambda r: None)
+    process_s = (time.perf_counter() - start) / repeats
+    return {"json_round_trip_s": json_s, "process_per_job_s": process_s}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--flavours", nargs="+", default=["llvm", "cuda"], choices=["llvm", "cuda"])
@@ -113,10 +136,19 @@ def main(argv=None) -> int:
     mod = make_model()
     print(f"machine: {os.cpu_count()} cores (nproc), {platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()}", flush=True)
-    results = {"cores": os.cpu_count(), "flavours": []}
+    results = {"cores": os.cpu_count(), "flavours": [], "machinery": machinery_cost(mod)}
+    m = results["machinery"]
+    print(f"job machinery: JSON round trip {m['json_round_trip_s'] * 1e3:.1f} ms/kernel, "
+          f"process (fork, pipes, reaping) {m['process_per_job_s'] * 1e3:.1f} ms/job", flush=True)
     for flavour in args.flavours:
         results["flavours"].append(run_flavour(mod, flavour, worker_counts))
     print()
+    direct = m["json_round_trip_s"] + m["process_per_job_s"]
+    for r in results["flavours"]:
+        r["direct_overhead_fraction"] = direct / r["mean_job_s"] if "mean_job_s" in r else None
+        if r["direct_overhead_fraction"] is not None:
+            print(f"{r['flavour']}: direct machinery cost {direct * 1e3:.0f} ms = "
+                  f"{r['direct_overhead_fraction'] * 100:.1f} % of the mean job ({r['mean_job_s']:.2f} s)")
     print("| flavour | kernels | stages checked | in-process s | " +
           " | ".join(f"{w} worker{'s' if w > 1 else ''} s" for w in worker_counts) +
           " | scaling (target <= 1.3) | overhead/kernel | of mean job (target <= 10 %) |")
