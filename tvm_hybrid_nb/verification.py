@@ -33,7 +33,7 @@ import os
 import time
 import traceback
 from collections import Counter, deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -139,7 +139,9 @@ class VerifyReport:
         raise VerifyError(f"no kernel named {name!r} in this report")
 
     def to_dict(self) -> dict:
-        data = {key: value for key, value in asdict(self).items() if not key.startswith("_")}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+        data["kernels"] = [asdict(k) for k in self.kernels]
+        data["passes"] = list(self.passes)
         data["counts"] = self.counts
         data["ok"] = self.ok
         return data
