@@ -131,16 +131,27 @@ def test_a_crashing_or_hanging_kernel_costs_only_its_own_worker(model):
     assert not report.ok
 
 
-def test_the_same_run_on_a_dask_cluster_gives_the_identical_report(model, wrong_pass_report):
+def test_the_same_run_on_a_dask_cluster_gives_the_identical_report(model, wrong_pass_report, tmp_path):
     distributed = pytest.importorskip("distributed")
     passes = [("tirx.FlattenBuffer", halves_become_quarters)]
     local = wrong_pass_report
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) \
             as cluster, distributed.Client(cluster) as client:
         remote = verify(model, client=client, passes=passes)
+        # The command line reaches the same cluster through --scheduler.
+        from tvm_hybrid_nb.cli import main
+
+        script = tmp_path / "wrong.py"
+        script.write_text(CLI_SCRIPT + '\npasses = [("tirx.FlattenBuffer", halves_become_quarters)]\n')
+        status = main(["verify", str(script), "--scheduler", cluster.scheduler_address,
+                       "--json", str(tmp_path / "remote.json")])
     assert remote.runner == "dask" and remote.workers == 2
     assert _without_times(remote) == _without_times(local)
     assert remote.kernel(GELU_KERNEL).outcome == "wrong"
+    assert status == 1
+    cli_report = load_report((tmp_path / "remote.json").read_text())
+    assert cli_report.runner == "dask" and cli_report.counts["wrong"] == 1
+    assert cli_report.kernel(GELU_KERNEL).pass_name == "HalvesBecomeQuarters"
 
 
 def test_bad_settings_are_one_clear_error(model):
