@@ -19,9 +19,15 @@ setup(
         "ipywidgets>=8",
         "pygments>=2.15",
         "matplotlib>=3.7",
+        # verify: progress bars on the command line; schedules and custom passes shipped to workers
+        "tqdm>=4.60",
+        "cloudpickle>=2",
     ],
     extras_require={
+        # verify(client=...) / --scheduler: run the kernels on a Dask cluster
+        "cluster": ["distributed>=2023.1"],
         "test": [
+            "distributed>=2023.1",
             "pytest>=7",
             "nbclient>=0.9",
             "nbformat>=5.9",

@@ -18,7 +18,7 @@ check_tvm_ffi_version()
 
 __version__ = "0.1.0"
 
-__all__ = ["build", "load", "resume", "report", "HybridModule", "load_ipython_extension"]
+__all__ = ["build", "load", "resume", "report", "verify", "HybridModule", "load_ipython_extension"]
 
 
 def build(obj: Any, target: Any = "llvm", name: str | None = None, pipeline: str = "default"):
@@ -47,6 +47,13 @@ def report(hm, path):
     from .html_report import write_report
 
     return write_report(hm, path)
+
+
+def verify(model, target="llvm", **options):
+    """Verify every kernel of a model at every changed pass (see :func:`tvm_hybrid_nb.verification.verify`)."""
+    from .verification import verify as _verify
+
+    return _verify(model, target=target, **options)
 
 
 def __getattr__(name: str):

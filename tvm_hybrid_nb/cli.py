@@ -1,4 +1,4 @@
-"""Command line: ``python -m tvm_hybrid_nb {dump,resume,report,emulate}`` (also ``tvm-hybrid-nb``).
+"""Command line: ``python -m tvm_hybrid_nb {dump,resume,report,emulate,verify}`` (also ``tvm-hybrid-nb``).
 
 Every command prints one clear line on error and exits with a status scripts can rely on:
 :data:`EXIT_OK`, :data:`EXIT_MISMATCH`, :data:`EXIT_USAGE` or :data:`EXIT_INTERNAL`.
@@ -256,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-record", dest="record", action="store_false",
                    help="do not store the result in DIR/index.json (the report shows the latest one)")
     p.set_defaults(func=cmd_emulate)
+    add_verify_command(sub, common)
     return parser
 
 
@@ -283,3 +284,141 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"internal error: {type(exc).__name__}: {exc} (rerun with --traceback)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+#: Names a script given to ``verify`` may define.
+VERIFY_CALLABLE = "verify_target"
+VERIFY_VARIABLE = "mod"
+VERIFY_RUN_NAME = "__tvm_hybrid_nb_verify__"
+
+VERIFY_EPILOG = f"""\
+script convention:
+  SCRIPT.py is run with runpy (as module {VERIFY_RUN_NAME!r}). It must define, at module
+  level, either {VERIFY_CALLABLE}() (no arguments, returns the model) or {VERIFY_VARIABLE}: a Relax
+  tvm.IRModule (e.g. from relax.frontend.nn's export_tvm), an IRModule of PrimFuncs, or a list
+  of PrimFuncs. Optional: `target`, `passes` (a list of (AFTER, function returning a
+  tvm.transform.Pass)), `sizes` (symbolic size -> value).
+
+exit status:
+  0  every kernel ok (or refused: cannot be emulated)
+  1  a kernel is wrong, crashed or timed out
+  2  usage error or bad input (script without a model, unknown pass, unreachable scheduler)
+  3  internal error in tvm_hybrid_nb (rerun with --traceback)
+"""
+
+
+def load_verify_script(script: str | os.PathLike) -> dict:
+    """Run ``script`` and return its model, ``target``, ``passes`` and ``sizes`` (see :data:`VERIFY_EPILOG`)."""
+    path = Path(script)
+    if not path.is_file():
+        raise CliError(f"{path}: no such script")
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        namespace = runpy.run_path(str(path), run_name=VERIFY_RUN_NAME)
+    except SystemExit as exc:
+        raise CliError(f"{path}: the script called sys.exit({exc.code!r})") from None
+    except Exception as exc:
+        raise CliError(f"{path}: the script raised {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.path.remove(str(path.resolve().parent))
+    if callable(namespace.get(VERIFY_CALLABLE)):
+        try:
+            model = namespace[VERIFY_CALLABLE]()
+        except Exception as exc:
+            raise CliError(f"{path}: {VERIFY_CALLABLE}() raised {type(exc).__name__}: {exc}") from exc
+    elif VERIFY_VARIABLE in namespace:
+        model = namespace[VERIFY_VARIABLE]
+    else:
+        raise CliError(f"{path}: defines neither {VERIFY_CALLABLE}() nor {VERIFY_VARIABLE} "
+                       f"(see python -m tvm_hybrid_nb verify --help)")
+    return {"model": model, "target": namespace.get("target"), "passes": namespace.get("passes") or [],
+            "sizes": namespace.get("sizes")}
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """``verify SCRIPT.py --out report.html``: every kernel of a model, every changed pass."""
+    from .verification import verify
+
+    loaded = load_verify_script(args.script)
+    sizes = {**(loaded["sizes"] or {}), **_sizes(args.size)}
+    out = Path(args.out) if args.out else None
+    if out is not None and not out.parent.is_dir():
+        raise CliError(f"{out}: directory {out.parent} does not exist")
+    if args.workers is not None and args.workers < 1:
+        raise CliError(f"--workers must be at least 1, got {args.workers}")
+    client = None
+    if args.scheduler:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise CliError("--scheduler needs dask's distributed package (pip install tvm_hybrid_nb[cluster])") \
+                from None
+        try:
+            client = Client(args.scheduler, timeout=args.connect_timeout)
+        except Exception as exc:
+            raise CliError(f"--scheduler {args.scheduler}: cannot connect: {type(exc).__name__}: {exc}") from None
+    bar = _ProgressBar()
+    try:
+        report = verify(loaded["model"], target=args.target or loaded["target"] or "llvm",
+                        schedule=args.schedule, reference=args.reference, stages=args.stages,
+                        sizes=sizes or None, workers=args.workers, client=client, passes=loaded["passes"],
+                        timeout=args.timeout, progress=bar)
+    finally:
+        bar.close()
+        if client is not None:
+            client.close()
+    print(report)
+    if out is not None:
+        report.to_html(out)
+        print(f"wrote {out}")
+    if args.json:
+        Path(args.json).write_text(report.to_json(), encoding="utf-8")
+    return EXIT_OK if report.ok else EXIT_MISMATCH
+
+
+class _ProgressBar:
+    """A tqdm bar (kernels done, ETA) fed by :func:`tvm_hybrid_nb.verification.verify`'s progress callback."""
+
+    def __init__(self):
+        self._bar = None
+
+    def __call__(self, done: int, total: int, kernel: Any) -> None:
+        from tqdm import tqdm
+
+        if self._bar is None:
+            self._bar = tqdm(total=total, unit="kernel", desc="verify", file=sys.stderr)
+        if kernel is not None:
+            self._bar.set_postfix_str(f"{kernel.name}: {kernel.outcome}", refresh=False)
+            self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def add_verify_command(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``verify`` with the subcommand parser ``sub``."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser("verify", parents=[common], formatter_class=fmt, epilog=VERIFY_EPILOG,
+                       help="verify every kernel of a model at every changed pass; write an HTML report",
+                       description="Lower the model SCRIPT.py defines, build every kernel with the pass capture, "
+                                   "emulate every changed stage on seeded inputs and compare with the native "
+                                   "build of the unscheduled kernel; name the first divergent pass of each "
+                                   "wrong kernel. Kernels run as independent jobs on local processes or a "
+                                   "Dask cluster.")
+    p.add_argument("script", metavar="SCRIPT.py")
+    p.add_argument("--out", metavar="REPORT.html", help="write the self-contained HTML report here")
+    p.add_argument("--json", metavar="REPORT.json", help="write the report as JSON here")
+    p.add_argument("--target", help="TVM target (default: the script's `target`, else llvm)")
+    p.add_argument("--schedule", choices=["dlight"], help="schedule every kernel with dlight's default rules")
+    p.add_argument("--reference", choices=["native", "input"], default="native",
+                   help="native: the unscheduled kernel compiled for llvm (default); input: the stage-0 emulation")
+    p.add_argument("--stages", choices=["changed", "all"], default="changed",
+                   help="emulate only the stages that changed the IR (default) or all")
+    p.add_argument("--workers", type=int, metavar="N", help="local worker processes at once (default: all cores)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="run on this Dask scheduler (e.g. tcp://host:8786)")
+    p.add_argument("--connect-timeout", type=float, default=10.0, metavar="S", help=argparse.SUPPRESS)
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="per-kernel time limit (default 600)")
+    p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
+                   help="value of a symbolic dimension")
+    p.set_defaults(func=cmd_verify)

@@ -14,7 +14,7 @@ import re
 from typing import Any, Callable, Sequence
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 #: Where ``%%hybrid_build`` binds the module when no NAME is given.
@@ -308,6 +308,105 @@ def _is_keyword(name: str) -> bool:
     return keyword.iskeyword(name)
 
 
+#: Where ``%hybrid_verify`` binds its VerifyReport.
+VERIFY_REPORT_NAME = "verify_report"
+
+
+@magics_class
+class VerifyMagics(Magics):
+    """``%hybrid_verify``: verify every kernel of a model (see :func:`tvm_hybrid_nb.verification.verify`)."""
+
+    @magic_arguments()
+    @argument("model", metavar="MOD", help="expression giving the model: a Relax IRModule, an IRModule of "
+                                           "PrimFuncs, or a list of PrimFuncs")
+    @argument("--target", default="llvm", metavar="T", help="TVM target (default llvm)")
+    @argument("--schedule", default=None, metavar="dlight",
+              help="'dlight', or an expression giving a schedule function or a list of dlight rules")
+    @argument("--passes", default=None, metavar="EXPR",
+              help="an expression giving custom passes: a list of (AFTER, pass or function returning one)")
+    @argument("--reference", default="native", choices=["native", "input"],
+              help="native: the unscheduled kernel compiled for llvm (default); input: the stage-0 emulation")
+    @argument("--stages", default="changed", choices=["changed", "all"], help="which stages to emulate")
+    @argument("--workers", type=int, default=None, metavar="N", help="local worker processes (default: all cores)")
+    @argument("--scheduler", default=None, metavar="ADDR", help="run on this Dask scheduler")
+    @argument("--timeout", type=float, default=600.0, metavar="S", help="per-kernel time limit in seconds")
+    @argument("--verbose", action="store_true", help="show full tracebacks")
+    @line_magic
+    def hybrid_verify(self, line: str):
+        """Verify every kernel of a model at every changed pass and show the table.
+
+        ::
+
+            %hybrid_verify MOD [--target T] [--schedule dlight] [--passes EXPR] [--workers N]
+                               [--scheduler ADDR] [--reference native|input] [--timeout S]
+
+        A progress bar runs while the kernels are verified; then a table (kernel, outcome, first
+        divergent pass, time) whose Explore buttons open a kernel's pass explorer.  The
+        VerifyReport is bound to ``verify_report``.
+        """
+        try:
+            args = parse_argstring(self.hybrid_verify, line)
+        except UsageError:
+            raise
+        except ValueError as exc:
+            raise UsageError(f"%hybrid_verify: {exc}") from None
+        for key in ("model", "target", "schedule", "passes", "scheduler"):
+            setattr(args, key, _unquote(getattr(args, key)))
+        try:
+            return self._verify_and_show(args)
+        except UsageError:
+            raise
+        except Exception as exc:
+            if args.verbose:
+                raise
+            raise UsageError(describe_exception(exc)) from None
+
+    def _value(self, expr: str, what: str) -> Any:
+        try:
+            return eval(expr, self.shell.user_ns)  # noqa: S307 - the user's own expression
+        except Exception as exc:
+            raise UsageError(f"{what} {expr!r} raised {describe_exception(exc)}") from None
+
+    def _verify_and_show(self, args) -> None:
+        from IPython.display import display
+
+        from . import ui
+        from .verification import verify
+
+        model = self._value(args.model, "MOD")
+        schedule = args.schedule
+        if schedule is not None and schedule != "dlight":
+            schedule = self._value(schedule, "--schedule")
+        passes = self._value(args.passes, "--passes") if args.passes else ()
+        client = None
+        if args.scheduler:
+            try:
+                from distributed import Client
+            except ImportError:
+                raise UsageError("--scheduler needs dask's distributed package "
+                                 "(pip install tvm_hybrid_nb[cluster])") from None
+            client = Client(args.scheduler, timeout=10)
+        reports: list = []
+
+        def open_kernel(name: str):
+            return ui.explorer(reports[0].hybrid_module(name))
+
+        view = ui.VerifyView(open_kernel)
+        display(view)
+        try:
+            report = verify(model, target=args.target, schedule=schedule, reference=args.reference,
+                            stages=args.stages, workers=args.workers, client=client, passes=passes,
+                            timeout=args.timeout, progress=view.on_progress)
+        finally:
+            if client is not None:
+                client.close()
+        reports.append(report)
+        self.shell.user_ns[VERIFY_REPORT_NAME] = report
+        view.show(report)
+        return None
+
+
 def load_ipython_extension(ipython) -> None:
-    """Register ``%%hybrid_build`` / ``%hybrid_build`` with ``ipython``."""
+    """Register ``%%hybrid_build`` / ``%hybrid_build`` and ``%hybrid_verify`` with ``ipython``."""
     ipython.register_magics(HybridMagics)
+    ipython.register_magics(VerifyMagics)
