@@ -1054,8 +1054,8 @@ class HybridCodegen:
             self._declare_buffer(buf, name)
             offset = self.visit_expr(buf.elem_offset) if buf.elem_offset is not None else Value(
                 ast.Constant(0), "py", "int32")
-            shape = ast.Tuple([self.visit_expr(d).node for d in buf.shape], ast.Load())
-            value = self._call("view", storage.node, ast.Constant(str(buf.dtype)), shape, offset.node)
+            value = self._view_call(storage.node, str(buf.dtype), [self.visit_expr(d).node for d in buf.shape],
+                                    offset.node)
             return [ast.Assign([_store_name(name)], value)]
         if data is None or _type_key(data) != "ir.Call" or data.op.name != "tirx.buffer_data":
             raise UnsupportedConstructError("tirx.DeclBuffer", f"{buf.name} over data {data}")
@@ -1073,19 +1073,29 @@ class HybridCodegen:
         if _varying(offset_value, *shape_values):
             raise _CannotVectorize("buffer view that differs between iterations")
         shape_nodes = [v.node for v in shape_values]
+        vector_lanes = [ast.Constant(_lanes(source.dtype))] if _lanes(source.dtype) > 1 else []
         if str(buf.dtype) == source.dtype and _is_zero(offset) and self._same_size(buf.shape, source.shape):
-            value = ast.Call(ast.Attribute(_name(source.name), "reshape", ast.Load()), shape_nodes, [])
+            value = ast.Call(ast.Attribute(_name(source.name), "reshape", ast.Load()), shape_nodes + vector_lanes, [])
         else:
-            value = self._call("view", _name(source.name), ast.Constant(str(buf.dtype)),
-                               ast.Tuple(shape_nodes, ast.Load()), offset_value.node)
+            value = self._view_call(_name(source.name), str(buf.dtype), shape_nodes, offset_value.node)
         out = [ast.Assign([_store_name(name)], value)]
         if source.shadow is not None and str(buf.dtype) == source.dtype:
             info = self.buffers[_key(buf)]
             info.shadow = self.namer.define_name(f"{name}_written")
-            out.append(ast.Assign([_store_name(info.shadow)], self._call(
-                "view", _name(source.shadow), ast.Constant("bool"), ast.Tuple(shape_nodes, ast.Load()),
-                offset_value.node)))
+            marks = "bool" if _lanes(source.dtype) == 1 else f"boolx{_lanes(source.dtype)}"
+            out.append(ast.Assign([_store_name(info.shadow)], self._view_call(
+                _name(source.shadow), marks, shape_nodes, offset_value.node)))
         return out
+
+    def _view_call(self, storage: ast.expr, dtype: str, shape_nodes: list, offset: ast.expr) -> ast.expr:
+        """``view(storage, ...)`` of a buffer declared over existing storage; a buffer of vectors
+        (``float32x16``) is a view of scalars with the lanes as its last axis."""
+        lanes = _lanes(dtype)
+        if lanes > 1:
+            shape_nodes = list(shape_nodes) + [ast.Constant(lanes)]
+            offset = ast.BinOp(offset, ast.Mult(), ast.Constant(lanes))
+        return self._call("view", storage, ast.Constant(_scalar_dtype(dtype)), ast.Tuple(shape_nodes, ast.Load()),
+                          offset)
 
     def _same_size(self, shape_a, shape_b) -> bool:
         prod_a = 1
@@ -1114,6 +1124,9 @@ class HybridCodegen:
             return self._conditional(args[0], args[1], args[2], dtype, lazy=True)
         if short == "likely":
             return self.visit_expr(args[0])
+        special = self._exact_intrinsic(short, node, args)
+        if special is not None:
+            return special
         if short == "buffer_data":
             info = self._buffer(args[0])
             if info.prefix or info.per_thread:
@@ -1205,6 +1218,9 @@ class HybridCodegen:
         if _type_key(value) == "ir.Call" and isinstance(value.op, tvm.ir.Op) and value.op.name.endswith(
                 "tvm_thread_allreduce"):
             return self._thread_allreduce(list(value.args))
+        statement = self._intrinsic_statement(value)
+        if statement is not None:
+            return statement
         return [ast.Expr(self.visit_expr(value).node)]
 
     def visit_Bind(self, node) -> list[ast.stmt]:
@@ -1234,7 +1250,7 @@ class HybridCodegen:
             raise UnsupportedConstructError("tirx.For", f"loop kind {kind}")
         step = node.step
         if step is not None and not (_type_key(step) == "ir.IntImm" and int(step.value) == 1):
-            raise UnsupportedConstructError("tirx.For", "loop with a step")
+            return self._stepped_for(node)
         lo = self.visit_expr(node.min)
         extent = self.visit_expr(node.extent)
         if _varying(lo, extent):
@@ -1566,6 +1582,78 @@ class HybridCodegen:
             raise _CannotVectorize("continue")
         return [ast.Continue()]
 
+    # ------------------------------------------------------------------ constructs with an exact meaning
+    def _intrinsic_statement(self, call) -> list[ast.stmt] | None:
+        """Intrinsics evaluated as statements: ``assume`` (no run-time effect), ``break_loop``,
+        ``continue_loop`` and ``masked_store``; None for any other expression."""
+        if _type_key(call) != "ir.Call" or not isinstance(call.op, tvm.ir.Op):
+            return None
+        name = call.op.name
+        if name == "tirx.assume":
+            return []
+        if name == "tirx.break_loop":
+            return self.visit_Break(call)
+        if name == "tirx.continue_loop":
+            return self.visit_Continue(call)
+        if name == "tirx.masked_store":
+            return self._masked_store(list(call.args))
+        return None
+
+    def _exact_intrinsic(self, short: str, node, args) -> Value | None:
+        """Intrinsics used as values that have an exact meaning; None for any other."""
+        if short == "assume":
+            return Value(ast.Constant(True), "py", "bool")
+        if short == "ignore_loop_partition":
+            return self.visit_expr(args[0])
+        if short == "clz":
+            a = self.to_np(self.visit_expr(args[0]))
+            return Value(self._call("clz", a.node, ast.Constant(_scalar_dtype(_dtype(node)))), "np", _dtype(node),
+                         a.varying)
+        if short == "masked_load":
+            self.masks.append(self.to_np(self.visit_expr(args[-1])).node)
+            try:
+                return self.visit_TensorLoad(tirx.BufferLoad(args[0], list(args[1:-1])))
+            finally:
+                self.masks.pop()
+        return None
+
+    def _masked_store(self, args) -> list[ast.stmt]:
+        """``masked_store(buffer, value, *indices, mask)``: the lanes where ``mask`` holds are written."""
+        info = self._buffer(args[0])
+        indices = list(args[2:-1])
+        values = [self.visit_expr(i) for i in indices]
+        value = self.visit_expr(args[1]).node
+        self.stmt_masks.append(self.to_np(self.visit_expr(args[-1])).node)
+        try:
+            return self._store(info, indices, values, value)
+        finally:
+            self.stmt_masks.pop()
+
+    def _stepped_for(self, node) -> list[ast.stmt]:
+        """A loop with a step: ``range(min, min + extent, step)``, always run serially."""
+        if int(node.kind) == 4:
+            raise UnsupportedConstructError("tirx.For", "thread-bound loop with a step")
+        lo = self.visit_expr(node.min)
+        end = self.visit_expr(tvm.sym.Analyzer().simplify(node.min + node.extent))
+        step = self.visit_expr(node.step)
+        if _varying(lo, end, step):
+            raise _CannotVectorize("loop bounds that differ between iterations")
+        try:
+            self.analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent),
+                               allow_override=True)
+        except Exception:
+            pass
+        name = self.namer.define(node.loop_var, node.loop_var.name)
+        self.var_kinds[_key(node.loop_var)] = ("py", _dtype(node.loop_var), False)
+        # No serial frame: hoisted views assume a loop that advances by one.
+        self.serial_depth += 1
+        try:
+            body = self.visit_stmt(node.body)
+        finally:
+            self.serial_depth -= 1
+        call = ast.Call(_name("range"), [lo.node, end.node, step.node], [])
+        return [ast.For(_store_name(name), call, body or [ast.Pass()], [])]
+
     def visit_SBlockRealize(self, node) -> list[ast.stmt]:
         block = node.block
         threads = [ax for ax in self.axes if ax.is_thread]
@@ -1582,7 +1670,7 @@ class HybridCodegen:
             if int(iv.iter_type) == 2:  # reduction axis: init runs at its first value
                 lo = self.visit_expr(iv.dom.min)
                 reduce_checks.append(Value(ast.Compare(_name(name), [ast.Eq()], [lo.node]), "py", "bool", v.varying))
-            elif int(iv.iter_type) not in (0,):
+            elif int(iv.iter_type) not in (0, 3, 4):  # data-parallel, ordered, opaque: plain bindings
                 raise UnsupportedConstructError("s_tir.SBlock", f"iterator kind {int(iv.iter_type)}")
         pred = None if _is_true(node.predicate) else self.visit_expr(node.predicate)
         if pred is not None and pred.varying:
@@ -1665,7 +1753,7 @@ class HybridCodegen:
     def _match_buffer(self, match) -> list[ast.stmt]:
         buf = match.buffer
         region = match.source
-        source = self._buffer(region.buffer)
+        source = self._buffer(region.source)
         ranges = list(region.region)
         if len(ranges) != len(buf.shape):
             raise UnsupportedConstructError("s_tir.MatchBufferRegion", f"{buf.name} changes the number of dimensions")

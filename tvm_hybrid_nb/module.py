@@ -529,6 +529,8 @@ def _mark_outputs(params: list[ParamSpec], func) -> list[ParamSpec]:
                 written.add(i)
     except Exception:  # analysis not applicable: fall back to "the last buffer"
         written = {len(buffers) - 1} if buffers else set()
+    indirect = _written_indirectly(func)
+    written |= {i for i, buf in enumerate(buffers) if any(buf.same_as(w) for w in indirect)}
     out = []
     buf_index = 0
     for spec in params:
@@ -536,6 +538,32 @@ def _mark_outputs(params: list[ParamSpec], func) -> list[ParamSpec]:
             spec = ParamSpec(spec.name, spec.dtype, spec.shape, buf_index in written)
             buf_index += 1
         out.append(spec)
+    return out
+
+
+def _written_indirectly(func) -> list:
+    """Buffers written where the access analysis does not look: through a block's match_buffer (its
+    ``T.writes`` regions), ``masked_store`` and the output arguments of packed calls."""
+    found: list = []
+
+    def visit(node):
+        if isinstance(node, tvm.s_tir.SBlock):
+            for region in node.writes:
+                found.append(region.source)
+        elif isinstance(node, tvm.ir.Call) and isinstance(node.op, tvm.ir.Op):
+            if node.op.name == "tirx.masked_store":
+                found.append(node.args[0])
+            elif node.op.name in ("tirx.tvm_call_packed", "tirx.tvm_call_cpacked"):
+                found.extend(a for a in node.args[1:] if isinstance(a, tvm.ir.Var) or (
+                    isinstance(a, tvm.ir.Call) and a.op.name == "tirx.buffer_data"))
+        return True
+
+    tvm_ffi.structural_walk(func.body, visit, order="post")
+    out = []
+    for node in found:
+        if isinstance(node, tvm.ir.Call):  # buffer_data(B)
+            node = node.args[0]
+        out.append(node)
     return out
 
 

@@ -556,6 +556,22 @@ def _unary_in_dtype(fn, x):
     return out[()] if out.ndim == 0 else out
 
 
+def clz(x, dtype):
+    """Leading zero bits of each integer in its own width (the full width for 0), as ``dtype``."""
+    x = np.asarray(x)
+    bits = x.dtype.itemsize * 8
+    rest = x.astype(np.dtype(f"uint{bits}"))
+    length = np.zeros(rest.shape, np.int64)
+    shift = bits // 2
+    while shift:
+        high = rest >= (np.uint64(1) << np.uint64(shift)).astype(rest.dtype)
+        length += np.where(high, shift, 0)
+        rest = np.where(high, rest >> rest.dtype.type(shift), rest)
+        shift //= 2
+    out = (bits - length - (rest > 0)).astype(dtype)
+    return out[()] if out.ndim == 0 else out
+
+
 def popcount(x):
     """Number of set bits, in ``x``'s dtype."""
     x = np.asarray(x)
