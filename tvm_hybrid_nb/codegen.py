@@ -304,6 +304,8 @@ class HybridCodegen:
         self.buffers: dict[int, _BufferInfo] = {}
         self.var_kinds: dict[int, tuple[str, str]] = {}
         self.masks: list[ast.expr] = []
+        #: Allocations with explicit strides (by buffer key and by name): their flat storage's name.
+        self.strided_storage: dict = {}
 
     # ------------------------------------------------------------------ entry
     def function_def(self) -> tuple[ast.FunctionDef, list[ParamSpec]]:
@@ -827,7 +829,7 @@ class HybridCodegen:
         """Fast mode: an access whose index is affine in the lanes is a strided view of the buffer
         (``lanes_view``), not a gather or scatter through index arrays."""
         if (not self.fast or self.stmt_masks or self.masks or info.prefix or info.per_thread
-                or _lanes(info.dtype) > 1 or not _varying(*values) or not self._in_bounds(info, indices)):
+                or info.name in self.strided_storage or _lanes(info.dtype) > 1 or not _varying(*values) or not self._in_bounds(info, indices)):
             return None
         axes = [ax for ax in self.axes if ax.var is not None]
         lane_axis = self.FAST_AXES - 1
@@ -1009,7 +1011,7 @@ class HybridCodegen:
     def visit_AllocBuffer(self, node) -> list[ast.stmt]:
         buf = node.buffer
         name = self.namer.define(buf, buf.name)
-        self._declare_buffer(buf, name)
+        self._declare_buffer(buf, name, strided_ok=True)
         dims = [self.visit_expr(d) for d in buf.shape]
         if _varying(*dims):
             raise _CannotVectorize("allocation whose size differs between iterations")
@@ -1033,15 +1035,37 @@ class HybridCodegen:
         vector_lanes = [ast.Constant(_lanes(str(buf.dtype)))] if _lanes(str(buf.dtype)) > 1 else []
         shape = ast.Tuple(lanes_shape + [ax.extent for ax in private] + [d.node for d in dims] + vector_lanes,
                           ast.Load())
-        out = [ast.Assign([_store_name(name)],
-                          self._call("alloc", shape, ast.Constant(_scalar_dtype(str(buf.dtype)))))]
+        if len(buf.strides) and not _contiguous_strides(buf):
+            out = self._strided_alloc(buf, name, lanes_shape + [ax.extent for ax in private], dims)
+        else:
+            out = [ast.Assign([_store_name(name)],
+                              self._call("alloc", shape, ast.Constant(_scalar_dtype(str(buf.dtype)))))]
         if self.check:  # which elements were written: reading any other is reading uninitialised memory
             info.shadow = self.namer.define_name(f"{name}_written")
             out.append(ast.Assign([_store_name(info.shadow)], self._call("alloc", shape, ast.Constant("bool"))))
         return out
 
-    def _declare_buffer(self, buf, name: str) -> None:
-        if len(buf.strides) and not _contiguous_strides(buf):
+    def _strided_alloc(self, buf, name: str, lead: list, dims: list) -> list[ast.stmt]:
+        """An allocation with explicit strides (``storage_align`` pads rows): flat storage of the
+        strides' span per copy and a strided view of it with the buffer's shape."""
+        if _lanes(str(buf.dtype)) > 1:
+            raise UnsupportedConstructError("strided buffer", f"{buf.name} of vectors")
+        strides = [self.visit_expr(st) for st in buf.strides]
+        if _varying(*strides):
+            raise _CannotVectorize("allocation whose strides differ between iterations")
+        storage = self.namer.define_name(f"{name}_storage")
+        self.strided_storage[_key(buf)] = storage
+        self.strided_storage[name] = storage
+        span = self._call("strided_span", ast.Tuple([d.node for d in dims], ast.Load()),
+                          ast.Tuple([st.node for st in strides], ast.Load()))
+        return [ast.Assign([_store_name(storage)], self._call("alloc", ast.Tuple(lead + [span], ast.Load()),
+                                                              ast.Constant(str(buf.dtype)))),
+                ast.Assign([_store_name(name)], self._call(
+                    "strided", _name(storage), ast.Tuple([d.node for d in dims], ast.Load()),
+                    ast.Tuple([st.node for st in strides], ast.Load())))]
+
+    def _declare_buffer(self, buf, name: str, strided_ok: bool = False) -> None:
+        if len(buf.strides) and not _contiguous_strides(buf) and not strided_ok:
             raise UnsupportedConstructError("strided buffer", str(buf.name))
         self.buffers[_key(buf)] = _BufferInfo(name, list(buf.shape), str(buf.dtype))
 
@@ -1063,7 +1087,7 @@ class HybridCodegen:
         if source.prefix and not source.per_thread:  # allocated per fast-mode lane: run the loop serially
             raise _CannotVectorize(f"view {buf.name} of per-lane buffer {source.name}")
         if source.per_thread:
-            raise UnsupportedConstructError("tirx.DeclBuffer", f"view {buf.name} of per-thread buffer {source.name}")
+            return self._per_thread_view(buf, data.args[0], source)
         name = self.namer.define(buf, buf.name)
         self._declare_buffer(buf, name)
         self.storage_roots[_key(buf)] = self.storage_roots.get(_key(data.args[0]), _key(data.args[0]))
@@ -1077,20 +1101,54 @@ class HybridCodegen:
         if str(buf.dtype) == source.dtype and _is_zero(offset) and self._same_size(buf.shape, source.shape):
             value = ast.Call(ast.Attribute(_name(source.name), "reshape", ast.Load()), shape_nodes + vector_lanes, [])
         else:
-            value = self._view_call(_name(source.name), str(buf.dtype), shape_nodes, offset_value.node)
+            value = self._view_call(_name(source.name), str(buf.dtype), shape_nodes, offset_value.node,
+                                    to_end=len(shape_nodes) == 1)
         out = [ast.Assign([_store_name(name)], value)]
         if source.shadow is not None and str(buf.dtype) == source.dtype:
             info = self.buffers[_key(buf)]
             info.shadow = self.namer.define_name(f"{name}_written")
             marks = "bool" if _lanes(source.dtype) == 1 else f"boolx{_lanes(source.dtype)}"
             out.append(ast.Assign([_store_name(info.shadow)], self._view_call(
-                _name(source.shadow), marks, shape_nodes, offset_value.node)))
+                _name(source.shadow), marks, shape_nodes, offset_value.node, to_end=len(shape_nodes) == 1)))
         return out
 
-    def _view_call(self, storage: ast.expr, dtype: str, shape_nodes: list, offset: ast.expr) -> ast.expr:
+    def _per_thread_view(self, buf, source_buf, source: _BufferInfo) -> list[ast.stmt]:
+        """A view of per-thread memory (``StorageRewrite`` declares them): the same view of every
+        thread's copy, so it is per-thread memory too."""
+        shape_values = [self.visit_expr(d) for d in buf.shape]
+        offset_value = (self.visit_expr(buf.elem_offset) if buf.elem_offset is not None
+                        else Value(ast.Constant(0), "py", "int32"))
+        if _varying(offset_value, *shape_values):
+            raise UnsupportedConstructError("tirx.DeclBuffer", f"view {buf.name} that differs between threads")
+        name = self.namer.define(buf, buf.name)
+        self._declare_buffer(buf, name)
+        self.storage_roots[_key(buf)] = self.storage_roots.get(_key(source_buf), _key(source_buf))
+        info = self.buffers[_key(buf)]
+        info.per_thread, info.prefix = True, list(source.prefix)
+        lead = ast.Constant(len(self.THREAD_AXES) + len(source.prefix))
+        dtype, shape_nodes, offset = str(buf.dtype), [v.node for v in shape_values], offset_value.node
+        if _lanes(dtype) > 1:
+            shape_nodes = shape_nodes + [ast.Constant(_lanes(dtype))]
+            offset = ast.BinOp(offset, ast.Mult(), ast.Constant(_lanes(dtype)))
+        out = [ast.Assign([_store_name(name)], self._call(
+            "rows_view", _name(source.name), lead, ast.Constant(_scalar_dtype(dtype)),
+            ast.Tuple(shape_nodes, ast.Load()), offset))]
+        if source.shadow is not None and dtype == source.dtype:
+            info.shadow = self.namer.define_name(f"{name}_written")
+            out.append(ast.Assign([_store_name(info.shadow)], self._call(
+                "rows_view", _name(source.shadow), lead, ast.Constant("bool"), ast.Tuple(shape_nodes, ast.Load()),
+                offset)))
+        return out
+
+    def _view_call(self, storage: ast.expr, dtype: str, shape_nodes: list, offset: ast.expr,
+                   to_end: bool = False) -> ast.expr:
         """``view(storage, ...)`` of a buffer declared over existing storage; a buffer of vectors
-        (``float32x16``) is a view of scalars with the lanes as its last axis."""
+        (``float32x16``) is a view of scalars with the lanes as its last axis.  A flat view
+        (``to_end``) reaches to the end of its storage: the bounds of an access belong to the
+        allocation (``StorageRewrite`` merges allocations and indexes past a view's declared size)."""
         lanes = _lanes(dtype)
+        if to_end and lanes == 1:
+            return self._call("flat_view", storage, ast.Constant(dtype), shape_nodes[0], offset)
         if lanes > 1:
             shape_nodes = list(shape_nodes) + [ast.Constant(lanes)]
             offset = ast.BinOp(offset, ast.Mult(), ast.Constant(lanes))
@@ -1131,7 +1189,8 @@ class HybridCodegen:
             info = self._buffer(args[0])
             if info.prefix or info.per_thread:
                 raise UnsupportedConstructError("tirx.buffer_data", f"of per-lane buffer {info.name}")
-            flat = ast.Call(ast.Attribute(_name(info.name), "reshape", ast.Load()), [ast.Constant(-1)], [])
+            storage = self.strided_storage.get(_key(args[0]), info.name)
+            flat = ast.Call(ast.Attribute(_name(storage), "reshape", ast.Load()), [ast.Constant(-1)], [])
             return Value(flat, "np", "handle")
         if short in ("tvm_warp_shuffle", "tvm_warp_shuffle_down", "tvm_warp_shuffle_up"):
             if self.stmt_masks:

@@ -472,6 +472,50 @@ def view(data, dtype, shape, elem_offset=0):
     return out
 
 
+def strided_span(shape, strides):
+    """Elements of storage a strided buffer spans."""
+    if any(int(d) == 0 for d in shape):
+        return 0
+    return 1 + sum((int(d) - 1) * int(s) for d, s in zip(shape, strides))
+
+
+def strided(storage, shape, strides):
+    """A buffer with explicit strides (in elements) over ``storage``, whose last axis holds the
+    elements of each copy; shares memory, never copies."""
+    item = storage.itemsize
+    return np.lib.stride_tricks.as_strided(storage, storage.shape[:-1] + tuple(int(d) for d in shape),
+                                           storage.strides[:-1] + tuple(int(s) * item for s in strides))
+
+
+def flat_view(data, dtype, size, elem_offset=0):
+    """A flat buffer of ``size`` elements declared over existing storage at ``elem_offset``: a view
+    to the end of the storage (accesses past ``size`` stay inside the allocation, as in TVM)."""
+    flat = data.reshape(-1)
+    if flat.dtype != np.dtype(dtype):
+        flat = flat.view(dtype)
+    if elem_offset < 0 or elem_offset + size > flat.size:
+        raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {flat.size}")
+    out = flat[elem_offset:]
+    if not np.shares_memory(out, data):
+        raise RuntimeError("buffer view would copy its storage")
+    return out
+
+
+def rows_view(data, lead, dtype, shape, elem_offset=0):
+    """A buffer declared over per-thread storage: the same view of the row of every thread (the
+    first ``lead`` axes index the threads); shares memory, never copies."""
+    rows = data.reshape(data.shape[:lead] + (-1,))
+    if rows.dtype != np.dtype(dtype):
+        rows = rows.view(dtype)
+    size = int(np.prod(shape, dtype=np.int64))
+    if elem_offset < 0 or elem_offset + size > rows.shape[-1]:
+        raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {rows.shape[-1]}")
+    out = rows[..., elem_offset:elem_offset + size].reshape(data.shape[:lead] + tuple(shape))
+    if not np.shares_memory(out, data):
+        raise RuntimeError("buffer view would copy its storage")
+    return out
+
+
 def _bounds_error(kind, name, buffer, index, mask=None):
     """The first offending element (of all lanes) named in one line."""
     arrays = [np.asarray(i) for i in index]
