@@ -829,7 +829,8 @@ class HybridCodegen:
         """Fast mode: an access whose index is affine in the lanes is a strided view of the buffer
         (``lanes_view``), not a gather or scatter through index arrays."""
         if (not self.fast or self.stmt_masks or self.masks or info.prefix or info.per_thread
-                or info.name in self.strided_storage or _lanes(info.dtype) > 1 or not _varying(*values) or not self._in_bounds(info, indices)):
+                or info.name in self.strided_storage
+                or _lanes(info.dtype) > 1 or not _varying(*values) or not self._in_bounds(info, indices)):
             return None
         axes = [ax for ax in self.axes if ax.var is not None]
         lane_axis = self.FAST_AXES - 1
