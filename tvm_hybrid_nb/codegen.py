@@ -384,8 +384,13 @@ class HybridCodegen:
                 params.append(shape)
             else:
                 dtype = _dtype(p)
-                if self.namer.lookup(p) is not None:  # already bound as a symbolic size
-                    raise UnsupportedConstructError("scalar parameter used as a buffer size", p.name)
+                name = self.namer.lookup(p)
+                if name is not None:  # a buffer size too: the arguments are checked to agree
+                    if not (_is_int(dtype) and _lanes(dtype) == 1):
+                        raise UnsupportedConstructError("scalar parameter used as a buffer size", p.name)
+                    args.append(name)
+                    params.append(None)
+                    continue
                 name = self.namer.define(p, p.name)
                 args.append(name)
                 if _is_float(dtype):
