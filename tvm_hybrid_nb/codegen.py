@@ -379,7 +379,7 @@ class HybridCodegen:
                         shape.append(None)
                         expressions.append((shape, axis, p, dim))
                 if (len(p.strides) and not _contiguous_strides(p)) or not _is_zero(p.elem_offset):
-                    raise UnsupportedConstructError("strided or offset parameter buffer", p.name)
+                    prologue.extend(self._bind_layout_vars(p, name))
                 self.buffers[_key(p)] = _BufferInfo(name, list(p.shape), str(p.dtype))
                 params.append(shape)
             else:
@@ -411,6 +411,34 @@ class HybridCodegen:
             specs.append(ParamSpec(name, str(p.dtype), tuple(shape)) if shape is not None
                          else ParamSpec(name, _dtype(p), None))
         return args, prologue, specs
+
+    def _bind_layout_vars(self, p, name: str) -> list[ast.stmt]:
+        """A parameter buffer whose ``elem_offset`` or strides are variables (``offset_factor``, topi's
+        scans and sorts) accepts any offset and layout; the arrays it is given are contiguous and
+        start at their first element, so the offset is 0 and the strides are row-major.  Constant
+        offsets or strides that are not row-major stay refused."""
+        out = []
+        offset = p.elem_offset
+        if not _is_zero(offset):
+            if _type_key(offset) != "ir.Var" or self.namer.lookup(offset) is not None:
+                raise UnsupportedConstructError("strided or offset parameter buffer", p.name)
+            out.append(ast.Assign([_store_name(self.namer.define(offset, offset.name))], ast.Constant(0)))
+            self.var_kinds[_key(offset)] = ("py", _dtype(offset), False)
+            self.analyzer.bind(offset, tirx.const(0, _dtype(offset)), allow_override=True)
+        if len(p.strides) and not _contiguous_strides(p):
+            for axis, stride in enumerate(p.strides):
+                expected = 1
+                for dim in list(p.shape)[axis + 1:]:
+                    expected = expected * dim
+                if _type_key(stride) == "ir.Var" and self.namer.lookup(stride) is None:
+                    row_major = ast.Call(_name("int"), [ast.Call(_np("prod"), [ast.Subscript(
+                        ast.Attribute(_name(name), "shape", ast.Load()), ast.Slice(ast.Constant(axis + 1), None, None),
+                        ast.Load())], [ast.keyword("dtype", _np("int64"))])], [])
+                    out.append(ast.Assign([_store_name(self.namer.define(stride, stride.name))], row_major))
+                    self.var_kinds[_key(stride)] = ("py", _dtype(stride), False)
+                elif not self.analyzer.can_prove_equal(stride, expected):
+                    raise UnsupportedConstructError("strided or offset parameter buffer", p.name)
+        return out
 
     #: Operators a buffer shape expression may use (``Div``/``Mod`` only on sizes proven non-negative).
     SHAPE_OPS = {"prim.Add": ast.Add, "prim.Sub": ast.Sub, "prim.Mul": ast.Mult, "prim.FloorDiv": ast.FloorDiv,
