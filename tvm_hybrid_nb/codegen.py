@@ -330,6 +330,7 @@ class HybridCodegen:
         module = ast.Module(body=self.extra_defs + [fdef], type_ignores=[])
         if self.fast:
             _drop_dead_assignments(module)
+        _split_deep_nests(module)
         ast.fix_missing_locations(module)
         kernel_text = ast.unparse(module)
         mode_note = ""
@@ -1897,6 +1898,83 @@ def generate_kernel(func, function_name: str, stage: str | None = None, mode: st
     the variant that is executed: each outermost loop iteration calls ``__progress__``.
     """
     return HybridCodegen(func, function_name, stage, mode, progress, module_functions, check, synced).generate()
+
+
+# ---------------------------------------------------------------------- deep loop nests
+#: Python compiles at most 20 statically nested blocks (loops, ``with``) per function; a loop that
+#: would be nested deeper than this moves into a function of its own.
+_MAX_NESTED_BLOCKS = 16
+
+
+def _split_deep_nests(module: ast.Module) -> None:
+    """Move every loop nested deeper than :data:`_MAX_NESTED_BLOCKS` into a nested function called
+    in its place (``nonlocal`` for the names it shares with the enclosing function)."""
+    counter = [0]
+    for node in list(module.body):
+        if isinstance(node, ast.FunctionDef):
+            _split_function(node, counter)
+
+
+def _split_function(fdef: ast.FunctionDef, counter: list) -> None:
+    fdef.body = _split_block(fdef, fdef.body, 0, counter)
+
+
+def _split_block(fdef, stmts: list, depth: int, counter: list) -> list:
+    out = []
+    for st in stmts:
+        if isinstance(st, ast.FunctionDef):
+            _split_function(st, counter)
+        elif isinstance(st, (ast.For, ast.While)) and depth + 1 > _MAX_NESTED_BLOCKS:
+            out.extend(_outline_loop(fdef, st, counter))
+            continue
+        elif isinstance(st, (ast.For, ast.While, ast.With)):
+            st.body = _split_block(fdef, st.body, depth + 1, counter)
+            st.orelse = _split_block(fdef, getattr(st, "orelse", []), depth + 1, counter) if hasattr(
+                st, "orelse") else None
+            if st.orelse is None:
+                del st.orelse
+        elif isinstance(st, ast.If):
+            st.body = _split_block(fdef, st.body, depth, counter)
+            st.orelse = _split_block(fdef, st.orelse, depth, counter)
+        out.append(st)
+    return out
+
+
+def _outline_loop(fdef: ast.FunctionDef, loop: ast.stmt, counter: list) -> list:
+    counter[0] += 1
+    name = f"_nest_{counter[0]}"
+    stored = _names_in([loop], ast.Store)
+    params = {a.arg for a in fdef.args.args}
+    shared = stored & (_names_in(fdef.body, None, skip=loop) | params)
+    prebind = [ast.Assign([_store_name(n)], ast.Constant(None))
+               for n in sorted(shared - _names_in(fdef.body, ast.Store, skip=loop) - params)]
+    body = ([ast.Nonlocal(sorted(shared))] if shared else []) + [loop]
+    inner = ast.FunctionDef(name=name, args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
+                                                        defaults=[]),
+                            body=body, decorator_list=[], returns=None, type_params=[])
+    _split_function(inner, counter)
+    return prebind + [inner, ast.Expr(ast.Call(_name(name), [], []))]
+
+
+def _names_in(nodes, kind, skip=None) -> set[str]:
+    """Names that ``nodes`` bind (``kind`` ast.Store: assignments, ``nonlocal``, ``def``) or use at
+    all (``kind`` None, including inside nested functions), leaving out the statement ``skip``."""
+    found: set[str] = set()
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if node is skip:
+            continue
+        if isinstance(node, ast.Name) and (kind is None or isinstance(node.ctx, kind)):
+            found.add(node.id)
+        elif isinstance(node, ast.Nonlocal):
+            found.update(node.names)
+        elif isinstance(node, ast.FunctionDef):
+            found.add(node.name)
+            if kind is not None:  # its own assignments are its locals
+                continue
+        stack.extend(ast.iter_child_nodes(node))
+    return found
 
 
 # ---------------------------------------------------------------------- fast-mode dead code
