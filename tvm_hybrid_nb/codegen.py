@@ -1056,6 +1056,7 @@ class HybridCodegen:
         # allocation inside a loop that runs as lanes one copy per lane; shared memory is one copy.
         info.per_thread = scope.startswith("local") or (scope == "global" and any(ax.is_thread for ax in self.axes))
         private = [ax for ax in self.axes if not ax.is_thread]
+        self._check_lane_copies(buf, private, dims)
         info.prefix = [ast.BinOp(_name(ax.name), ast.Sub(), ax.lo)
                        if not (isinstance(ax.lo, ast.Constant) and ax.lo.value == 0) else _name(ax.name)
                        for ax in private]
@@ -1079,6 +1080,22 @@ class HybridCodegen:
             info.shadow = self.namer.define_name(f"{name}_written")
             out.append(ast.Assign([_store_name(info.shadow)], self._call("alloc", shape, ast.Constant("bool"))))
         return out
+
+    #: Fast mode: the most memory the copies of one allocation made per lane may take; a loop whose
+    #: lanes would need more runs serially (one copy at a time), as the compiled kernel does.
+    LANE_COPIES_MAX_BYTES = 256 << 20
+    #: Lanes assumed for a loop whose extent is only known at run time.
+    UNKNOWN_LANES = 1 << 16
+
+    def _check_lane_copies(self, buf, private: list, dims: list) -> None:
+        if not private:
+            return
+        nbytes = max(tvm.DataType(str(buf.dtype)).bits // 8, 1) * _lanes(str(buf.dtype))
+        for node in [ax.extent if ax.var is None or _key(ax.var) != self.chunked_var else self.chunked_extent
+                     for ax in private] + [d.node for d in dims]:
+            nbytes *= node.value if isinstance(node, ast.Constant) else self.UNKNOWN_LANES
+        if nbytes > self.LANE_COPIES_MAX_BYTES:
+            raise _CannotVectorize(f"one copy of {buf.name} per lane would need {nbytes >> 20} MiB")
 
     def _strided_alloc(self, buf, name: str, lead: list, dims: list) -> list[ast.stmt]:
         """An allocation with explicit strides (``storage_align`` pads rows): flat storage of the
