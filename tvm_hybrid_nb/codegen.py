@@ -816,6 +816,21 @@ class HybridCodegen:
             mask = ast.BinOp(mask, ast.BitAnd(), m)
         return mask
 
+    def _vector_lanes_as_axis(self, info: _BufferInfo, indices, values: list[Value]):
+        """A buffer of vectors (a thread's ``float32x4`` accumulator) indexed differently per lane:
+        its vector lanes are one more buffer axis, indexed by the lanes axis of the values."""
+        lanes = _lanes(info.dtype)
+        if lanes == 1 or not (_varying(*values) or info.prefix or info.per_thread):
+            return info, indices, values
+        if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") or v.lanes > 1 for i, v in zip(indices, values)):
+            return info, indices, values  # refused by _check_vector_buffer
+        scalar = _BufferInfo(info.name, list(info.shape) + [tirx.IntImm("int32", lanes)], _scalar_dtype(info.dtype),
+                             list(info.prefix), info.per_thread, info.shadow)
+        lane = Value(self._call("vector_lane_index", ast.Constant(lanes), ast.Constant(self.FAST_AXES)), "np",
+                     f"int32x{lanes}", True)
+        return scalar, list(indices) + [tirx.Ramp(tirx.IntImm("int32", 0), tirx.IntImm("int32", 1), lanes)], (
+            list(values) + [lane])
+
     @staticmethod
     def _check_vector_buffer(info: _BufferInfo, values: list[Value]) -> None:
         """Fast mode keeps accesses to a buffer of vectors (an extra lanes axis) serial."""
@@ -983,6 +998,7 @@ class HybridCodegen:
         info = self._buffer(node.source)
         indices = list(node.indices)
         values = [self.visit_expr(i) for i in indices]
+        info, indices, values = self._vector_lanes_as_axis(info, indices, values)
         self._check_vector_buffer(info, values)
         if self._sanitized(info):
             views = self._checked_views(info, indices, values)
@@ -1009,6 +1025,7 @@ class HybridCodegen:
         info = self._buffer(node.buffer)
         indices = list(node.indices)
         values = [self.visit_expr(i) for i in indices]
+        info, indices, values = self._vector_lanes_as_axis(info, indices, values)
         self._check_vector_buffer(info, values)
         return self._store(info, indices, values, self.visit_expr(node.value).node)
 

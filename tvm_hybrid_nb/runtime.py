@@ -472,6 +472,11 @@ def view(data, dtype, shape, elem_offset=0):
     return out
 
 
+def vector_lane_index(lanes, ndim=12):
+    """The index of each vector lane along the last of ``ndim`` lane axes."""
+    return np.arange(lanes, dtype=np.int32).reshape((1,) * (ndim - 1) + (lanes,))
+
+
 def strided_span(shape, strides):
     """Elements of storage a strided buffer spans."""
     if any(int(d) == 0 for d in shape):
