@@ -1737,6 +1737,8 @@ class HybridCodegen:
             a = self.to_np(self.visit_expr(args[0]))
             return Value(self._call("clz", a.node, ast.Constant(_scalar_dtype(_dtype(node)))), "np", _dtype(node),
                          a.varying)
+        if short == "tvm_call_packed":
+            return self._packed_call(node, args)
         if short == "masked_load":
             self.masks.append(self.to_np(self.visit_expr(args[-1])).node)
             try:
@@ -1744,6 +1746,42 @@ class HybridCodegen:
             finally:
                 self.masks.pop()
         return None
+
+    #: Runtime functions called through ``tvm_call_packed`` that the emulator implements exactly.
+    PACKED_FUNCTIONS = ("tvm.contrib.sort.sort", "tvm.contrib.sort.argsort", "tvm.contrib.sort.topk")
+
+    def _packed_call(self, node, args) -> Value:
+        """``tvm_call_packed`` of one of TVM's sort functions (topi's CPU sort, argsort, topk): the
+        same stable sort in numpy (``contrib_sort``).  Any other packed function is refused by name."""
+        function = str(args[0].value) if _type_key(args[0]) == "ir.StringImm" else str(args[0])
+        if function not in self.PACKED_FUNCTIONS:
+            raise UnsupportedConstructError("tirx.tvm_call_packed", function)
+        if self.vector_depth or self.stmt_masks:
+            raise _CannotVectorize(f"{function} in a loop that runs as lanes")
+        nodes = []
+        for arg in args[1:]:
+            if _type_key(arg) == "ir.Call" and isinstance(arg.op, tvm.ir.Op) and arg.op.name == "tirx.tvm_stack_make_array":
+                nodes.append(self._stack_array(function, arg))
+            else:
+                value = self.visit_expr(arg)
+                if value.varying:
+                    raise _CannotVectorize(f"{function} argument that differs between lanes")
+                nodes.append(value.node)
+        return Value(self._call("contrib_sort", ast.Constant(function), *nodes), "py", _dtype(node))
+
+    def _stack_array(self, function: str, call) -> ast.expr:
+        """``tvm_stack_make_array(data, shape, strides, ndim, dtype, elem_offset)``: a view of the data."""
+        data, shape, strides, _ndim, dtype_hint, offset = call.args
+        if not _is_zero(strides):
+            raise UnsupportedConstructError("tirx.tvm_stack_make_array", f"with strides, passed to {function}")
+        if not (_type_key(shape) == "ir.Call" and shape.op.name == "tirx.tvm_stack_make_shape"):
+            raise UnsupportedConstructError("tirx.tvm_stack_make_array", f"shape {shape}")
+        dims = [self.visit_expr(d) for d in shape.args]
+        storage, offset_value = self.visit_expr(data), self.visit_expr(offset)
+        if _varying(storage, offset_value, *dims):
+            raise _CannotVectorize(f"{function} argument that differs between lanes")
+        return self._call("view", storage.node, ast.Constant(_scalar_dtype(_dtype(dtype_hint))),
+                          ast.Tuple([d.node for d in dims], ast.Load()), offset_value.node)
 
     def _masked_store(self, args) -> list[ast.stmt]:
         """``masked_store(buffer, value, *indices, mask)``: the lanes where ``mask`` holds are written."""

@@ -541,6 +541,11 @@ def _mark_outputs(params: list[ParamSpec], func) -> list[ParamSpec]:
     return out
 
 
+#: The runtime functions the emulator knows: which of their arguments (a slice) are outputs.
+_PACKED_OUTPUTS = {"tvm.contrib.sort.sort": (1, -2), "tvm.contrib.sort.argsort": (1, -2),
+                   "tvm.contrib.sort.topk": (1, -4)}
+
+
 def _written_indirectly(func) -> list:
     """Buffers written where the access analysis does not look: through a block's match_buffer (its
     ``T.writes`` regions), ``masked_store`` and the output arguments of packed calls."""
@@ -553,9 +558,11 @@ def _written_indirectly(func) -> list:
         elif isinstance(node, tvm.ir.Call) and isinstance(node.op, tvm.ir.Op):
             if node.op.name == "tirx.masked_store":
                 found.append(node.args[0])
-            elif node.op.name in ("tirx.tvm_call_packed", "tirx.tvm_call_cpacked"):
-                found.extend(a for a in node.args[1:] if isinstance(a, tvm.ir.Var) or (
-                    isinstance(a, tvm.ir.Call) and a.op.name == "tirx.buffer_data"))
+            elif node.op.name == "tirx.tvm_call_packed" and str(node.args[0].value) in _PACKED_OUTPUTS:
+                first, last = _PACKED_OUTPUTS[str(node.args[0].value)]
+                for arg in list(node.args)[1 + first:len(node.args) + last]:
+                    if isinstance(arg, tvm.ir.Call) and arg.op.name == "tirx.tvm_stack_make_array":
+                        found.append(arg.args[0])
         return True
 
     tvm_ffi.structural_walk(func.body, visit, order="post")
