@@ -1150,6 +1150,9 @@ class HybridCodegen:
             value = self._view_call(storage.node, str(buf.dtype), [self.visit_expr(d).node for d in buf.shape],
                                     offset.node)
             return [ast.Assign([_store_name(name)], value)]
+        if (data is not None and _type_key(data) == "ir.Call" and data.op.name == "tirx.address_of"
+                and _type_key(data.args[0]) == "ir.TensorLoad"):
+            return self._address_view(buf, data.args[0])
         if data is None or _type_key(data) != "ir.Call" or data.op.name != "tirx.buffer_data":
             raise UnsupportedConstructError("tirx.DeclBuffer", f"{buf.name} over data {data}")
         source = self._buffer(data.args[0])
@@ -1179,6 +1182,40 @@ class HybridCodegen:
             marks = "bool" if _lanes(source.dtype) == 1 else f"boolx{_lanes(source.dtype)}"
             out.append(ast.Assign([_store_name(info.shadow)], self._view_call(
                 _name(source.shadow), marks, shape_nodes, offset_value.node, to_end=len(shape_nodes) == 1)))
+        return out
+
+    def _address_view(self, buf, load) -> list[ast.stmt]:
+        """A buffer declared at the address of an element (``data=T.address_of(A[i, 0])``): a view of
+        the element's storage from that element on."""
+        source = self._buffer(load.source)
+        if source.prefix or source.per_thread or source.name in self.strided_storage:
+            raise UnsupportedConstructError("tirx.DeclBuffer", f"{buf.name} at an address in {source.name}")
+        if str(buf.dtype) != source.dtype or _lanes(source.dtype) > 1 or _lanes(_dtype(load)) > 1:
+            raise UnsupportedConstructError("tirx.DeclBuffer", f"{buf.name} of another dtype at an address in "
+                                                                f"{source.name}")
+        flat = tirx.const(0, _dtype(load.indices[0]))
+        for idx, dim in zip(load.indices, load.source.shape):
+            flat = flat * dim + idx
+        if not _is_zero(buf.elem_offset):
+            flat = flat + buf.elem_offset
+        offset = self.visit_expr(tvm.sym.Analyzer().simplify(flat))
+        shape_values = [self.visit_expr(d) for d in buf.shape]
+        if _varying(offset, *shape_values):
+            raise _CannotVectorize("buffer view that differs between iterations")
+        name = self.namer.define(buf, buf.name)
+        self._declare_buffer(buf, name)
+        root = _key(load.source)
+        self.storage_roots[_key(buf)] = self.storage_roots.get(root, root)
+        storage = ast.Call(ast.Attribute(_name(source.name), "reshape", ast.Load()), [ast.Constant(-1)], [])
+        shape_nodes = [v.node for v in shape_values]
+        out = [ast.Assign([_store_name(name)], self._view_call(storage, str(buf.dtype), shape_nodes, offset.node,
+                                                               to_end=len(shape_nodes) == 1))]
+        if source.shadow is not None:
+            info = self.buffers[_key(buf)]
+            info.shadow = self.namer.define_name(f"{name}_written")
+            marks = ast.Call(ast.Attribute(_name(source.shadow), "reshape", ast.Load()), [ast.Constant(-1)], [])
+            out.append(ast.Assign([_store_name(info.shadow)], self._view_call(
+                marks, "bool", shape_nodes, offset.node, to_end=len(shape_nodes) == 1)))
         return out
 
     def _per_thread_view(self, buf, source_buf, source: _BufferInfo) -> list[ast.stmt]:
