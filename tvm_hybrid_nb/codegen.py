@@ -271,6 +271,8 @@ class HybridCodegen:
         self.progress = progress
         self.serial_depth = 0
         self.progress_loops = 0
+        #: The progress call of the outermost loop being generated (an inner loop may report too).
+        self.progress_outer: ast.Call | None = None
         self.function_name = function_name
         self.stage = stage
         self.fast = mode == "fast"
@@ -1470,6 +1472,7 @@ class HybridCodegen:
             hook = [ast.Expr(ast.Call(_name("__progress__"),
                                       [ast.Constant(self.progress_loops), done, extent.node], []))]
             self.progress_loops += 1
+            self.progress_outer = hook[0].value
         self.serial_depth += 1
         self.serial_frames.append(frame)
         try:
@@ -1477,7 +1480,21 @@ class HybridCodegen:
         finally:
             self.serial_depth -= 1
             self.serial_frames.pop()
+        hook = hook or self._inner_progress_hook(name, lo, node, extent, body)
         return frame.hoisted + [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]
+
+    def _inner_progress_hook(self, name: str, lo: Value, node, extent: Value, body: list) -> list[ast.stmt]:
+        """Progress inside the outermost loop (one that runs long per iteration, or only once): the
+        first loop nested in it that itself holds a loop reports ``__progress__(loop, done, extent,
+        inner done, inner extent)``, so slow can be told from hung; the loop inside keeps the cost of
+        a call per iteration negligible.  The outer loop then reports the iterations it completed."""
+        outer = self.progress_outer
+        if (not self.progress or self.serial_depth != 1 or outer is None or len(outer.args) > 3
+                or not any(isinstance(n, (ast.For, ast.While)) for st in body for n in ast.walk(st))):
+            return []
+        outer.args.extend([ast.Constant(0), ast.Constant(0)])
+        done = ast.BinOp(_name(name), ast.Sub(), lo.node) if not _is_zero(node.min) else _name(name)
+        return [ast.Expr(ast.Call(_name("__progress__"), outer.args[:3] + [done, extent.node], []))]
 
     def _vectorized_for(self, node, lo: Value) -> list[ast.stmt]:
         """All iterations at once: the loop variable becomes an array along its own axis."""

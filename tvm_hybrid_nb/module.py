@@ -153,20 +153,28 @@ class Stage:
             synced = any(st.name == "s_tir.ThreadSync" for st in self._owner.stages[:self.index + 1])
             gen = generate_kernel(self.function, self._owner.name, stage=self.label, mode=mode, progress=True,
                                   module_functions=self.module_functions, check=check, synced=synced)
-            state = {"callback": None, "thread": None}
+            state = {"callback": None, "thread": None, "last": 0.0}
             total = max(gen.progress_loops, 1)
 
-            def report(loop_no, done, extent):
+            def report(loop_no, done, extent, inner_done=None, inner_extent=None):
                 callback = state["callback"]
                 # Chunks of a parallel loop on other threads progress alike; the caller's chunk reports.
                 if callback is not None and extent and threading.get_ident() == state["thread"]:
-                    callback(min(1.0, (loop_no + (int(done) + 1) / int(extent)) / total))
+                    if inner_extent is None:  # an outermost loop's iteration starts
+                        part = int(done) + 1
+                    elif not inner_extent:  # ... whose inner loop reports: the iterations done
+                        part = int(done)
+                    else:
+                        part = int(done) + (int(inner_done) + 1) / int(inner_extent)
+                    fraction = max(state["last"], min(1.0, (loop_no + part / int(extent)) / total))
+                    state["last"] = fraction
+                    callback(fraction)
 
             fn = load_kernel(gen.source, self._owner.name, label=f"{self.label} {mode}",
                              namespace={"__progress__": report})
 
             def run(*arrays, progress=None):
-                state["callback"], state["thread"] = progress, threading.get_ident()
+                state["callback"], state["thread"], state["last"] = progress, threading.get_ident(), 0.0
                 try:
                     return fn(*arrays)
                 finally:
