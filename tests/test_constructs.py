@@ -345,11 +345,11 @@ def test_masked_loads_and_stores():
 
 def test_loops_nested_deeper_than_python_compiles():
     # MetaSchedule conv kernels nest more than 20 loops; Python compiles at most 20 blocks.
-    A = te.placeholder((2,) * 11, "float32", name="A")
-    k = [te.reduce_axis((0, 2), name=f"k{i}") for i in range(11)]
-    B = te.compute((2,) * 11, lambda *i: te.sum(A[tuple(k)] + A[i], axis=k), name="B")
-    hm = check_every_stage(te.create_prim_func([A, B]), [_rand(*(2,) * 11), np.zeros((2,) * 11, "float32")],
-                           min_stages=3)
+    shape = (2,) + (1,) * 10
+    A = te.placeholder(shape, "float32", name="A")
+    k = [te.reduce_axis((0, d), name=f"k{i}") for i, d in enumerate(shape)]
+    B = te.compute(shape, lambda *i: te.sum(A[tuple(k)] * A[i], axis=k), name="B")
+    hm = check_every_stage(te.create_prim_func([A, B]), [_rand(*shape), np.zeros(shape, "float32")], min_stages=3)
     assert "_nest_" in hm.get_source(0)
 
 
