@@ -287,6 +287,26 @@ def test_match_buffer_with_offsets():
     assert [p.is_output for p in hm.params] == [False, True]  # written only through Bsub
 
 
+def test_match_buffer_whose_strides_and_offset_are_variables():
+    # Tensor intrinsics declare strides=[s0, 1] and elem_offset: the region's place in its source.
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")):
+        for i, j in T.grid(4, 4):
+            with T.sblock("tile"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.reads(A[vi * 2:vi * 2 + 2, vj * 2:vj * 2 + 2])
+                T.writes(B[vi * 2:vi * 2 + 2, vj * 2:vj * 2 + 2])
+                s0 = T.int32()
+                off = T.int32()
+                Asub = T.match_buffer(A[vi * 2:vi * 2 + 2, vj * 2:vj * 2 + 2], (2, 2), strides=[s0, 1],
+                                      elem_offset=off)
+                Bsub = T.match_buffer(B[vi * 2:vi * 2 + 2, vj * 2:vj * 2 + 2], (2, 2), offset_factor=1)
+                for ii, jj in T.grid(2, 2):
+                    Bsub[ii, jj] = Asub[jj, ii] * T.Cast("float32", s0) + T.Cast("float32", off)
+
+    check_every_stage(f, [_rand(8, 8), np.zeros((8, 8), "float32")])
+
+
 def test_scalar_parameters_as_buffer_sizes():
     @T.prim_func
     def in_expression(x: T.handle, y: T.handle, n: T.int32):

@@ -1978,7 +1978,8 @@ class HybridCodegen:
         if len(ranges) != len(buf.shape):
             raise UnsupportedConstructError("s_tir.MatchBufferRegion", f"{buf.name} changes the number of dimensions")
         name = self.namer.define(buf, buf.name)
-        self._declare_buffer(buf, name)
+        self._declare_buffer(buf, name, strided_ok=True)  # a slice keeps its source's layout
+        layout = self._match_layout(buf, region, source)
         slices = []
         for r in ranges:
             lo = self.visit_expr(r.min)
@@ -1987,7 +1988,40 @@ class HybridCodegen:
                 raise _CannotVectorize("match_buffer region that differs between iterations")
             slices.append(ast.Slice(lo.node, hi.node, None))
         value = ast.Subscript(_name(source.name), ast.Tuple(slices, ast.Load()), ast.Load())
-        return [ast.Assign([_store_name(name)], value)]
+        return layout + [ast.Assign([_store_name(name)], value)]
+
+    def _match_layout(self, buf, region, source: _BufferInfo) -> list[ast.stmt]:
+        """A match_buffer's ``elem_offset`` and strides that are variables (``offset_factor``,
+        tensor intrinsics' ``strides=[s0, s1]``) take the region's place in its source's layout
+        (row-major, or the allocation's explicit strides); constant ones are refused unless they
+        are that layout."""
+        src = region.source
+        strides = list(src.strides) if len(src.strides) else None
+        if strides is None:
+            strides = []
+            for axis in range(len(src.shape)):
+                stride = tirx.const(1, "int32")
+                for dim in list(src.shape)[axis + 1:]:
+                    stride = stride * dim
+                strides.append(stride)
+        offset = src.elem_offset if not _is_zero(src.elem_offset) else tirx.const(0, "int32")
+        for r, stride in zip(region.region, strides):
+            offset = offset + r.min * stride
+        out = []
+        simplify = tvm.sym.Analyzer().simplify
+        pairs = [(buf.elem_offset, offset)] + list(zip(buf.strides, strides[len(strides) - len(buf.strides):]))
+        for var, value in pairs:
+            if var is None or (_is_zero(var) and _is_zero(simplify(value))):
+                continue
+            if _type_key(var) == "ir.Var" and self.namer.lookup(var) is None:
+                node = self.visit_expr(simplify(value))
+                if node.varying:
+                    raise _CannotVectorize("match_buffer region that differs between iterations")
+                out.append(ast.Assign([_store_name(self.namer.define(var, var.name))], node.node))
+                self.var_kinds[_key(var)] = ("py", _dtype(var), False)
+            elif not self.analyzer.can_prove_equal(var, value):
+                raise UnsupportedConstructError("s_tir.MatchBufferRegion", f"{buf.name}: layout of its region")
+        return out
 
 
 class _BinaryLike:
