@@ -1866,6 +1866,8 @@ class HybridCodegen:
         name = self.namer.define(node.loop_var, node.loop_var.name)
         self.var_kinds[_key(node.loop_var)] = ("py", _dtype(node.loop_var), False)
         # No serial frame: hoisted views assume a loop that advances by one.
+        if self.serial_depth == 0:
+            self.progress_outer = None  # no progress call of its own for loops inside to refine
         self.serial_depth += 1
         try:
             body = self.visit_stmt(node.body)
