@@ -350,6 +350,14 @@ def test_break_continue_step_assume_clz_and_loop_partition_hints():
             np.zeros(16, "int32")]
     check_every_stage(f, args)
 
+    @T.prim_func
+    def g(A: T.Buffer((4,), "int32"), B: T.Buffer((4,), "int32")):
+        for i in range(4):
+            B[i] = T.clz(A[i])
+
+    with pytest.raises(EmulationError, match="clz"):  # undefined natively (it returns garbage)
+        thn.build(g).emulate(np.array([3, 0, 1, 2], "int32"), np.zeros(4, "int32"))
+
 
 def test_masked_loads_and_stores():
     @T.prim_func

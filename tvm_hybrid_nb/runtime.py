@@ -655,8 +655,11 @@ def _unary_in_dtype(fn, x):
 
 
 def clz(x, dtype):
-    """Leading zero bits of each integer in its own width (the full width for 0), as ``dtype``."""
+    """Leading zero bits of each integer in its own width, as ``dtype``.  Zero is refused: TVM's
+    llvm backend emits ``ctlz`` with a poisoned zero, so the compiled kernel's result is undefined."""
     x = np.asarray(x)
+    if not np.all(x):
+        raise ValueError("clz(0) is undefined in TVM's llvm code (ctlz with is_zero_poison)")
     bits = x.dtype.itemsize * 8
     rest = x.astype(np.dtype(f"uint{bits}"))
     length = np.zeros(rest.shape, np.int64)
