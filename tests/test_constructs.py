@@ -111,6 +111,36 @@ def test_a_threads_vector_accumulator_indexed_per_lane():
     check_every_stage(f, [_rand(256), np.zeros(256, "float32")], target="cuda", reference=reference)
 
 
+def test_a_scheduled_vector_local_accumulator_from_storage_rewrite_on():
+    # cache_write(..., "local") under a threadIdx.x loop, vectorized: StorageRewrite makes it float32x4.
+    A = te.placeholder((32, 16), "float32", name="A")
+    B = te.placeholder((16, 32), "float32", name="B")
+    k = te.reduce_axis((0, 16), name="k")
+    C = te.compute((32, 32), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    sch = s_tir.Schedule(te.create_prim_func([A, B, C]))
+    block = sch.get_sblock("C")
+    i, j, kk = sch.get_loops(block)
+    io, ii = sch.split(i, [None, 4])
+    jo, ji = sch.split(j, [None, 4])
+    sch.reorder(io, jo, ii, kk, ji)
+    sch.bind(io, "blockIdx.x")
+    sch.bind(jo, "threadIdx.x")
+    cache = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(cache, jo)
+    sch.vectorize(ji)
+    sch.vectorize(sch.get_loops(cache)[-1])
+
+    def reference(args):  # float32, k in order, as every thread accumulates
+        c = np.zeros((32, 32), "float32")
+        for step in range(16):
+            c = c + args[0][:, step:step + 1] * args[1][step:step + 1, :]
+        return [args[0], args[1], c]
+
+    hm = check_every_stage(sch, [_rand(32, 16), _rand(16, 32, seed=1), np.zeros((32, 32), "float32")],
+                           target="cuda", reference=reference)
+    assert "float32x4" in hm.stage("tirx.StorageRewrite").script
+
+
 def test_flat_view_indexed_past_its_size_inside_its_merged_allocation():
     # StorageRewrite merges allocations and indexes a view (8,) at 8 + i: bounds are the allocation's.
     @T.prim_func
