@@ -2089,12 +2089,11 @@ def _split_block(fdef, stmts: list, depth: int, counter: list) -> list:
         elif isinstance(st, (ast.For, ast.While)) and depth + 1 > _MAX_NESTED_BLOCKS:
             out.extend(_outline_loop(fdef, st, counter))
             continue
-        elif isinstance(st, (ast.For, ast.While, ast.With)):
+        elif isinstance(st, (ast.For, ast.While)):
             st.body = _split_block(fdef, st.body, depth + 1, counter)
-            st.orelse = _split_block(fdef, getattr(st, "orelse", []), depth + 1, counter) if hasattr(
-                st, "orelse") else None
-            if st.orelse is None:
-                del st.orelse
+            st.orelse = _split_block(fdef, st.orelse, depth + 1, counter)
+        elif isinstance(st, ast.With):
+            st.body = _split_block(fdef, st.body, depth + 1, counter)
         elif isinstance(st, ast.If):
             st.body = _split_block(fdef, st.body, depth, counter)
             st.orelse = _split_block(fdef, st.orelse, depth, counter)
