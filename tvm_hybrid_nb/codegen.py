@@ -271,6 +271,8 @@ class HybridCodegen:
         self.progress = progress
         self.serial_depth = 0
         self.progress_loops = 0
+        #: The progress call of the outermost loop being generated (an inner loop may report too).
+        self.progress_outer: ast.Call | None = None
         self.function_name = function_name
         self.stage = stage
         self.fast = mode == "fast"
@@ -304,6 +306,8 @@ class HybridCodegen:
         self.buffers: dict[int, _BufferInfo] = {}
         self.var_kinds: dict[int, tuple[str, str]] = {}
         self.masks: list[ast.expr] = []
+        #: Allocations with explicit strides (by buffer key and by name): their flat storage's name.
+        self.strided_storage: dict = {}
 
     # ------------------------------------------------------------------ entry
     def function_def(self) -> tuple[ast.FunctionDef, list[ParamSpec]]:
@@ -328,6 +332,7 @@ class HybridCodegen:
         module = ast.Module(body=self.extra_defs + [fdef], type_ignores=[])
         if self.fast:
             _drop_dead_assignments(module)
+        _split_deep_nests(module)
         ast.fix_missing_locations(module)
         kernel_text = ast.unparse(module)
         mode_note = ""
@@ -377,13 +382,18 @@ class HybridCodegen:
                         shape.append(None)
                         expressions.append((shape, axis, p, dim))
                 if (len(p.strides) and not _contiguous_strides(p)) or not _is_zero(p.elem_offset):
-                    raise UnsupportedConstructError("strided or offset parameter buffer", p.name)
+                    prologue.extend(self._bind_layout_vars(p, name))
                 self.buffers[_key(p)] = _BufferInfo(name, list(p.shape), str(p.dtype))
                 params.append(shape)
             else:
                 dtype = _dtype(p)
-                if self.namer.lookup(p) is not None:  # already bound as a symbolic size
-                    raise UnsupportedConstructError("scalar parameter used as a buffer size", p.name)
+                name = self.namer.lookup(p)
+                if name is not None:  # a buffer size too: the arguments are checked to agree
+                    if not (_is_int(dtype) and _lanes(dtype) == 1):
+                        raise UnsupportedConstructError("scalar parameter used as a buffer size", p.name)
+                    args.append(name)
+                    params.append(None)
+                    continue
                 name = self.namer.define(p, p.name)
                 args.append(name)
                 if _is_float(dtype):
@@ -404,6 +414,34 @@ class HybridCodegen:
             specs.append(ParamSpec(name, str(p.dtype), tuple(shape)) if shape is not None
                          else ParamSpec(name, _dtype(p), None))
         return args, prologue, specs
+
+    def _bind_layout_vars(self, p, name: str) -> list[ast.stmt]:
+        """A parameter buffer whose ``elem_offset`` or strides are variables (``offset_factor``, topi's
+        scans and sorts) accepts any offset and layout; the arrays it is given are contiguous and
+        start at their first element, so the offset is 0 and the strides are row-major.  Constant
+        offsets or strides that are not row-major stay refused."""
+        out = []
+        offset = p.elem_offset
+        if not _is_zero(offset):
+            if _type_key(offset) != "ir.Var" or self.namer.lookup(offset) is not None:
+                raise UnsupportedConstructError("strided or offset parameter buffer", p.name)
+            out.append(ast.Assign([_store_name(self.namer.define(offset, offset.name))], ast.Constant(0)))
+            self.var_kinds[_key(offset)] = ("py", _dtype(offset), False)
+            self.analyzer.bind(offset, tirx.const(0, _dtype(offset)), allow_override=True)
+        if len(p.strides) and not _contiguous_strides(p):
+            for axis, stride in enumerate(p.strides):
+                expected = 1
+                for dim in list(p.shape)[axis + 1:]:
+                    expected = expected * dim
+                if _type_key(stride) == "ir.Var" and self.namer.lookup(stride) is None:
+                    row_major = ast.Call(_name("int"), [ast.Call(_np("prod"), [ast.Subscript(
+                        ast.Attribute(_name(name), "shape", ast.Load()), ast.Slice(ast.Constant(axis + 1), None, None),
+                        ast.Load())], [ast.keyword("dtype", _np("int64"))])], [])
+                    out.append(ast.Assign([_store_name(self.namer.define(stride, stride.name))], row_major))
+                    self.var_kinds[_key(stride)] = ("py", _dtype(stride), False)
+                elif not self.analyzer.can_prove_equal(stride, expected):
+                    raise UnsupportedConstructError("strided or offset parameter buffer", p.name)
+        return out
 
     #: Operators a buffer shape expression may use (``Div``/``Mod`` only on sizes proven non-negative).
     SHAPE_OPS = {"prim.Add": ast.Add, "prim.Sub": ast.Sub, "prim.Mul": ast.Mult, "prim.FloorDiv": ast.FloorDiv,
@@ -780,6 +818,21 @@ class HybridCodegen:
             mask = ast.BinOp(mask, ast.BitAnd(), m)
         return mask
 
+    def _vector_lanes_as_axis(self, info: _BufferInfo, indices, values: list[Value]):
+        """A buffer of vectors (a thread's ``float32x4`` accumulator) indexed differently per lane:
+        its vector lanes are one more buffer axis, indexed by the lanes axis of the values."""
+        lanes = _lanes(info.dtype)
+        if lanes == 1 or not (_varying(*values) or info.prefix or info.per_thread):
+            return info, indices, values
+        if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") or v.lanes > 1 for i, v in zip(indices, values)):
+            return info, indices, values  # refused by _check_vector_buffer
+        scalar = _BufferInfo(info.name, list(info.shape) + [tirx.IntImm("int32", lanes)], _scalar_dtype(info.dtype),
+                             list(info.prefix), info.per_thread, info.shadow)
+        lane = Value(self._call("vector_lane_index", ast.Constant(lanes), ast.Constant(self.FAST_AXES)), "np",
+                     f"int32x{lanes}", True)
+        return scalar, list(indices) + [tirx.Ramp(tirx.IntImm("int32", 0), tirx.IntImm("int32", 1), lanes)], (
+            list(values) + [lane])
+
     @staticmethod
     def _check_vector_buffer(info: _BufferInfo, values: list[Value]) -> None:
         """Fast mode keeps accesses to a buffer of vectors (an extra lanes axis) serial."""
@@ -827,6 +880,7 @@ class HybridCodegen:
         """Fast mode: an access whose index is affine in the lanes is a strided view of the buffer
         (``lanes_view``), not a gather or scatter through index arrays."""
         if (not self.fast or self.stmt_masks or self.masks or info.prefix or info.per_thread
+                or info.name in self.strided_storage
                 or _lanes(info.dtype) > 1 or not _varying(*values) or not self._in_bounds(info, indices)):
             return None
         axes = [ax for ax in self.axes if ax.var is not None]
@@ -946,6 +1000,7 @@ class HybridCodegen:
         info = self._buffer(node.source)
         indices = list(node.indices)
         values = [self.visit_expr(i) for i in indices]
+        info, indices, values = self._vector_lanes_as_axis(info, indices, values)
         self._check_vector_buffer(info, values)
         if self._sanitized(info):
             views = self._checked_views(info, indices, values)
@@ -972,6 +1027,7 @@ class HybridCodegen:
         info = self._buffer(node.buffer)
         indices = list(node.indices)
         values = [self.visit_expr(i) for i in indices]
+        info, indices, values = self._vector_lanes_as_axis(info, indices, values)
         self._check_vector_buffer(info, values)
         return self._store(info, indices, values, self.visit_expr(node.value).node)
 
@@ -1009,7 +1065,7 @@ class HybridCodegen:
     def visit_AllocBuffer(self, node) -> list[ast.stmt]:
         buf = node.buffer
         name = self.namer.define(buf, buf.name)
-        self._declare_buffer(buf, name)
+        self._declare_buffer(buf, name, strided_ok=True)
         dims = [self.visit_expr(d) for d in buf.shape]
         if _varying(*dims):
             raise _CannotVectorize("allocation whose size differs between iterations")
@@ -1019,6 +1075,7 @@ class HybridCodegen:
         # allocation inside a loop that runs as lanes one copy per lane; shared memory is one copy.
         info.per_thread = scope.startswith("local") or (scope == "global" and any(ax.is_thread for ax in self.axes))
         private = [ax for ax in self.axes if not ax.is_thread]
+        self._check_lane_copies(buf, private, dims)
         info.prefix = [ast.BinOp(_name(ax.name), ast.Sub(), ax.lo)
                        if not (isinstance(ax.lo, ast.Constant) and ax.lo.value == 0) else _name(ax.name)
                        for ax in private]
@@ -1033,15 +1090,53 @@ class HybridCodegen:
         vector_lanes = [ast.Constant(_lanes(str(buf.dtype)))] if _lanes(str(buf.dtype)) > 1 else []
         shape = ast.Tuple(lanes_shape + [ax.extent for ax in private] + [d.node for d in dims] + vector_lanes,
                           ast.Load())
-        out = [ast.Assign([_store_name(name)],
-                          self._call("alloc", shape, ast.Constant(_scalar_dtype(str(buf.dtype)))))]
+        if len(buf.strides) and not _contiguous_strides(buf):
+            out = self._strided_alloc(buf, name, lanes_shape + [ax.extent for ax in private], dims)
+        else:
+            out = [ast.Assign([_store_name(name)],
+                              self._call("alloc", shape, ast.Constant(_scalar_dtype(str(buf.dtype)))))]
         if self.check:  # which elements were written: reading any other is reading uninitialised memory
             info.shadow = self.namer.define_name(f"{name}_written")
             out.append(ast.Assign([_store_name(info.shadow)], self._call("alloc", shape, ast.Constant("bool"))))
         return out
 
-    def _declare_buffer(self, buf, name: str) -> None:
-        if len(buf.strides) and not _contiguous_strides(buf):
+    #: Fast mode: the most memory the copies of one allocation made per lane may take; a loop whose
+    #: lanes would need more runs serially (one copy at a time), as the compiled kernel does.
+    LANE_COPIES_MAX_BYTES = 256 << 20
+    #: Lanes assumed for a loop whose extent is only known at run time.
+    UNKNOWN_LANES = 1 << 16
+
+    def _check_lane_copies(self, buf, private: list, dims: list) -> None:
+        if not private:
+            return
+        nbytes = max(tvm.DataType(str(buf.dtype)).bits // 8, 1) * _lanes(str(buf.dtype))
+        for node in [ax.extent if ax.var is None or _key(ax.var) != self.chunked_var else self.chunked_extent
+                     for ax in private] + [d.node for d in dims]:
+            nbytes *= node.value if isinstance(node, ast.Constant) else self.UNKNOWN_LANES
+        if nbytes > self.LANE_COPIES_MAX_BYTES:
+            raise _CannotVectorize(f"one copy of {buf.name} per lane would need {nbytes >> 20} MiB")
+
+    def _strided_alloc(self, buf, name: str, lead: list, dims: list) -> list[ast.stmt]:
+        """An allocation with explicit strides (``storage_align`` pads rows): flat storage of the
+        strides' span per copy and a strided view of it with the buffer's shape."""
+        if _lanes(str(buf.dtype)) > 1:
+            raise UnsupportedConstructError("strided buffer", f"{buf.name} of vectors")
+        strides = [self.visit_expr(st) for st in buf.strides]
+        if _varying(*strides):
+            raise _CannotVectorize("allocation whose strides differ between iterations")
+        storage = self.namer.define_name(f"{name}_storage")
+        self.strided_storage[_key(buf)] = storage
+        self.strided_storage[name] = storage
+        span = self._call("strided_span", ast.Tuple([d.node for d in dims], ast.Load()),
+                          ast.Tuple([st.node for st in strides], ast.Load()))
+        return [ast.Assign([_store_name(storage)], self._call("alloc", ast.Tuple(lead + [span], ast.Load()),
+                                                              ast.Constant(str(buf.dtype)))),
+                ast.Assign([_store_name(name)], self._call(
+                    "strided", _name(storage), ast.Tuple([d.node for d in dims], ast.Load()),
+                    ast.Tuple([st.node for st in strides], ast.Load())))]
+
+    def _declare_buffer(self, buf, name: str, strided_ok: bool = False) -> None:
+        if len(buf.strides) and not _contiguous_strides(buf) and not strided_ok:
             raise UnsupportedConstructError("strided buffer", str(buf.name))
         self.buffers[_key(buf)] = _BufferInfo(name, list(buf.shape), str(buf.dtype))
 
@@ -1054,16 +1149,19 @@ class HybridCodegen:
             self._declare_buffer(buf, name)
             offset = self.visit_expr(buf.elem_offset) if buf.elem_offset is not None else Value(
                 ast.Constant(0), "py", "int32")
-            shape = ast.Tuple([self.visit_expr(d).node for d in buf.shape], ast.Load())
-            value = self._call("view", storage.node, ast.Constant(str(buf.dtype)), shape, offset.node)
+            value = self._view_call(storage.node, str(buf.dtype), [self.visit_expr(d).node for d in buf.shape],
+                                    offset.node)
             return [ast.Assign([_store_name(name)], value)]
+        if (data is not None and _type_key(data) == "ir.Call" and data.op.name == "tirx.address_of"
+                and _type_key(data.args[0]) == "ir.TensorLoad"):
+            return self._address_view(buf, data.args[0])
         if data is None or _type_key(data) != "ir.Call" or data.op.name != "tirx.buffer_data":
             raise UnsupportedConstructError("tirx.DeclBuffer", f"{buf.name} over data {data}")
         source = self._buffer(data.args[0])
         if source.prefix and not source.per_thread:  # allocated per fast-mode lane: run the loop serially
             raise _CannotVectorize(f"view {buf.name} of per-lane buffer {source.name}")
         if source.per_thread:
-            raise UnsupportedConstructError("tirx.DeclBuffer", f"view {buf.name} of per-thread buffer {source.name}")
+            return self._per_thread_view(buf, data.args[0], source)
         name = self.namer.define(buf, buf.name)
         self._declare_buffer(buf, name)
         self.storage_roots[_key(buf)] = self.storage_roots.get(_key(data.args[0]), _key(data.args[0]))
@@ -1073,19 +1171,97 @@ class HybridCodegen:
         if _varying(offset_value, *shape_values):
             raise _CannotVectorize("buffer view that differs between iterations")
         shape_nodes = [v.node for v in shape_values]
+        vector_lanes = [ast.Constant(_lanes(source.dtype))] if _lanes(source.dtype) > 1 else []
         if str(buf.dtype) == source.dtype and _is_zero(offset) and self._same_size(buf.shape, source.shape):
-            value = ast.Call(ast.Attribute(_name(source.name), "reshape", ast.Load()), shape_nodes, [])
+            value = ast.Call(ast.Attribute(_name(source.name), "reshape", ast.Load()), shape_nodes + vector_lanes, [])
         else:
-            value = self._call("view", _name(source.name), ast.Constant(str(buf.dtype)),
-                               ast.Tuple(shape_nodes, ast.Load()), offset_value.node)
+            value = self._view_call(_name(source.name), str(buf.dtype), shape_nodes, offset_value.node,
+                                    to_end=len(shape_nodes) == 1)
         out = [ast.Assign([_store_name(name)], value)]
         if source.shadow is not None and str(buf.dtype) == source.dtype:
             info = self.buffers[_key(buf)]
             info.shadow = self.namer.define_name(f"{name}_written")
-            out.append(ast.Assign([_store_name(info.shadow)], self._call(
-                "view", _name(source.shadow), ast.Constant("bool"), ast.Tuple(shape_nodes, ast.Load()),
-                offset_value.node)))
+            marks = "bool" if _lanes(source.dtype) == 1 else f"boolx{_lanes(source.dtype)}"
+            out.append(ast.Assign([_store_name(info.shadow)], self._view_call(
+                _name(source.shadow), marks, shape_nodes, offset_value.node, to_end=len(shape_nodes) == 1)))
         return out
+
+    def _address_view(self, buf, load) -> list[ast.stmt]:
+        """A buffer declared at the address of an element (``data=T.address_of(A[i, 0])``): a view of
+        the element's storage from that element on."""
+        source = self._buffer(load.source)
+        if source.prefix or source.per_thread or source.name in self.strided_storage:
+            raise UnsupportedConstructError("tirx.DeclBuffer", f"{buf.name} at an address in {source.name}")
+        if str(buf.dtype) != source.dtype or _lanes(source.dtype) > 1 or _lanes(_dtype(load)) > 1:
+            raise UnsupportedConstructError("tirx.DeclBuffer", f"{buf.name} of another dtype at an address in "
+                                                                f"{source.name}")
+        flat = tirx.const(0, _dtype(load.indices[0]))
+        for idx, dim in zip(load.indices, load.source.shape):
+            flat = flat * dim + idx
+        if not _is_zero(buf.elem_offset):
+            flat = flat + buf.elem_offset
+        offset = self.visit_expr(tvm.sym.Analyzer().simplify(flat))
+        shape_values = [self.visit_expr(d) for d in buf.shape]
+        if _varying(offset, *shape_values):
+            raise _CannotVectorize("buffer view that differs between iterations")
+        name = self.namer.define(buf, buf.name)
+        self._declare_buffer(buf, name)
+        root = _key(load.source)
+        self.storage_roots[_key(buf)] = self.storage_roots.get(root, root)
+        storage = ast.Call(ast.Attribute(_name(source.name), "reshape", ast.Load()), [ast.Constant(-1)], [])
+        shape_nodes = [v.node for v in shape_values]
+        out = [ast.Assign([_store_name(name)], self._view_call(storage, str(buf.dtype), shape_nodes, offset.node,
+                                                               to_end=len(shape_nodes) == 1))]
+        if source.shadow is not None:
+            info = self.buffers[_key(buf)]
+            info.shadow = self.namer.define_name(f"{name}_written")
+            marks = ast.Call(ast.Attribute(_name(source.shadow), "reshape", ast.Load()), [ast.Constant(-1)], [])
+            out.append(ast.Assign([_store_name(info.shadow)], self._view_call(
+                marks, "bool", shape_nodes, offset.node, to_end=len(shape_nodes) == 1)))
+        return out
+
+    def _per_thread_view(self, buf, source_buf, source: _BufferInfo) -> list[ast.stmt]:
+        """A view of per-thread memory (``StorageRewrite`` declares them): the same view of every
+        thread's copy, so it is per-thread memory too."""
+        shape_values = [self.visit_expr(d) for d in buf.shape]
+        offset_value = (self.visit_expr(buf.elem_offset) if buf.elem_offset is not None
+                        else Value(ast.Constant(0), "py", "int32"))
+        if _varying(offset_value, *shape_values):
+            raise UnsupportedConstructError("tirx.DeclBuffer", f"view {buf.name} that differs between threads")
+        name = self.namer.define(buf, buf.name)
+        self._declare_buffer(buf, name)
+        self.storage_roots[_key(buf)] = self.storage_roots.get(_key(source_buf), _key(source_buf))
+        info = self.buffers[_key(buf)]
+        info.per_thread, info.prefix = True, list(source.prefix)
+        lead = ast.Constant(len(self.THREAD_AXES) + len(source.prefix))
+        dtype, shape_nodes, offset = str(buf.dtype), [v.node for v in shape_values], offset_value.node
+        if _lanes(dtype) > 1:
+            shape_nodes = shape_nodes + [ast.Constant(_lanes(dtype))]
+            offset = ast.BinOp(offset, ast.Mult(), ast.Constant(_lanes(dtype)))
+        out = [ast.Assign([_store_name(name)], self._call(
+            "rows_view", _name(source.name), lead, ast.Constant(_scalar_dtype(dtype)),
+            ast.Tuple(shape_nodes, ast.Load()), offset))]
+        if source.shadow is not None and dtype == source.dtype:
+            info.shadow = self.namer.define_name(f"{name}_written")
+            out.append(ast.Assign([_store_name(info.shadow)], self._call(
+                "rows_view", _name(source.shadow), lead, ast.Constant("bool"), ast.Tuple(shape_nodes, ast.Load()),
+                offset)))
+        return out
+
+    def _view_call(self, storage: ast.expr, dtype: str, shape_nodes: list, offset: ast.expr,
+                   to_end: bool = False) -> ast.expr:
+        """``view(storage, ...)`` of a buffer declared over existing storage; a buffer of vectors
+        (``float32x16``) is a view of scalars with the lanes as its last axis.  A flat view
+        (``to_end``) reaches to the end of its storage: the bounds of an access belong to the
+        allocation (``StorageRewrite`` merges allocations and indexes past a view's declared size)."""
+        lanes = _lanes(dtype)
+        if to_end and lanes == 1:
+            return self._call("flat_view", storage, ast.Constant(dtype), shape_nodes[0], offset)
+        if lanes > 1:
+            shape_nodes = list(shape_nodes) + [ast.Constant(lanes)]
+            offset = ast.BinOp(offset, ast.Mult(), ast.Constant(lanes))
+        return self._call("view", storage, ast.Constant(_scalar_dtype(dtype)), ast.Tuple(shape_nodes, ast.Load()),
+                          offset)
 
     def _same_size(self, shape_a, shape_b) -> bool:
         prod_a = 1
@@ -1114,11 +1290,15 @@ class HybridCodegen:
             return self._conditional(args[0], args[1], args[2], dtype, lazy=True)
         if short == "likely":
             return self.visit_expr(args[0])
+        special = self._exact_intrinsic(short, node, args)
+        if special is not None:
+            return special
         if short == "buffer_data":
             info = self._buffer(args[0])
             if info.prefix or info.per_thread:
                 raise UnsupportedConstructError("tirx.buffer_data", f"of per-lane buffer {info.name}")
-            flat = ast.Call(ast.Attribute(_name(info.name), "reshape", ast.Load()), [ast.Constant(-1)], [])
+            storage = self.strided_storage.get(_key(args[0]), info.name)
+            flat = ast.Call(ast.Attribute(_name(storage), "reshape", ast.Load()), [ast.Constant(-1)], [])
             return Value(flat, "np", "handle")
         if short in ("tvm_warp_shuffle", "tvm_warp_shuffle_down", "tvm_warp_shuffle_up"):
             if self.stmt_masks:
@@ -1205,6 +1385,9 @@ class HybridCodegen:
         if _type_key(value) == "ir.Call" and isinstance(value.op, tvm.ir.Op) and value.op.name.endswith(
                 "tvm_thread_allreduce"):
             return self._thread_allreduce(list(value.args))
+        statement = self._intrinsic_statement(value)
+        if statement is not None:
+            return statement
         return [ast.Expr(self.visit_expr(value).node)]
 
     def visit_Bind(self, node) -> list[ast.stmt]:
@@ -1234,7 +1417,7 @@ class HybridCodegen:
             raise UnsupportedConstructError("tirx.For", f"loop kind {kind}")
         step = node.step
         if step is not None and not (_type_key(step) == "ir.IntImm" and int(step.value) == 1):
-            raise UnsupportedConstructError("tirx.For", "loop with a step")
+            return self._stepped_for(node)
         lo = self.visit_expr(node.min)
         extent = self.visit_expr(node.extent)
         if _varying(lo, extent):
@@ -1289,6 +1472,7 @@ class HybridCodegen:
             hook = [ast.Expr(ast.Call(_name("__progress__"),
                                       [ast.Constant(self.progress_loops), done, extent.node], []))]
             self.progress_loops += 1
+            self.progress_outer = hook[0].value
         self.serial_depth += 1
         self.serial_frames.append(frame)
         try:
@@ -1296,7 +1480,21 @@ class HybridCodegen:
         finally:
             self.serial_depth -= 1
             self.serial_frames.pop()
+        hook = hook or self._inner_progress_hook(name, lo, node, extent, body)
         return frame.hoisted + [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]
+
+    def _inner_progress_hook(self, name: str, lo: Value, node, extent: Value, body: list) -> list[ast.stmt]:
+        """Progress inside the outermost loop (one that runs long per iteration, or only once): the
+        first loop nested in it that itself holds a loop reports ``__progress__(loop, done, extent,
+        inner done, inner extent)``, so slow can be told from hung; the loop inside keeps the cost of
+        a call per iteration negligible.  The outer loop then reports the iterations it completed."""
+        outer = self.progress_outer
+        if (not self.progress or self.serial_depth != 1 or outer is None or len(outer.args) > 3
+                or not any(isinstance(n, (ast.For, ast.While)) for st in body for n in ast.walk(st))):
+            return []
+        outer.args.extend([ast.Constant(0), ast.Constant(0)])
+        done = ast.BinOp(_name(name), ast.Sub(), lo.node) if not _is_zero(node.min) else _name(name)
+        return [ast.Expr(ast.Call(_name("__progress__"), outer.args[:3] + [done, extent.node], []))]
 
     def _vectorized_for(self, node, lo: Value) -> list[ast.stmt]:
         """All iterations at once: the loop variable becomes an array along its own axis."""
@@ -1566,6 +1764,118 @@ class HybridCodegen:
             raise _CannotVectorize("continue")
         return [ast.Continue()]
 
+    # ------------------------------------------------------------------ constructs with an exact meaning
+    def _intrinsic_statement(self, call) -> list[ast.stmt] | None:
+        """Intrinsics evaluated as statements: ``assume`` (no run-time effect), ``break_loop``,
+        ``continue_loop`` and ``masked_store``; None for any other expression."""
+        if _type_key(call) != "ir.Call" or not isinstance(call.op, tvm.ir.Op):
+            return None
+        name = call.op.name
+        if name == "tirx.assume":
+            return []
+        if name == "tirx.break_loop":
+            return self.visit_Break(call)
+        if name == "tirx.continue_loop":
+            return self.visit_Continue(call)
+        if name == "tirx.masked_store":
+            return self._masked_store(list(call.args))
+        return None
+
+    def _exact_intrinsic(self, short: str, node, args) -> Value | None:
+        """Intrinsics used as values that have an exact meaning; None for any other."""
+        if short == "assume":
+            return Value(ast.Constant(True), "py", "bool")
+        if short == "ignore_loop_partition":
+            return self.visit_expr(args[0])
+        if short == "clz":
+            a = self.to_np(self.visit_expr(args[0]))
+            return Value(self._call("clz", a.node, ast.Constant(_scalar_dtype(_dtype(node)))), "np", _dtype(node),
+                         a.varying)
+        if short == "tvm_call_packed":
+            return self._packed_call(node, args)
+        if short == "masked_load":
+            self.masks.append(self.to_np(self.visit_expr(args[-1])).node)
+            try:
+                return self.visit_TensorLoad(tirx.BufferLoad(args[0], list(args[1:-1])))
+            finally:
+                self.masks.pop()
+        return None
+
+    #: Runtime functions called through ``tvm_call_packed`` that the emulator implements exactly.
+    PACKED_FUNCTIONS = ("tvm.contrib.sort.sort", "tvm.contrib.sort.argsort", "tvm.contrib.sort.topk")
+
+    def _packed_call(self, node, args) -> Value:
+        """``tvm_call_packed`` of one of TVM's sort functions (topi's CPU sort, argsort, topk): the
+        same stable sort in numpy (``contrib_sort``).  Any other packed function is refused by name."""
+        function = str(args[0].value) if _type_key(args[0]) == "ir.StringImm" else str(args[0])
+        if function not in self.PACKED_FUNCTIONS:
+            raise UnsupportedConstructError("tirx.tvm_call_packed", function)
+        if self.vector_depth or self.stmt_masks:
+            raise _CannotVectorize(f"{function} in a loop that runs as lanes")
+        nodes = []
+        for arg in args[1:]:
+            if _type_key(arg) == "ir.Call" and isinstance(arg.op, tvm.ir.Op) and arg.op.name == "tirx.tvm_stack_make_array":
+                nodes.append(self._stack_array(function, arg))
+            else:
+                value = self.visit_expr(arg)
+                if value.varying:
+                    raise _CannotVectorize(f"{function} argument that differs between lanes")
+                nodes.append(value.node)
+        return Value(self._call("contrib_sort", ast.Constant(function), *nodes), "py", _dtype(node))
+
+    def _stack_array(self, function: str, call) -> ast.expr:
+        """``tvm_stack_make_array(data, shape, strides, ndim, dtype, elem_offset)``: a view of the data."""
+        data, shape, strides, _ndim, dtype_hint, offset = call.args
+        if not _is_zero(strides):
+            raise UnsupportedConstructError("tirx.tvm_stack_make_array", f"with strides, passed to {function}")
+        if not (_type_key(shape) == "ir.Call" and shape.op.name == "tirx.tvm_stack_make_shape"):
+            raise UnsupportedConstructError("tirx.tvm_stack_make_array", f"shape {shape}")
+        dims = [self.visit_expr(d) for d in shape.args]
+        storage, offset_value = self.visit_expr(data), self.visit_expr(offset)
+        if _varying(storage, offset_value, *dims):
+            raise _CannotVectorize(f"{function} argument that differs between lanes")
+        return self._call("view", storage.node, ast.Constant(_scalar_dtype(_dtype(dtype_hint))),
+                          ast.Tuple([d.node for d in dims], ast.Load()), offset_value.node)
+
+    def _masked_store(self, args) -> list[ast.stmt]:
+        """``masked_store(buffer, value, *indices, mask)``: the lanes where ``mask`` holds are written."""
+        info = self._buffer(args[0])
+        indices = list(args[2:-1])
+        values = [self.visit_expr(i) for i in indices]
+        value = self.visit_expr(args[1]).node
+        self.stmt_masks.append(self.to_np(self.visit_expr(args[-1])).node)
+        try:
+            return self._store(info, indices, values, value)
+        finally:
+            self.stmt_masks.pop()
+
+    def _stepped_for(self, node) -> list[ast.stmt]:
+        """A loop with a step: ``range(min, min + extent, step)``, always run serially."""
+        if int(node.kind) == 4:
+            raise UnsupportedConstructError("tirx.For", "thread-bound loop with a step")
+        lo = self.visit_expr(node.min)
+        end = self.visit_expr(tvm.sym.Analyzer().simplify(node.min + node.extent))
+        step = self.visit_expr(node.step)
+        if _varying(lo, end, step):
+            raise _CannotVectorize("loop bounds that differ between iterations")
+        try:
+            self.analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent),
+                               allow_override=True)
+        except Exception:
+            pass
+        name = self.namer.define(node.loop_var, node.loop_var.name)
+        self.var_kinds[_key(node.loop_var)] = ("py", _dtype(node.loop_var), False)
+        # No serial frame: hoisted views assume a loop that advances by one.
+        if self.serial_depth == 0:
+            self.progress_outer = None  # no progress call of its own for loops inside to refine
+        self.serial_depth += 1
+        try:
+            body = self.visit_stmt(node.body)
+        finally:
+            self.serial_depth -= 1
+        call = ast.Call(_name("range"), [lo.node, end.node, step.node], [])
+        return [ast.For(_store_name(name), call, body or [ast.Pass()], [])]
+
     def visit_SBlockRealize(self, node) -> list[ast.stmt]:
         block = node.block
         threads = [ax for ax in self.axes if ax.is_thread]
@@ -1582,7 +1892,7 @@ class HybridCodegen:
             if int(iv.iter_type) == 2:  # reduction axis: init runs at its first value
                 lo = self.visit_expr(iv.dom.min)
                 reduce_checks.append(Value(ast.Compare(_name(name), [ast.Eq()], [lo.node]), "py", "bool", v.varying))
-            elif int(iv.iter_type) not in (0,):
+            elif int(iv.iter_type) not in (0, 3, 4):  # data-parallel, ordered, opaque: plain bindings
                 raise UnsupportedConstructError("s_tir.SBlock", f"iterator kind {int(iv.iter_type)}")
         pred = None if _is_true(node.predicate) else self.visit_expr(node.predicate)
         if pred is not None and pred.varying:
@@ -1665,12 +1975,13 @@ class HybridCodegen:
     def _match_buffer(self, match) -> list[ast.stmt]:
         buf = match.buffer
         region = match.source
-        source = self._buffer(region.buffer)
+        source = self._buffer(region.source)
         ranges = list(region.region)
         if len(ranges) != len(buf.shape):
             raise UnsupportedConstructError("s_tir.MatchBufferRegion", f"{buf.name} changes the number of dimensions")
         name = self.namer.define(buf, buf.name)
-        self._declare_buffer(buf, name)
+        self._declare_buffer(buf, name, strided_ok=True)  # a slice keeps its source's layout
+        layout = self._match_layout(buf, region, source)
         slices = []
         for r in ranges:
             lo = self.visit_expr(r.min)
@@ -1679,7 +1990,40 @@ class HybridCodegen:
                 raise _CannotVectorize("match_buffer region that differs between iterations")
             slices.append(ast.Slice(lo.node, hi.node, None))
         value = ast.Subscript(_name(source.name), ast.Tuple(slices, ast.Load()), ast.Load())
-        return [ast.Assign([_store_name(name)], value)]
+        return layout + [ast.Assign([_store_name(name)], value)]
+
+    def _match_layout(self, buf, region, source: _BufferInfo) -> list[ast.stmt]:
+        """A match_buffer's ``elem_offset`` and strides that are variables (``offset_factor``,
+        tensor intrinsics' ``strides=[s0, s1]``) take the region's place in its source's layout
+        (row-major, or the allocation's explicit strides); constant ones are refused unless they
+        are that layout."""
+        src = region.source
+        strides = list(src.strides) if len(src.strides) else None
+        if strides is None:
+            strides = []
+            for axis in range(len(src.shape)):
+                stride = tirx.const(1, "int32")
+                for dim in list(src.shape)[axis + 1:]:
+                    stride = stride * dim
+                strides.append(stride)
+        offset = src.elem_offset if not _is_zero(src.elem_offset) else tirx.const(0, "int32")
+        for r, stride in zip(region.region, strides):
+            offset = offset + r.min * stride
+        out = []
+        simplify = tvm.sym.Analyzer().simplify
+        pairs = [(buf.elem_offset, offset)] + list(zip(buf.strides, strides[len(strides) - len(buf.strides):]))
+        for var, value in pairs:
+            if var is None or (_is_zero(var) and _is_zero(simplify(value))):
+                continue
+            if _type_key(var) == "ir.Var" and self.namer.lookup(var) is None:
+                node = self.visit_expr(simplify(value))
+                if node.varying:
+                    raise _CannotVectorize("match_buffer region that differs between iterations")
+                out.append(ast.Assign([_store_name(self.namer.define(var, var.name))], node.node))
+                self.var_kinds[_key(var)] = ("py", _dtype(var), False)
+            elif not self.analyzer.can_prove_equal(var, value):
+                raise UnsupportedConstructError("s_tir.MatchBufferRegion", f"{buf.name}: layout of its region")
+        return out
 
 
 class _BinaryLike:
@@ -1716,6 +2060,82 @@ def generate_kernel(func, function_name: str, stage: str | None = None, mode: st
     the variant that is executed: each outermost loop iteration calls ``__progress__``.
     """
     return HybridCodegen(func, function_name, stage, mode, progress, module_functions, check, synced).generate()
+
+
+# ---------------------------------------------------------------------- deep loop nests
+#: Python compiles at most 20 statically nested blocks (loops, ``with``) per function; a loop that
+#: would be nested deeper than this moves into a function of its own.
+_MAX_NESTED_BLOCKS = 16
+
+
+def _split_deep_nests(module: ast.Module) -> None:
+    """Move every loop nested deeper than :data:`_MAX_NESTED_BLOCKS` into a nested function called
+    in its place (``nonlocal`` for the names it shares with the enclosing function)."""
+    counter = [0]
+    for node in list(module.body):
+        if isinstance(node, ast.FunctionDef):
+            _split_function(node, counter)
+
+
+def _split_function(fdef: ast.FunctionDef, counter: list) -> None:
+    fdef.body = _split_block(fdef, fdef.body, 0, counter)
+
+
+def _split_block(fdef, stmts: list, depth: int, counter: list) -> list:
+    out = []
+    for st in stmts:
+        if isinstance(st, ast.FunctionDef):
+            _split_function(st, counter)
+        elif isinstance(st, (ast.For, ast.While)) and depth + 1 > _MAX_NESTED_BLOCKS:
+            out.extend(_outline_loop(fdef, st, counter))
+            continue
+        elif isinstance(st, (ast.For, ast.While)):
+            st.body = _split_block(fdef, st.body, depth + 1, counter)
+            st.orelse = _split_block(fdef, st.orelse, depth + 1, counter)
+        elif isinstance(st, ast.With):
+            st.body = _split_block(fdef, st.body, depth + 1, counter)
+        elif isinstance(st, ast.If):
+            st.body = _split_block(fdef, st.body, depth, counter)
+            st.orelse = _split_block(fdef, st.orelse, depth, counter)
+        out.append(st)
+    return out
+
+
+def _outline_loop(fdef: ast.FunctionDef, loop: ast.stmt, counter: list) -> list:
+    counter[0] += 1
+    name = f"_nest_{counter[0]}"
+    stored = _names_in([loop], ast.Store)
+    params = {a.arg for a in fdef.args.args}
+    shared = stored & (_names_in(fdef.body, None, skip=loop) | params)
+    prebind = [ast.Assign([_store_name(n)], ast.Constant(None))
+               for n in sorted(shared - _names_in(fdef.body, ast.Store, skip=loop) - params)]
+    body = ([ast.Nonlocal(sorted(shared))] if shared else []) + [loop]
+    inner = ast.FunctionDef(name=name, args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
+                                                        defaults=[]),
+                            body=body, decorator_list=[], returns=None, type_params=[])
+    _split_function(inner, counter)
+    return prebind + [inner, ast.Expr(ast.Call(_name(name), [], []))]
+
+
+def _names_in(nodes, kind, skip=None) -> set[str]:
+    """Names that ``nodes`` bind (``kind`` ast.Store: assignments, ``nonlocal``, ``def``) or use at
+    all (``kind`` None, including inside nested functions), leaving out the statement ``skip``."""
+    found: set[str] = set()
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if node is skip:
+            continue
+        if isinstance(node, ast.Name) and (kind is None or isinstance(node.ctx, kind)):
+            found.add(node.id)
+        elif isinstance(node, ast.Nonlocal):
+            found.update(node.names)
+        elif isinstance(node, ast.FunctionDef):
+            found.add(node.name)
+            if kind is not None:  # its own assignments are its locals
+                continue
+        stack.extend(ast.iter_child_nodes(node))
+    return found
 
 
 # ---------------------------------------------------------------------- fast-mode dead code

@@ -153,20 +153,28 @@ class Stage:
             synced = any(st.name == "s_tir.ThreadSync" for st in self._owner.stages[:self.index + 1])
             gen = generate_kernel(self.function, self._owner.name, stage=self.label, mode=mode, progress=True,
                                   module_functions=self.module_functions, check=check, synced=synced)
-            state = {"callback": None, "thread": None}
+            state = {"callback": None, "thread": None, "last": 0.0}
             total = max(gen.progress_loops, 1)
 
-            def report(loop_no, done, extent):
+            def report(loop_no, done, extent, inner_done=None, inner_extent=None):
                 callback = state["callback"]
                 # Chunks of a parallel loop on other threads progress alike; the caller's chunk reports.
                 if callback is not None and extent and threading.get_ident() == state["thread"]:
-                    callback(min(1.0, (loop_no + (int(done) + 1) / int(extent)) / total))
+                    if inner_extent is None:  # an outermost loop's iteration starts
+                        part = int(done) + 1
+                    elif not inner_extent:  # ... whose inner loop reports: the iterations done
+                        part = int(done)
+                    else:
+                        part = int(done) + (int(inner_done) + 1) / int(inner_extent)
+                    fraction = max(state["last"], min(1.0, (loop_no + part / int(extent)) / total))
+                    state["last"] = fraction
+                    callback(fraction)
 
             fn = load_kernel(gen.source, self._owner.name, label=f"{self.label} {mode}",
                              namespace={"__progress__": report})
 
             def run(*arrays, progress=None):
-                state["callback"], state["thread"] = progress, threading.get_ident()
+                state["callback"], state["thread"], state["last"] = progress, threading.get_ident(), 0.0
                 try:
                     return fn(*arrays)
                 finally:
@@ -529,6 +537,8 @@ def _mark_outputs(params: list[ParamSpec], func) -> list[ParamSpec]:
                 written.add(i)
     except Exception:  # analysis not applicable: fall back to "the last buffer"
         written = {len(buffers) - 1} if buffers else set()
+    indirect = _written_indirectly(func)
+    written |= {i for i, buf in enumerate(buffers) if any(buf.same_as(w) for w in indirect)}
     out = []
     buf_index = 0
     for spec in params:
@@ -536,6 +546,39 @@ def _mark_outputs(params: list[ParamSpec], func) -> list[ParamSpec]:
             spec = ParamSpec(spec.name, spec.dtype, spec.shape, buf_index in written)
             buf_index += 1
         out.append(spec)
+    return out
+
+
+#: The runtime functions the emulator knows: which of their arguments (a slice) are outputs.
+_PACKED_OUTPUTS = {"tvm.contrib.sort.sort": (1, -2), "tvm.contrib.sort.argsort": (1, -2),
+                   "tvm.contrib.sort.topk": (1, -4)}
+
+
+def _written_indirectly(func) -> list:
+    """Buffers written where the access analysis does not look: through a block's match_buffer (its
+    ``T.writes`` regions), ``masked_store`` and the output arguments of packed calls."""
+    found: list = []
+
+    def visit(node):
+        if isinstance(node, tvm.s_tir.SBlock):
+            for region in node.writes:
+                found.append(region.source)
+        elif isinstance(node, tvm.ir.Call) and isinstance(node.op, tvm.ir.Op):
+            if node.op.name == "tirx.masked_store":
+                found.append(node.args[0])
+            elif node.op.name == "tirx.tvm_call_packed" and str(node.args[0].value) in _PACKED_OUTPUTS:
+                first, last = _PACKED_OUTPUTS[str(node.args[0].value)]
+                for arg in list(node.args)[1 + first:len(node.args) + last]:
+                    if isinstance(arg, tvm.ir.Call) and arg.op.name == "tirx.tvm_stack_make_array":
+                        found.append(arg.args[0])
+        return True
+
+    tvm_ffi.structural_walk(func.body, visit, order="post")
+    out = []
+    for node in found:
+        if isinstance(node, tvm.ir.Call):  # buffer_data(B)
+            node = node.args[0]
+        out.append(node)
     return out
 
 

@@ -472,6 +472,104 @@ def view(data, dtype, shape, elem_offset=0):
     return out
 
 
+def _stable_order(data, axis, ascend):
+    """The order ``std::stable_sort`` gives with TVM's comparators: ascending (``<``) or descending
+    (``>``) values, equal values in their original order.  NaN breaks the strict weak order those
+    comparators need, so the C++ result depends on the library's merge steps: refused."""
+    if data.dtype.kind == "f" and np.isnan(data).any():
+        raise ValueError("sorting NaN: std::stable_sort's order is implementation-defined for NaN "
+                         "(TVM's comparators are not a strict weak order), so it cannot be emulated exactly")
+    if ascend:
+        return np.argsort(data, axis=axis, kind="stable")
+    n = data.shape[axis]
+    flipped = np.argsort(np.flip(data, axis=axis), axis=axis, kind="stable")
+    return np.flip(n - 1 - flipped, axis=axis)
+
+
+def contrib_sort(function, *args):
+    """TVM's runtime sort functions (``src/runtime/contrib/sort/sort.cc``) on numpy views:
+    ``sort(data, out, axis, is_ascend)``, ``argsort(data, out, axis, is_ascend)`` and
+    ``topk(data, out..., k, axis, ret_type, is_ascend)`` (``ret_type`` "both": values then indices;
+    ``k < 1`` means all).  Indices are cast to the output's dtype.  Returns 0 like a packed call."""
+    data = args[0]
+    if function == "tvm.contrib.sort.topk":
+        k, axis, ret_type, ascend = int(args[-4]), int(args[-3]), str(args[-2]), bool(args[-1])
+        outs = list(args[1:-4])
+        values = outs[0] if ret_type in ("both", "values") else None
+        indices = outs[-1] if ret_type in ("both", "indices") else None
+        if ret_type not in ("both", "values", "indices"):
+            raise ValueError(f"topk: unsupported ret_type {ret_type!r}")
+    else:
+        axis, ascend = int(args[2]), bool(args[3])
+    axis = axis + data.ndim if axis < 0 else axis
+    if not 0 <= axis < data.ndim:
+        raise ValueError(f"{function}: axis out of bounds for input of {data.ndim} dimensions")
+    order = _stable_order(data, axis, ascend)
+    if function == "tvm.contrib.sort.sort":
+        args[1][...] = np.take_along_axis(data, order, axis=axis)
+    elif function == "tvm.contrib.sort.argsort":
+        args[1][...] = order.astype(args[1].dtype)
+    else:
+        n = data.shape[axis]
+        k = n if k < 1 else min(k, n)
+        top = np.take(order, np.arange(k), axis=axis)
+        index = (slice(None),) * axis + (slice(0, k),)
+        if values is not None:
+            values[index] = np.take_along_axis(data, top, axis=axis)
+        if indices is not None:
+            indices[index] = top.astype(indices.dtype)
+    return 0
+
+
+def vector_lane_index(lanes, ndim=12):
+    """The index of each vector lane along the last of ``ndim`` lane axes."""
+    return np.arange(lanes, dtype=np.int32).reshape((1,) * (ndim - 1) + (lanes,))
+
+
+def strided_span(shape, strides):
+    """Elements of storage a strided buffer spans."""
+    if any(int(d) == 0 for d in shape):
+        return 0
+    return 1 + sum((int(d) - 1) * int(s) for d, s in zip(shape, strides))
+
+
+def strided(storage, shape, strides):
+    """A buffer with explicit strides (in elements) over ``storage``, whose last axis holds the
+    elements of each copy; shares memory, never copies."""
+    item = storage.itemsize
+    return np.lib.stride_tricks.as_strided(storage, storage.shape[:-1] + tuple(int(d) for d in shape),
+                                           storage.strides[:-1] + tuple(int(s) * item for s in strides))
+
+
+def flat_view(data, dtype, size, elem_offset=0):
+    """A flat buffer of ``size`` elements declared over existing storage at ``elem_offset``: a view
+    to the end of the storage (accesses past ``size`` stay inside the allocation, as in TVM)."""
+    flat = data.reshape(-1)
+    if flat.dtype != np.dtype(dtype):
+        flat = flat.view(dtype)
+    if elem_offset < 0 or elem_offset + size > flat.size:
+        raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {flat.size}")
+    out = flat[elem_offset:]
+    if not np.shares_memory(out, data):
+        raise RuntimeError("buffer view would copy its storage")
+    return out
+
+
+def rows_view(data, lead, dtype, shape, elem_offset=0):
+    """A buffer declared over per-thread storage: the same view of the row of every thread (the
+    first ``lead`` axes index the threads); shares memory, never copies."""
+    rows = data.reshape(data.shape[:lead] + (-1,))
+    if rows.dtype != np.dtype(dtype):
+        rows = rows.view(dtype)
+    size = int(np.prod(shape, dtype=np.int64))
+    if elem_offset < 0 or elem_offset + size > rows.shape[-1]:
+        raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {rows.shape[-1]}")
+    out = rows[..., elem_offset:elem_offset + size].reshape(data.shape[:lead] + tuple(shape))
+    if not np.shares_memory(out, data):
+        raise RuntimeError("buffer view would copy its storage")
+    return out
+
+
 def _bounds_error(kind, name, buffer, index, mask=None):
     """The first offending element (of all lanes) named in one line."""
     arrays = [np.asarray(i) for i in index]
@@ -556,6 +654,25 @@ def _unary_in_dtype(fn, x):
     return out[()] if out.ndim == 0 else out
 
 
+def clz(x, dtype):
+    """Leading zero bits of each integer in its own width, as ``dtype``.  Zero is refused: TVM's
+    llvm backend emits ``ctlz`` with a poisoned zero, so the compiled kernel's result is undefined."""
+    x = np.asarray(x)
+    if not np.all(x):
+        raise ValueError("clz(0) is undefined in TVM's llvm code (ctlz with is_zero_poison)")
+    bits = x.dtype.itemsize * 8
+    rest = x.astype(np.dtype(f"uint{bits}"))
+    length = np.zeros(rest.shape, np.int64)
+    shift = bits // 2
+    while shift:
+        high = rest >= (np.uint64(1) << np.uint64(shift)).astype(rest.dtype)
+        length += np.where(high, shift, 0)
+        rest = np.where(high, rest >> rest.dtype.type(shift), rest)
+        shift //= 2
+    out = (bits - length - (rest > 0)).astype(dtype)
+    return out[()] if out.ndim == 0 else out
+
+
 def popcount(x):
     """Number of set bits, in ``x``'s dtype."""
     x = np.asarray(x)
@@ -578,6 +695,7 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "access": ("_lane_ids",),
     "warp_shuffle": ("_lane_array",),
     "store": ("_in_bounds", "_bounds_error"),
+    "contrib_sort": ("_stable_order",),
 }
 
 #: Helpers that need ``import math`` in the script.

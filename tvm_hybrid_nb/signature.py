@@ -163,6 +163,7 @@ def bind_arguments(params: Sequence[ParamSpec], args: Sequence, *, copy_inputs: 
             values.append(work)
             if spec.is_output and work is not arg:
                 write_back.append((arg, work))
+    _bind_scalar_sizes(params, values, sizes)
     for spec, arg in zip(params, args):
         for axis, dim in enumerate(spec.shape or ()):
             if isinstance(dim, str) and not dim.isidentifier():
@@ -173,6 +174,19 @@ def bind_arguments(params: Sequence[ParamSpec], args: Sequence, *, copy_inputs: 
                         f"parameter {spec.name}: dimension {axis} must be {dim} = {want} ({bound}), "
                         f"got {arg.shape[axis]}")
     return BoundArguments(values, sizes, write_back)
+
+
+def _bind_scalar_sizes(params: Sequence[ParamSpec], values: list, sizes: dict[str, int]) -> None:
+    """Integer scalar parameters that are buffer sizes (``X: (2, n * 4)``, ``n: int32``): their
+    value binds the size, and must agree with the arrays' shapes (TVM asserts it too)."""
+    symbols = {name for spec in params if spec.is_buffer for dim in spec.shape for name in dim_symbols(dim)}
+    for spec, value in zip(params, values):
+        if spec.is_buffer or spec.name not in symbols or not spec.dtype.startswith(("int", "uint")):
+            continue
+        if spec.name in sizes and sizes[spec.name] != int(value):
+            raise ArgumentShapeError(f"parameter {spec.name}: is {int(value)} but the arrays' shapes give "
+                                     f"{spec.name}={sizes[spec.name]}")
+        sizes[spec.name] = int(value)
 
 
 def _scalar_argument(spec: ParamSpec, arg):

@@ -1,0 +1,446 @@
+"""Constructs of real TVM kernels (issue 12) that have an exact Python meaning: each emulates like
+the native llvm build (or numpy, for cuda) at every changed stage before MakePackedAPI, in exact and
+fast mode, bit-identically."""
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+import tvm
+from tvm import s_tir, te, topi
+from tvm.script import tirx as T
+
+import tvm_hybrid_nb as thn
+from tvm_hybrid_nb.errors import ArgumentShapeError, EmulationError
+
+
+def _copies(args):
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+def _same(got, want) -> bool:
+    if got.dtype.kind == "f":
+        return np.array_equal(got, want, equal_nan=True)
+    return np.array_equal(got, want)
+
+
+def check_every_stage(obj, args, target="llvm", reference=None, min_stages=1):
+    """Emulate every changed stage before MakePackedAPI in both modes: equal to the native run (or
+    ``reference(args)``), and exact and fast bit-identical.  Returns the HybridModule."""
+    hm = thn.build(obj, target=target)
+    if reference is None:
+        want = _copies(args)
+        hm.run_native(*want)
+    else:
+        want = reference(_copies(args))
+    checked = 0
+    for stage in hm.stages[:hm.packed_api_index]:
+        if not (stage.changed or stage.index == 0):
+            continue
+        assert stage.emulatable, f"{stage.label}: {stage.reason}"
+        results = {}
+        for mode in ("exact", "fast"):
+            got = _copies(args)
+            hm.emulate(*got, stage=stage.index, mode=mode)
+            for g, w, p in zip(got, want, hm.params):
+                if isinstance(g, np.ndarray):
+                    assert _same(g, np.asarray(w)), f"{stage.label} {mode}: {p.name} differs"
+            results[mode] = got
+        for e, f in zip(results["exact"], results["fast"]):
+            if isinstance(e, np.ndarray):
+                assert e.tobytes() == f.tobytes(), f"{stage.label}: exact and fast differ"
+        checked += 1
+    assert checked >= min_stages
+    return hm
+
+
+def _rand(*shape, dtype="float32", seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(dtype)
+
+
+# ----------------------------------------------------------------------------- C, K, F: views and vectors
+def test_vector_dtype_view_of_a_vector_dtype_allocation():
+    # StorageRewrite on dlight.cpu rms_norm: float32x16 storage viewed as float32x16 again.
+    @T.prim_func
+    def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+        buf = T.alloc_buffer((4,), "float32x16")
+        v = T.decl_buffer((4,), "float32x16", data=buf.data)
+        for i in range(4):
+            v[i] = A[T.Ramp(i * 16, 1, 16)] * T.Broadcast(T.float32(2), 16)
+        for i in range(4):
+            B[T.Ramp(i * 16, 1, 16)] = buf[3 - i] + T.Broadcast(T.float32(1), 16)
+
+    check_every_stage(f, [_rand(64), np.zeros(64, "float32")])
+
+
+def test_view_of_a_threads_local_allocation():
+    @T.prim_func
+    def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+        for bx in T.thread_binding(2, thread="blockIdx.x"):
+            for tx in T.thread_binding(32, thread="threadIdx.x"):
+                buf = T.alloc_buffer((1,), "float32", scope="local")
+                v = T.decl_buffer((1,), "float32", data=buf.data, scope="local")
+                v[0] = A[bx * 32 + tx] * T.float32(3)
+                B[bx * 32 + tx] = buf[0] + T.float32(1)
+
+    check_every_stage(f, [_rand(64), np.zeros(64, "float32")], target="cuda",
+                      reference=lambda a: [a[0], a[0] * np.float32(3) + np.float32(1)])
+
+
+def test_a_threads_vector_accumulator_indexed_per_lane():
+    # dlight Matmul: a thread's float32x4 local accumulator.
+    @T.prim_func
+    def f(A: T.Buffer((256,), "float32"), B: T.Buffer((256,), "float32")):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            acc = T.alloc_buffer((2,), "float32x4", scope="local")
+            for k in range(2):
+                acc[k] = A[T.Ramp(tx * 8 + k * 4, 1, 4)] * T.Broadcast(T.float32(2), 4)
+            for k in range(2):
+                acc[k] = acc[k] + acc[1 - k]
+            for k in range(2):
+                B[T.Ramp(tx * 8 + k * 4, 1, 4)] = acc[k]
+
+    def reference(args):
+        x = (args[0] * np.float32(2)).reshape(32, 2, 4)
+        y = x.copy()
+        y[:, 0] = x[:, 0] + x[:, 1]
+        y[:, 1] = x[:, 1] + y[:, 0]
+        return [args[0], y.reshape(-1)]
+
+    check_every_stage(f, [_rand(256), np.zeros(256, "float32")], target="cuda", reference=reference)
+
+
+def test_a_scheduled_vector_local_accumulator_from_storage_rewrite_on():
+    # cache_write(..., "local") under a threadIdx.x loop, vectorized: StorageRewrite makes it float32x4.
+    A = te.placeholder((32, 16), "float32", name="A")
+    B = te.placeholder((16, 32), "float32", name="B")
+    k = te.reduce_axis((0, 16), name="k")
+    C = te.compute((32, 32), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    sch = s_tir.Schedule(te.create_prim_func([A, B, C]))
+    block = sch.get_sblock("C")
+    i, j, kk = sch.get_loops(block)
+    io, ii = sch.split(i, [None, 4])
+    jo, ji = sch.split(j, [None, 4])
+    sch.reorder(io, jo, ii, kk, ji)
+    sch.bind(io, "blockIdx.x")
+    sch.bind(jo, "threadIdx.x")
+    cache = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(cache, jo)
+    sch.vectorize(ji)
+    sch.vectorize(sch.get_loops(cache)[-1])
+
+    def reference(args):  # float32, k in order, as every thread accumulates
+        c = np.zeros((32, 32), "float32")
+        for step in range(16):
+            c = c + args[0][:, step:step + 1] * args[1][step:step + 1, :]
+        return [args[0], args[1], c]
+
+    hm = check_every_stage(sch, [_rand(32, 16), _rand(16, 32, seed=1), np.zeros((32, 32), "float32")],
+                           target="cuda", reference=reference)
+    assert "float32x4" in hm.stage("tirx.StorageRewrite").script
+
+
+def test_flat_view_indexed_past_its_size_inside_its_merged_allocation():
+    # StorageRewrite merges allocations and indexes a view (8,) at 8 + i: bounds are the allocation's.
+    @T.prim_func
+    def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+        buf = T.alloc_buffer((16,), "float32")
+        v = T.decl_buffer((8,), "float32", data=buf.data)
+        for i in range(8):
+            v[i] = A[i] + T.float32(1)
+            v[8 + i] = A[8 + i] * T.float32(2)
+        for i in range(16):
+            B[i] = buf[i]
+
+    hm = check_every_stage(f, [_rand(16), np.zeros(16, "float32")])
+    with pytest.raises(EmulationError, match="out-of-bounds"):  # the allocation's own bounds still hold
+        @T.prim_func
+        def g(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+            buf = T.alloc_buffer((16,), "float32")
+            v = T.decl_buffer((8,), "float32", data=buf.data)
+            for i in range(9):
+                v[8 + i] = A[i]
+            for i in range(16):
+                B[i] = buf[i]
+
+        thn.build(g).emulate(_rand(16), np.zeros(16, "float32"))
+    assert hm.packed_api_index > 0
+
+
+def test_views_at_the_address_of_an_element():
+    @T.prim_func
+    def f(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 4), "float32")):
+        for i in range(4):
+            row = T.decl_buffer((3,), "float32", data=T.address_of(A[i, 1]))
+            for j in range(3):
+                B[i, j] = row[j] * T.float32(2)
+
+    check_every_stage(f, [_rand(4, 4), np.zeros((4, 4), "float32")])
+
+
+# ----------------------------------------------------------------------------- E: strided allocations
+def test_storage_align_pads_a_cache_with_strides():
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32")):
+        for i, j in T.grid(16, 16):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+
+    sch = s_tir.Schedule(f)
+    cache = sch.cache_read(sch.get_sblock("B"), 0, "global")
+    sch.storage_align(cache, 0, axis=0, factor=8, offset=1)
+    hm = check_every_stage(sch, [_rand(16, 16), np.zeros((16, 16), "float32")])
+    assert "strides=(17, 1)" in hm.stage("s_tir.CompactBufferAllocation").script
+
+
+def test_strided_allocation_inside_an_independent_loop():
+    @T.prim_func
+    def f(A: T.Buffer((8, 4, 4), "float32"), B: T.Buffer((8, 4, 4), "float32")):
+        for n in range(8):
+            tile = T.alloc_buffer((4, 4), "float32", strides=(5, 1))
+            for i, j in T.grid(4, 4):
+                tile[j, i] = A[n, i, j]
+            for i, j in T.grid(4, 4):
+                B[n, i, j] = tile[i, j] + T.float32(1)
+
+    check_every_stage(f, [_rand(8, 4, 4), np.zeros((8, 4, 4), "float32")])
+
+
+# ----------------------------------------------------------------------------- H: parameter layouts
+@pytest.mark.parametrize("scan", [topi.cumsum, topi.cumprod])
+def test_topi_scans_with_an_offset_parameter_buffer(scan):
+    X = te.placeholder((4, 6), "float32", name="X")
+    func = te.create_prim_func([X, scan(X, axis=1)])
+    assert not isinstance(func.params[0].elem_offset, tvm.tirx.IntImm)  # offset_factor=1: a variable
+    check_every_stage(func, [_rand(4, 6), np.zeros((4, 6), "float32")])
+
+
+def test_parameter_buffers_with_variable_offset():
+    @T.prim_func
+    def f(a: T.handle, b: T.handle):
+        A = T.match_buffer(a, (4, 4), "float32", offset_factor=1)
+        B = T.match_buffer(b, (4, 4), "float32", offset_factor=1)
+        for i, j in T.grid(4, 4):
+            B[i, j] = A[i, j] + A[j, i]
+
+    check_every_stage(f, [_rand(4, 4), np.zeros((4, 4), "float32")])
+
+
+# ----------------------------------------------------------------------------- I: TVM's sort functions
+def _sort_outputs():
+    X = te.placeholder((3, 9), "float32", name="X")
+    return X, {
+        "sort ascending": [topi.sort(X, axis=1, is_ascend=True)],
+        "sort descending axis 0": [topi.sort(X, axis=0, is_ascend=False)],
+        "argsort descending int32": [topi.argsort(X, axis=1, is_ascend=False, dtype="int32")],
+        "argsort float32 indices": [topi.argsort(X, axis=-1, is_ascend=True, dtype="float32")],
+        "topk both": list(topi.topk(X, k=4, axis=1, ret_type="both", is_ascend=False, dtype="int64")),
+        "topk values ascending": [topi.topk(X, k=2, axis=0, ret_type="values", is_ascend=True)],
+        "topk indices, k=0 means all": [topi.topk(X, k=0, axis=1, ret_type="indices", is_ascend=False,
+                                                  dtype="int32")],
+    }
+
+
+@pytest.mark.parametrize("case", list(_sort_outputs()[1]))
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_tvm_sort_argsort_and_topk_are_stable_like_the_runtime(case, dtype):
+    X, cases = _sort_outputs()
+    if dtype != "float32":
+        X = te.placeholder((3, 9), dtype, name="X")
+        cases = {k: v for k, v in zip(cases, [[topi.sort(X, axis=1, is_ascend=True)],
+                                              [topi.sort(X, axis=0, is_ascend=False)],
+                                              [topi.argsort(X, axis=1, is_ascend=False, dtype="int32")],
+                                              [topi.argsort(X, axis=-1, is_ascend=True, dtype="float32")],
+                                              list(topi.topk(X, k=4, axis=1, ret_type="both", is_ascend=False,
+                                                             dtype="int64")),
+                                              [topi.topk(X, k=2, axis=0, ret_type="values", is_ascend=True)],
+                                              [topi.topk(X, k=0, axis=1, ret_type="indices", is_ascend=False,
+                                                         dtype="int32")]])}
+    outs = cases[case]
+    func = te.create_prim_func([X, *outs])
+    data = np.random.default_rng(1).integers(-3, 4, (3, 9)).astype(dtype)  # many ties
+    args = [data] + [np.zeros([int(d) for d in o.shape], str(o.dtype)) for o in outs]
+    hm = check_every_stage(func, args)
+    assert [p.is_output for p in hm.params] == [False] + [True] * len(outs)
+
+
+def test_sorting_nan_is_refused_and_other_packed_calls_by_name():
+    X, cases = _sort_outputs()
+    hm = thn.build(te.create_prim_func([X, *cases["sort ascending"]]))
+    data = _rand(3, 9)
+    data[1, 2] = np.nan
+    with pytest.raises(EmulationError, match="NaN"):
+        hm.emulate(data, np.zeros((3, 9), "float32"))
+
+    @T.prim_func
+    def f(A: T.Buffer((4,), "float32")):
+        T.evaluate(T.call_packed("my.custom.function", A.data))
+
+    stage = thn.build(f).stages[0]
+    assert not stage.emulatable and "my.custom.function" in stage.reason
+
+
+# ----------------------------------------------------------------------------- L and other TIR constructs
+def test_scan_with_an_opaque_block_iterator():
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+        with T.sblock("scan"):
+            T.reads(A[0:16])
+            T.writes(B[0:16])
+            B[0] = A[0]
+            for i in range(1, 16):
+                with T.sblock("step"):
+                    vi = T.axis.opaque(16, i)
+                    T.reads(B[vi - 1], A[vi])
+                    T.writes(B[vi])
+                    B[vi] = B[vi - 1] + A[vi]
+
+    check_every_stage(f, [_rand(16), np.zeros(16, "float32")])
+
+
+def test_match_buffer_with_offsets():
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")):
+        for i, j in T.grid(4, 4):
+            with T.sblock("tile"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.reads(A[vi * 2:vi * 2 + 2, vj * 2:vj * 2 + 2])
+                T.writes(B[vi * 2:vi * 2 + 2, vj * 2:vj * 2 + 2])
+                Asub = T.match_buffer(A[vi * 2:vi * 2 + 2, vj * 2:vj * 2 + 2], (2, 2), offset_factor=1)
+                Bsub = T.match_buffer(B[vi * 2:vi * 2 + 2, vj * 2:vj * 2 + 2], (2, 2), offset_factor=1)
+                for ii, jj in T.grid(2, 2):
+                    Bsub[ii, jj] = Asub[jj, ii] * T.float32(2) + T.Cast("float32", ii)
+
+    hm = check_every_stage(f, [_rand(8, 8), np.zeros((8, 8), "float32")])
+    assert [p.is_output for p in hm.params] == [False, True]  # written only through Bsub
+
+
+def test_match_buffer_whose_strides_and_offset_are_variables():
+    # Tensor intrinsics declare strides=[s0, 1] and elem_offset: the region's place in its source.
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")):
+        for i, j in T.grid(4, 4):
+            with T.sblock("tile"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.reads(A[vi * 2:vi * 2 + 2, vj * 2:vj * 2 + 2])
+                T.writes(B[vi * 2:vi * 2 + 2, vj * 2:vj * 2 + 2])
+                s0 = T.int32()
+                off = T.int32()
+                Asub = T.match_buffer(A[vi * 2:vi * 2 + 2, vj * 2:vj * 2 + 2], (2, 2), strides=[s0, 1],
+                                      elem_offset=off)
+                Bsub = T.match_buffer(B[vi * 2:vi * 2 + 2, vj * 2:vj * 2 + 2], (2, 2), offset_factor=1)
+                for ii, jj in T.grid(2, 2):
+                    Bsub[ii, jj] = Asub[jj, ii] * T.Cast("float32", s0) + T.Cast("float32", off)
+
+    check_every_stage(f, [_rand(8, 8), np.zeros((8, 8), "float32")])
+
+
+def test_scalar_parameters_as_buffer_sizes():
+    @T.prim_func
+    def in_expression(x: T.handle, y: T.handle, n: T.int32):
+        X = T.match_buffer(x, (2, n * 4), "float32")
+        Y = T.match_buffer(y, (2, n * 4), "float32")
+        for i, j in T.grid(2, n * 4):
+            Y[i, j] = X[i, j] + T.Cast("float32", n)
+
+    check_every_stage(in_expression, [_rand(2, 12), np.zeros((2, 12), "float32"), 3])
+
+    @T.prim_func
+    def plain(n: T.int32, x: T.handle, y: T.handle):
+        X = T.match_buffer(x, (n, 2), "float32")
+        Y = T.match_buffer(y, (n, 2), "float32")
+        for i, j in T.grid(n, 2):
+            Y[i, j] = X[i, j] + T.Cast("float32", n)
+
+    hm = check_every_stage(plain, [5, _rand(5, 2), np.zeros((5, 2), "float32")])
+    with pytest.raises(ArgumentShapeError, match="n"):
+        hm.emulate(4, _rand(5, 2), np.zeros((5, 2), "float32"))
+
+
+def test_break_continue_step_assume_clz_and_loop_partition_hints():
+    @T.prim_func
+    def f(A: T.Buffer((16,), "int32"), B: T.Buffer((16,), "int32"), C: T.Buffer((16,), "int32")):
+        for i in range(16):
+            for j in range(16):
+                if A[j] == i:
+                    T.break_loop()
+                if A[j] % 2 == 0:
+                    T.continue_loop()
+                B[i] = B[i] + A[j]
+        for i in T.serial(1, 15, step=3):
+            T.evaluate(T.assume(A[i] >= 0))
+            C[i] = T.clz(A[i] + 1)
+        for i in range(16):
+            if T.ignore_loop_partition(i < 10):
+                C[i] = C[i] + T.clz(T.int32(-1) - i)
+
+    args = [np.random.default_rng(2).integers(0, 16, 16).astype("int32"), np.zeros(16, "int32"),
+            np.zeros(16, "int32")]
+    check_every_stage(f, args)
+
+    @T.prim_func
+    def g(A: T.Buffer((4,), "int32"), B: T.Buffer((4,), "int32")):
+        for i in range(4):
+            B[i] = T.clz(A[i])
+
+    with pytest.raises(EmulationError, match="clz"):  # undefined natively (it returns garbage)
+        thn.build(g).emulate(np.array([3, 0, 1, 2], "int32"), np.zeros(4, "int32"))
+
+
+def test_masked_loads_and_stores():
+    @T.prim_func
+    def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+        for i in range(4):
+            # Lanes a masked load leaves out are undefined natively: only loaded lanes are stored.
+            T.evaluate(T.masked_store(B, A[T.Ramp(i * 4, 1, 4)] + T.masked_load(
+                "float32x4", A, T.Ramp(12 - i * 4, 1, 4), T.Broadcast(i < 3, 4) | (T.Ramp(0, 1, 4) == 0)),
+                T.Ramp(i * 4, 1, 4), T.Broadcast(i < 2, 4) | (T.Ramp(0, 1, 4) == T.Broadcast(0, 4))))
+
+    check_every_stage(f, [_rand(16), np.zeros(16, "float32")])
+
+
+def test_loops_nested_deeper_than_python_compiles():
+    # MetaSchedule conv kernels nest more than 20 loops; Python compiles at most 20 blocks.
+    shape = (2,) + (1,) * 10
+    A = te.placeholder(shape, "float32", name="A")
+    k = [te.reduce_axis((0, d), name=f"k{i}") for i, d in enumerate(shape)]
+    B = te.compute(shape, lambda *i: te.sum(A[tuple(k)] * A[i], axis=k), name="B")
+    hm = check_every_stage(te.create_prim_func([A, B]), [_rand(*shape), np.zeros(shape, "float32")], min_stages=3)
+    assert "_nest_" in hm.get_source(0)
+
+
+def test_fast_mode_does_not_copy_a_large_allocation_per_iteration():
+    @T.prim_func
+    def f(A: T.Buffer((2048,), "float32"), B: T.Buffer((2048,), "float32")):
+        for i in range(2048):
+            tmp = T.alloc_buffer((1048576,), "float32")
+            tmp[i * 64] = A[i] * T.float32(2)
+            B[i] = tmp[i * 64] + T.float32(1)
+
+    hm = thn.build(f)
+    a = _rand(2048)
+    tracemalloc.start()
+    try:
+        out = hm.emulate(a, np.zeros(2048, "float32"), mode="fast").copy()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"fast mode took {peak >> 20} MiB"
+    np.testing.assert_array_equal(out, hm.run_native(a, np.zeros(2048, "float32")))
+
+
+def test_progress_reports_inside_the_outermost_loop():
+    @T.prim_func
+    def f(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64,), "float32")):
+        for once in range(1):
+            for i in range(64):
+                for j in range(64):
+                    B[i] = B[i] + A[i, j] * T.Cast("float32", once + 1)
+
+    hm = thn.build(f)
+    seen = []
+    hm.emulate(_rand(64, 64), np.zeros(64, "float32"), progress=seen.append)
+    assert len(seen) > 60 and seen == sorted(seen) and seen[-1] == pytest.approx(1.0)
+    assert 0.4 < seen[len(seen) // 2] < 0.6
