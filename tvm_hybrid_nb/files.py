@@ -1,0 +1,72 @@
+"""Writing files without ever leaving one half-written: temp file beside it, then ``os.replace``.
+
+Standard library only (the data layer).  Every error is one :class:`~tvm_hybrid_nb.errors.DumpError`
+line naming the path and the cause; the file that was there before stays as it was.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import DumpError
+
+#: Prefix of the temporary files and directories this package creates next to its outputs.
+TEMP_PREFIX = ".thn-tmp-"
+
+
+def os_error_text(exc: OSError) -> str:
+    """``exc`` as a short phrase (``"permission denied"``, ``"file too large"``) without the errno noise."""
+    text = exc.strerror or type(exc).__name__
+    return text[:1].lower() + text[1:]
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically: readers see the old file or the whole new one.
+
+    The text goes to a temporary file in the same directory, is flushed to disk, and replaces
+    ``path`` with :func:`os.replace`.  A symlink at ``path`` is replaced by the file, never followed
+    (what it points to is left alone).  On any failure the temporary file is removed.
+
+    Raises
+    ------
+    DumpError
+        One line naming ``path`` and the cause (permission denied, disk full, file too large...).
+    """
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        raise DumpError(f"{path}: is a directory, expected a file name")
+    data = text.encode("utf-8")
+    existed = os.path.lexists(path)
+    try:
+        fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name[:64] + ".", dir=path.parent)
+    except OSError as exc:
+        raise DumpError(f"{path}: cannot write: {os_error_text(exc)}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, 0o666 & ~_umask())
+        os.replace(temp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            kept = "; the previous file is unchanged" if existed else ""
+            raise DumpError(f"{path}: cannot write: {os_error_text(exc)}{kept}") from None
+        raise
+    return path
+
+
+_UMASK: int | None = None
+
+
+def _umask() -> int:
+    global _UMASK
+    if _UMASK is None:  # reading the umask means setting it; do it once
+        _UMASK = os.umask(0o022)
+        os.umask(_UMASK)
+    return _UMASK
