@@ -344,7 +344,7 @@ def test_the_graph_check_accepts_every_real_stage(hm):
 
 
 @pytest.mark.parametrize("text", ["", "{\"root_index\": 0", "\x00\x01garbage", "[1, 2, 3]",
-                                  '{"root_index": 0, "nodes": [{"type": "ffi.Array", "data": [0]}]}'])
+                                  '{"root_index": 0, "nodes": [{"type": "ffi.Array", "data": [1]}]}'])
 def test_truncated_or_garbage_stage_files_are_one_line(dumped, text, capsys):
     first_stage_json(dumped).write_text(text)
     assert run_cli("emulate", dumped, "--no-record") == cli.EXIT_USAGE
@@ -626,3 +626,59 @@ def test_a_pycache_left_by_importing_a_stage_file_does_not_block_overwrite(hm, d
         (dumped / "__pycache__" / f"{py.stem}.cpython-311.pyc").write_bytes(b"\0")
     hm.save(dumped, overwrite=True)
     assert not (dumped / "__pycache__").exists()
+
+
+def test_an_index_edited_to_claim_a_user_file_claims_nothing(hm, dumped):
+    (dumped / "notes.txt").write_text("mine")
+    edit_index(dumped, _set_stage(0, "files", {"py": "000_input.py", "tvmscript": "000_input.tvmscript.py",
+                                               "json": "notes.txt"}))
+    (dumped / "000_input.json").unlink()
+    with pytest.raises(DumpError, match="files that a dump does not write"):
+        hm.save(dumped, overwrite=True)
+    assert (dumped / "notes.txt").read_text() == "mine"
+
+
+def test_the_current_directory_as_output(hm, tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    hm.save(".")  # an empty current directory: filled in place, the process stays in it
+    assert Path(os.getcwd()) == work.resolve() and (work / "index.json").is_file()
+    before = snapshot(work)
+    with pytest.raises(DumpError, match="current working directory"):
+        hm.save(".", overwrite=True)
+    assert snapshot(work) == before and os.path.samefile(os.getcwd(), work)
+
+
+def test_an_index_that_changes_while_emulating_is_not_overwritten(hm, dumped, monkeypatch):
+    result = thn.load(dumped).compare(sizes={"n": 4})
+    real = dump.read_index
+
+    def read_then_replaced(directory):
+        index = real(directory)
+        hm.save(dumped, overwrite=True)  # another process writes a new dump meanwhile
+        return index
+
+    monkeypatch.setattr(dump, "read_index", read_then_replaced)
+    with pytest.raises(DumpError, match="changed while"):
+        dump.record_compare(dumped, result)
+    monkeypatch.undo()
+    assert json.loads((dumped / "index.json").read_text())["last_compare"] is None
+    assert no_leftovers(dumped)
+
+
+@pytest.mark.parametrize("name", ["a\0b", "x" * 300])
+def test_impossible_path_names_are_one_line(hm, tmp_path, name, capsys):
+    with pytest.raises(DumpError):
+        hm.save(tmp_path / name)
+    assert run_cli("emulate", tmp_path / name.replace("\0", "")) == cli.EXIT_USAGE
+    assert_one_line(capsys.readouterr().err)
+
+
+def test_deeply_nested_json_is_one_line(dumped, capsys):
+    first_stage_json(dumped).write_text("[" * 100000 + "]" * 100000)
+    assert run_cli("emulate", dumped, "--no-record") == cli.EXIT_USAGE
+    assert_one_line(capsys.readouterr().err, "corrupt")
+    (dumped / "index.json").write_text("[" * 100000 + "]" * 100000)
+    assert run_cli("emulate", dumped, "--no-record") == cli.EXIT_USAGE
+    assert_one_line(capsys.readouterr().err, "corrupt")

@@ -300,10 +300,13 @@ def _own_files(directory: Path) -> tuple[set[str] | None, str]:
         return None, f"its {INDEX_FILE} is not a tvm_hybrid_nb dump index"
     names = {INDEX_FILE}
     for entry in index["stages"]:
-        files = entry.get("files") if isinstance(entry, dict) else None
-        if not isinstance(files, dict) or not all(_plain_file_name(f) for f in files.values()):
-            return None, f"its {INDEX_FILE} lists files outside the directory"
-        names.update(files.values())
+        # exactly the names save() gives a stage: an index edited to claim other files claims nothing
+        if not (isinstance(entry, dict) and _is_int(entry.get("index")) and isinstance(entry.get("name"), str)):
+            return None, f"its {INDEX_FILE} is not a tvm_hybrid_nb dump index"
+        stem = f"{entry['index']:03d}_{_safe(entry['name'])}"
+        if entry.get("files") != {"py": f"{stem}.py", "tvmscript": f"{stem}.tvmscript.py", "json": f"{stem}.json"}:
+            return None, f"its {INDEX_FILE} lists files that a dump does not write"
+        names.update(entry["files"].values())
     return names, ""
 
 
@@ -333,7 +336,15 @@ def check_output_directory(directory: str | os.PathLike, overwrite: bool = False
     DumpError
         One line saying why the directory cannot be written.
     """
-    directory = Path(directory)
+    try:
+        return _check_output_directory(Path(directory), overwrite)
+    except OSError as exc:
+        raise DumpError(f"{directory}: cannot use it as the dump directory: {os_error_text(exc)}") from None
+
+
+def _check_output_directory(directory: Path, overwrite: bool) -> str:
+    if "\0" in str(directory):
+        raise DumpError(f"{str(directory)!r}: a path cannot contain a NUL character")
     if directory.is_symlink() and not directory.exists():
         raise DumpError(f"{directory}: is a symlink to a missing path ({os.readlink(directory)})")
     if directory.exists() and not directory.is_dir():
@@ -411,6 +422,15 @@ def _dir_mode() -> int:
     return 0o777 & ~mask
 
 
+def _holds_cwd(directory: Path) -> bool:
+    try:
+        cwd = Path(os.getcwd()).resolve()
+    except OSError:
+        return False
+    target = directory.resolve()
+    return cwd == target or target in cwd.parents
+
+
 def _swap_in(staging: Path, directory: Path, mode: str) -> None:
     """Put the complete dump ``staging`` at ``directory`` (see :func:`save`)."""
     if mode == "new":
@@ -424,10 +444,15 @@ def _swap_in(staging: Path, directory: Path, mode: str) -> None:
             raise
         return
     os.chmod(staging, stat.S_IMODE(directory.stat().st_mode))
+    holds_cwd = _holds_cwd(directory)  # renaming it would leave this process in a deleted directory
+    if mode == "replace" and holds_cwd:
+        raise DumpError(f"{directory}: is (or holds) the current working directory and cannot be swapped for "
+                        f"the new dump; run from another directory")
     if mode == "empty":
         try:
-            os.rename(staging, directory)
-            return
+            if not holds_cwd:
+                os.rename(staging, directory)
+                return
         except OSError as exc:
             if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
                 raise DumpError(f"{directory}: was filled by someone else while the dump was written; left "
@@ -495,10 +520,10 @@ def save(hm: HybridModule, directory: str | os.PathLike, overwrite: bool = False
         When the directory is not empty (and not ``overwrite``), holds files that are not part of a
         dump, is not a directory, or cannot be written (one line; nothing is changed on disk).
     """
-    directory = Path(directory)
+    mode = check_output_directory(directory, overwrite)
+    directory = Path(os.path.abspath(directory))  # "." has no name to write a sibling of
     if directory.is_symlink() and directory.is_dir():
         directory = directory.resolve()  # write where the link points; the link stays
-    mode = check_output_directory(directory, overwrite)
     if sizes is None:
         sizes = getattr(hm, "sizes", None)
     try:
@@ -624,6 +649,8 @@ def _read_json_file(path: Path, what: str) -> Any:
     except json.JSONDecodeError as exc:
         raise DumpError(f"{path}: corrupt ({what}): invalid JSON at line {exc.lineno} column {exc.colno}: "
                         f"{exc.msg}") from None
+    except RecursionError:
+        raise DumpError(f"{path}: corrupt ({what}): JSON nested too deeply") from None
 
 
 def _is_int(value: Any) -> bool:
@@ -1020,9 +1047,25 @@ def record_compare(directory: str | os.PathLike, result: CompareResult) -> None:
     result : CompareResult
         What :meth:`HybridModule.compare` returned; the report shows it.
     """
+    path = Path(directory) / INDEX_FILE
+    try:
+        before = os.stat(path)
+    except OSError:
+        before = None
     index = read_index(directory)
     index["last_compare"] = _compare_to_json(result)
-    atomic_write_text(Path(directory) / INDEX_FILE, json.dumps(index, indent=1))
+
+    def unchanged() -> None:
+        try:
+            now = os.stat(path)
+        except OSError:
+            now = None
+        if before is None or now is None or (now.st_ino, now.st_mtime_ns, now.st_size) != (
+                before.st_ino, before.st_mtime_ns, before.st_size):
+            raise DumpError(f"{path}: changed while the comparison ran (another dump was written); the "
+                            f"result was not recorded")
+
+    atomic_write_text(path, json.dumps(index, indent=1), before_replace=unchanged)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,12 +21,13 @@ def os_error_text(exc: OSError) -> str:
     return text[:1].lower() + text[1:]
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+def atomic_write_text(path: str | os.PathLike, text: str, before_replace=None) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically: readers see the old file or the whole new one.
 
     The text goes to a temporary file in the same directory, is flushed to disk, and replaces
     ``path`` with :func:`os.replace`.  A symlink at ``path`` is replaced by the file, never followed
     (what it points to is left alone).  On any failure the temporary file is removed.
+    ``before_replace``, if given, is called just before the replace and may raise to cancel it.
 
     Raises
     ------
@@ -48,6 +49,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temp, 0o666 & ~_umask())
+        if before_replace is not None:
+            before_replace()
         os.replace(temp, path)
     except BaseException as exc:
         try:
