@@ -372,13 +372,17 @@ def _set_param(i, key, value):
     (_set_param(1, "name", "x y"), "params[1].name"),
     (_set_param(0, "shape", ["n +"]), "params[0].shape"),
     (lambda ix: ix.update(sizes={"n": "big"}), "'sizes'"),
+    (lambda ix: ix.update(sizes={"m": 4}), "'sizes'"),
+    (lambda ix: ix.update(func_name="nope"), "'func_name'"),
+    (_set_param(0, "shape", [1]), "params[0].shape"),
+    (_set_param(1, "is_output", False), "params[1].is_output"),
     (lambda ix: ix.update(first_index="0"), "first_index"),
     (lambda ix: ix.update(build_seconds=[1]), "build_seconds"),
     (_set_stage(0, "files", {"json": "../outside.json", "py": "a.py", "tvmscript": "a.tvmscript.py"}),
      "stages[0].files"),
     (_set_stage(0, "files", {"json": "/etc/passwd"}), "stages[0].files"),
 ], ids=["name", "last_compare", "seconds", "dtype", "bad-dtype", "param-name", "shape", "sizes",
-        "first_index", "build_seconds", "path-escape", "absolute-path"])
+        "unknown-size", "func_name", "fixed-shape", "is_output", "first_index", "build_seconds", "path-escape", "absolute-path"])
 def test_a_hand_edited_index_is_one_line_naming_the_field(dumped, tmp_path, change, field, capsys):
     shutil.copy(first_stage_json(dumped), dumped.parent / "outside.json")
     edit_index(dumped, change)
@@ -394,6 +398,16 @@ def test_emulate_refuses_an_unknown_size_name_and_lists_the_known(dumped, capsys
     assert run_cli("emulate", dumped, "--size", "N=5", "--no-record") == cli.EXIT_USAGE
     assert_one_line(capsys.readouterr().err, "'N'", "n")
     assert run_cli("emulate", dumped, "--size", "n=5", "--no-record") == cli.EXIT_OK
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["emulate", "{d}", "--seed", "x"], "--seed"), (["emulate", "{d}", "--size", "n=x"], "n=x"),
+    (["emulate", "{d}", "--size", "n=-1"], "n=-1"), (["dump"], "required"), (["nosuch"], "nosuch"),
+])
+def test_command_line_usage_errors_are_one_line(pristine, args, fragment):
+    run = python(CLI_CODE, *[a.format(d=pristine) for a in args])
+    assert run.returncode == cli.EXIT_USAGE
+    assert_one_line(run.stderr, fragment)
 
 
 def test_random_inputs_refuse_an_unknown_size_name(hm):
@@ -415,6 +429,8 @@ def test_save_refuses_an_unknown_size_name(hm, tmp_path):
     (["--size", "n=abc"], ["n=abc", "integer"]),
     (["--size", "n"], ["NAME=VALUE"]),
     (["--set", "x=1"], ["x", "no scalar"]),
+    (["--seed", "x"], ["--seed", "invalid int"]),
+    (["--size", "n=-3"], ["n=-3", "non-negative"]),
 ])
 def test_the_dumped_py_file_gives_one_line_for_bad_options(pristine, args, fragments):
     py = pristine / json.loads((pristine / "index.json").read_text())["stages"][0]["files"]["py"]

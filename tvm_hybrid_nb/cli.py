@@ -61,6 +61,13 @@ class CliError(Exception):
     """A usage error or bad input: printed as one line, exit status :data:`EXIT_USAGE`."""
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (``PROG: error: ...``), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def _sizes(pairs: Sequence[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for text in pairs or ():
@@ -240,12 +247,12 @@ def cmd_emulate(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m tvm_hybrid_nb``."""
     fmt = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="python -m tvm_hybrid_nb", formatter_class=fmt, epilog=EPILOG,
         description="Dump, reload, resume, report on and emulate TVM compilations, pass by pass.")
     parser.add_argument("--traceback", action="store_true", help="print the full traceback on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    common = argparse.ArgumentParser(add_help=False)
+    common = _OneLineParser(add_help=False)
     common.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
                         help="print the full traceback on errors")
 

@@ -93,7 +93,6 @@ def _thn_main(kernel, params, sizes, scalars, description, argv=None):
                         help="value of a symbolic dimension")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="value of a scalar parameter")
-    args = parser.parse_args(argv)
     sizes = dict(sizes)
     scalars = dict(scalars)
 
@@ -101,6 +100,9 @@ def _thn_main(kernel, params, sizes, scalars, description, argv=None):
         import sys
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(2)
+
+    parser.error = lambda message: fail(f"{message} (see --help)")
+    args = parser.parse_args(argv)
 
     def pairs(option, texts, known, what):
         for text in texts:
@@ -992,8 +994,14 @@ def _check_params_match(hm: DumpedModule, index: dict, path: Path) -> None:
         if entry["dtype"] != spec.dtype:
             raise DumpError(f"{path}: corrupt: field 'params[{i}].dtype' is {entry['dtype']!r}, the kernel in "
                             f"stage 0 has {spec.dtype!r} for that parameter")
-        if index.get("resumed_from") is None and (entry["shape"] is None) != (spec.shape is None):
-            raise DumpError(f"{path}: corrupt: field 'params[{i}].shape' does not match the kernel in stage 0")
+        if index.get("resumed_from") is not None:
+            continue  # a resumed stage 0 may be flattened: other shapes, same dtypes
+        listed_shape = tuple(entry["shape"]) if entry["shape"] is not None else None
+        if listed_shape != (tuple(spec.shape) if spec.shape is not None else None):
+            raise DumpError(f"{path}: corrupt: field 'params[{i}].shape' is {entry['shape']!r}, the kernel in "
+                            f"stage 0 has {list(spec.shape) if spec.shape is not None else None!r}")
+        if entry["is_output"] != spec.is_output:
+            raise DumpError(f"{path}: corrupt: field 'params[{i}].is_output' does not match the kernel in stage 0")
 
 
 def load(directory: str | os.PathLike) -> DumpedModule:
@@ -1020,8 +1028,11 @@ def load(directory: str | os.PathLike) -> DumpedModule:
     index = read_index(directory)
     target = _target_of(index, directory / INDEX_FILE)
     raw = []
-    for entry in index["stages"]:
+    for number, entry in enumerate(index["stages"]):
         mod = _load_module_json(directory / entry["files"]["json"])
+        if number == 0 and not any(gv.name_hint == index["func_name"] for gv in mod.functions.keys()):
+            raise DumpError(f"{directory / INDEX_FILE}: corrupt: field 'func_name' is {index['func_name']!r}, "
+                            f"which stage 0's module does not define")
         raw.append(_capture.RawStage(entry["name"], mod, float(entry.get("seconds") or 0.0)))
     in_pipeline = [bool(e.get("in_pipeline", True)) for e in index["stages"]]
     hm = DumpedModule(index["func_name"], target, raw, pipeline_done=index.get("pipeline_done") or [],
@@ -1034,6 +1045,11 @@ def load(directory: str | os.PathLike) -> DumpedModule:
             stage._changed = entry["changed"]  # as measured on the original build's modules
     hm.last_compare = _compare_from_json(index.get("last_compare"))
     hm.sizes = dict(index.get("sizes") or {})
+    if hm.sizes and hm._params is not None:
+        try:
+            check_size_names(hm._params, hm.sizes)
+        except HybridError as exc:
+            raise DumpError(f"{directory / INDEX_FILE}: corrupt: field 'sizes': {exc}") from None
     return hm
 
 

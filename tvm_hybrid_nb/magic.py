@@ -202,6 +202,10 @@ class HybridMagics(Magics):
         # IPython splits arguments without removing quotes: --inputs "[a, b]" arrives quoted.
         for key in ("name", "target", "reference", "inputs", "dump"):
             setattr(args, key, _unquote(getattr(args, key)))
+        if args.dump:
+            import os
+
+            args.dump = os.path.expanduser(args.dump)  # --dump ~/stages means the home directory
         return args
 
     def _run(self, args, produce: Callable[[], Any], name: str | None = None, line_form: bool = False):

@@ -319,8 +319,8 @@ def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str
         if not spec.is_buffer:
             if spec.name not in scalars:
                 raise ArgumentTypeError(
-                    f"parameter {spec.name} is a scalar ({spec.dtype}): random inputs cannot choose it; give "
-                    f"scalars={{'{spec.name}': VALUE}}, or pass every argument explicitly")
+                    f"parameter {spec.name} is a scalar ({spec.dtype}): random inputs cannot choose its value; "
+                    f"pass every argument explicitly, the arrays and a value for {spec.name}")
             scalars[spec.name] = _scalar_argument(spec, scalars[spec.name])
             shapes.append(None)
             continue
