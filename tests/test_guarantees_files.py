@@ -316,6 +316,11 @@ def _unknown_type(graph):
     graph["nodes"][node]["type"] = "prim.NoSuchNode"
 
 
+def _null_operand(graph):  # TVM loads it, and its passes then crash on the null operand
+    node = next(i for i, n in enumerate(graph["nodes"]) if n["type"] == "prim.Mul")
+    graph["nodes"][node]["data"]["a"] = next(i for i, n in enumerate(graph["nodes"]) if n["type"] == "None")
+
+
 def _deep_chain(graph):
     start = len(graph["nodes"])
     graph["nodes"].append({"type": "ffi.Array", "data": []})
@@ -327,7 +332,8 @@ def _deep_chain(graph):
 @pytest.mark.parametrize("damage, fragment", [
     (_self_reference, "cycle"), (_cycle_of_two, "cycle"), (_index_out_of_range, "refers to node"),
     (_negative_root, "root_index"), (_unknown_type, "prim.NoSuchNode"), (_deep_chain, "deeper than"),
-], ids=["self", "two-cycle", "out-of-range", "root", "unknown-type", "deep"])
+    (_null_operand, "null 'a'"),
+], ids=["self", "two-cycle", "out-of-range", "root", "unknown-type", "deep", "null-operand"])
 def test_a_damaged_stage_json_is_one_line_not_a_crash(dumped, damage, fragment):
     path = first_stage_json(dumped)
     graph = json.loads(path.read_text())
@@ -698,3 +704,21 @@ def test_deeply_nested_json_is_one_line(dumped, capsys):
     (dumped / "index.json").write_text("[" * 100000 + "]" * 100000)
     assert run_cli("emulate", dumped, "--no-record") == cli.EXIT_USAGE
     assert_one_line(capsys.readouterr().err, "corrupt")
+
+
+def test_concurrent_emulates_each_record_a_comparison(dumped):
+    runs = [subprocess.Popen([sys.executable, "-c", CLI_CODE, "emulate", str(dumped), "--seed", str(seed)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}) for seed in range(3)]
+    for run in runs:
+        out, err = run.communicate(timeout=240)
+        assert run.returncode == cli.EXIT_OK, err
+    assert thn.load(dumped).last_compare.ok
+    assert no_leftovers(dumped)
+
+
+def test_a_user_file_named_like_a_temp_file_blocks_overwrite(hm, dumped):
+    (dumped / f"{TEMP_PREFIX}mine.txt").write_text("mine")
+    with pytest.raises(DumpError, match="not part of its dump"):
+        hm.save(dumped, overwrite=True)
+    assert (dumped / f"{TEMP_PREFIX}mine.txt").read_text() == "mine"

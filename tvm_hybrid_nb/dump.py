@@ -314,10 +314,11 @@ def _own_files(directory: Path) -> tuple[set[str] | None, str]:
 
 def _is_own_entry(entry: Path, own: set[str]) -> bool:
     """Whether ``entry`` was written by the dump whose files are ``own`` (or is a leftover of ours)."""
-    if entry.name.startswith(TEMP_PREFIX):
-        return True
     if entry.is_symlink():
         return False
+    if entry.name.startswith(TEMP_PREFIX):  # a temporary file of an interrupted atomic write of ours
+        rest = entry.name[len(TEMP_PREFIX):]
+        return entry.is_file() and any(rest.startswith(name[:64] + ".") for name in own)
     if entry.name == "__pycache__" and entry.is_dir():
         # importing a stage file (``importlib``) caches its bytecode here
         stems = [n[:-len(".py")] + "." for n in own if n.endswith(".py")]
@@ -832,6 +833,27 @@ class _TypeTable:
         self._cache: dict[str, tuple | None] = {}
         self._enum_indices = {i for i in (core._object_type_key_to_index("ffi.Enum"),
                                           core._object_type_key_to_index("ffi.IntEnum")) if i is not None}
+        # IR nodes that are never null unless a field says Optional: TVM dereferences them unchecked
+        self._ir_roots = {i for i in (core._object_type_key_to_index("ir.Expr"),
+                                      core._object_type_key_to_index("tirx.Stmt")) if i is not None}
+
+    def _is_ir_node_type(self, type_index: int) -> bool:
+        if type_index in self._ir_roots:
+            return True
+        info = self._core._type_index_to_type_info(type_index) if type_index >= 64 else None
+        return info is not None and bool(self._ir_roots & set(info.type_ancestors or ()))
+
+    def _requirement(self, field) -> str | None:
+        """"node" for a field that must hold an IR node, "nodes" for an array of them, else None."""
+        schema = getattr(field, "ty", None)
+        if schema is None:
+            return None
+        if schema.origin_type_index >= 0 and self._is_ir_node_type(schema.origin_type_index):
+            return "node"
+        if schema.origin == "ffi.Array" and len(schema.args) == 1 and schema.args[0].origin_type_index >= 0 \
+                and self._is_ir_node_type(schema.args[0].origin_type_index):
+            return "nodes"
+        return None
 
     def kind(self, type_key: str):
         """None for an unknown key, else ("leaf"|"seq"|"map"|"opaque"|"object", reference fields)."""
@@ -855,7 +877,8 @@ class _TypeTable:
                 else:
                     fields = []
                     while info is not None:
-                        fields += [f.name for f in info.fields if f.field_static_type_index not in _POD_FIELD_TYPES]
+                        fields += [(f.name, self._requirement(f)) for f in info.fields
+                                   if f.field_static_type_index not in _POD_FIELD_TYPES]
                         info = info.parent_type_info
                     result = ("object", tuple(fields))
         self._cache[type_key] = result
@@ -904,13 +927,25 @@ def check_node_graph(data: Any, path: Path) -> None:
         elif what == "object":
             if not isinstance(payload, dict):
                 raise bad(f"node {i} ({node['type']}) has no field object")
-            refs = [payload[f] for f in fields if f in payload]
+            refs = [payload[f] for f, _ in fields if f in payload]
         else:
             refs = []
         for ref in refs:
             if not index_ok(ref):
                 raise bad(f"node {i} ({node['type']}) refers to node {ref!r}, not an index below {count}")
         children.append(refs)
+    for i, node in enumerate(nodes):  # null where TVM requires a node: its passes would crash on it
+        kind = table.kind(node["type"])
+        if kind[0] != "object":
+            continue
+        for field, need in kind[1]:
+            ref = node["data"].get(field)
+            if need is None or ref is None:
+                continue
+            targets = [ref] if need == "node" else (nodes[ref].get("data") or [] if table.kind(nodes[ref]["type"])[0]
+                                                    == "seq" else [])
+            if any(nodes[t]["type"] == "None" for t in targets if index_ok(t)):
+                raise bad(f"node {i} ({node['type']}) has a null {field!r}, where TVM requires a node")
     if not index_ok(data["root_index"]):
         raise bad(f"root_index {data['root_index']!r} is not a node index below {count}")
     # Iterative depth-first search: colour 1 = on the current path, 2 = done (depth known).
@@ -1076,8 +1111,15 @@ def record_compare(directory: str | os.PathLike, result: CompareResult) -> None:
             now = os.stat(path)
         except OSError:
             now = None
-        if before is None or now is None or (now.st_ino, now.st_mtime_ns, now.st_size) != (
+        if before is not None and now is not None and (now.st_ino, now.st_mtime_ns, now.st_size) == (
                 before.st_ino, before.st_mtime_ns, before.st_size):
+            return
+        try:  # another comparison recorded meanwhile changes only last_compare: ours replaces it
+            current = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            current = None
+        if not isinstance(current, dict) or {k: v for k, v in current.items() if k != "last_compare"} != \
+                {k: v for k, v in index.items() if k != "last_compare"}:
             raise DumpError(f"{path}: changed while the comparison ran (another dump was written); the "
                             f"result was not recorded")
 
