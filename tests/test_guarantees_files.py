@@ -722,3 +722,39 @@ def test_a_user_file_named_like_a_temp_file_blocks_overwrite(hm, dumped):
     with pytest.raises(DumpError, match="not part of its dump"):
         hm.save(dumped, overwrite=True)
     assert (dumped / f"{TEMP_PREFIX}mine.txt").read_text() == "mine"
+
+
+def test_a_file_added_to_the_old_dump_during_the_swap_survives(hm, dumped, monkeypatch):
+    real = dump._exchange
+
+    def exchange_after_a_user_write(a, b):
+        (b / "late.txt").write_text("mine")  # the user saves a note just as the new dump is swapped in
+        return real(a, b)
+
+    monkeypatch.setattr(dump, "_exchange", exchange_after_a_user_write)
+    with pytest.warns(UserWarning, match="kept"):
+        hm.save(dumped, overwrite=True)
+    kept = [p for p in dumped.parent.rglob("late.txt")]
+    assert len(kept) == 1 and kept[0].read_text() == "mine"
+    assert thn.load(dumped).func_name == hm.func_name
+
+
+def test_an_empty_directory_in_an_unwritable_parent_is_filled_in_place(hm, tmp_path):
+    parent = tmp_path / "parent"
+    (parent / "out").mkdir(parents=True)
+    if os.geteuid() == 0:
+        if subprocess.run(["chattr", "+i", str(parent)], capture_output=True).returncode != 0:
+            pytest.skip("chattr +i is not available here (root ignores permission bits)")
+    else:
+        parent.chmod(0o555)
+    try:
+        hm.save(parent / "out")
+        assert len(thn.load(parent / "out").stages) == len(hm.stages)
+        assert no_leftovers(parent / "out")
+        with pytest.raises(DumpError, match="cannot write the dump"):  # a swap needs the parent
+            hm.save(parent / "out", overwrite=True)
+        assert len(thn.load(parent / "out").stages) == len(hm.stages)
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(parent)], capture_output=True)
+        parent.chmod(0o755)

@@ -42,7 +42,7 @@ from . import __version__
 from . import capture as _capture
 from .compare import CompareResult, OutputComparison
 from .errors import BuildError, DumpError, HybridError, UnknownPassError
-from .files import TEMP_PREFIX, atomic_write_text, os_error_text
+from .files import TEMP_PREFIX, atomic_write_text, os_error_text, umask, write_file_atomically
 from .module import HybridModule, Stage
 from .signature import ParamSpec, check_size_names, dim_symbols, dim_value, seeded_values
 
@@ -57,7 +57,6 @@ DEFAULT_SYMBOLIC_SIZE = 16
 SPLIT_PASS = "tirx.Filter"
 INDEX_FILE = "index.json"
 
-_STAGE_FILE = re.compile(r"^(\d{3,})_.+\.(py|json)$")
 
 # ---------------------------------------------------------------------------------------------
 # The numpy-only runner appended to every runnable stage file.  The same text is executed here
@@ -419,12 +418,6 @@ def _remove_own_dump(directory: Path, own: set[str]) -> None:
                       f"writing", stacklevel=4)
 
 
-def _dir_mode() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o777 & ~mask
-
-
 def _holds_cwd(directory: Path) -> bool:
     try:
         cwd = Path(os.getcwd()).resolve()
@@ -434,10 +427,35 @@ def _holds_cwd(directory: Path) -> bool:
     return cwd == target or target in cwd.parents
 
 
+def _move_files_in(staging: Path, directory: Path) -> None:
+    """Move every file of ``staging`` into the empty ``directory``; on failure take them out again."""
+    moved: list[Path] = []
+    try:
+        for item in sorted(staging.iterdir()):
+            if os.path.lexists(directory / item.name):
+                raise DumpError(f"{directory}: {item.name} appeared in it while the dump was written; "
+                                f"nothing written")
+            os.rename(item, directory / item.name)
+            moved.append(directory / item.name)
+    except BaseException:
+        for path in moved:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+        raise
+    staging.rmdir()
+
+
 def _swap_in(staging: Path, directory: Path, mode: str) -> None:
-    """Put the complete dump ``staging`` at ``directory`` (see :func:`save`)."""
+    """Put the complete dump ``staging`` at ``directory`` (see :func:`save`); ``staging`` is gone after.
+
+    ``"new"``: rename it into place.  ``"empty"``: rename it over the empty directory (or, for the
+    working directory, a mount point, or a staging directory inside it, move the files in).
+    ``"replace"``: exchange the two directories atomically, then delete the old dump's own files.
+    """
     if mode == "new":
-        os.chmod(staging, _dir_mode())
+        os.chmod(staging, 0o777 & ~umask())
         try:
             os.rename(staging, directory)
         except OSError as exc:
@@ -446,44 +464,33 @@ def _swap_in(staging: Path, directory: Path, mode: str) -> None:
                                 f"it is, nothing written") from None
             raise
         return
-    os.chmod(staging, stat.S_IMODE(directory.stat().st_mode))
     holds_cwd = _holds_cwd(directory)  # renaming it would leave this process in a deleted directory
-    if mode == "replace" and holds_cwd:
-        raise DumpError(f"{directory}: is (or holds) the current working directory and cannot be swapped for "
-                        f"the new dump; run from another directory")
     if mode == "empty":
-        try:
-            if not holds_cwd:
+        if staging.parent == directory:
+            _move_files_in(staging, directory)
+            return
+        os.chmod(staging, stat.S_IMODE(directory.stat().st_mode))
+        if not holds_cwd:
+            try:
                 os.rename(staging, directory)
                 return
-        except OSError as exc:
-            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                raise DumpError(f"{directory}: was filled by someone else while the dump was written; left "
-                                f"as it is, nothing written") from None
-        # a mount point or a directory that cannot be renamed: move the files in, one by one
-        moved: list[Path] = []
-        try:
-            for item in sorted(staging.iterdir()):
-                if os.path.lexists(directory / item.name):
-                    raise DumpError(f"{directory}: {item.name} appeared in it while the dump was written; "
-                                    f"nothing written")
-                os.rename(item, directory / item.name)
-                moved.append(directory / item.name)
-        except BaseException:
-            for path in moved:
-                try:
-                    path.unlink()
-                except OSError:
-                    pass
-            raise
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise DumpError(f"{directory}: was filled by someone else while the dump was written; "
+                                    f"left as it is, nothing written") from None
+        _move_files_in(staging, directory)
         return
+    if holds_cwd:
+        raise DumpError(f"{directory}: is (or holds) the current working directory and cannot be swapped for "
+                        f"the new dump; run from another directory")
     own, _ = _own_files(directory)
     if own is None:  # changed since it was checked
         raise DumpError(f"{directory}: is no longer a tvm_hybrid_nb dump; nothing replaced")
-    old = directory.parent / f"{TEMP_PREFIX}{directory.name[:64]}.old.{os.getpid()}.{time.time_ns()}"
+    os.chmod(staging, stat.S_IMODE(directory.stat().st_mode))
     if _exchange(staging, directory):
-        _remove_own_dump(staging, own)  # staging now holds the old dump
+        _remove_own_dump(staging, own)  # staging now holds the old dump (and anything added meanwhile)
         return
+    old = directory.parent / f"{TEMP_PREFIX}{directory.name[:64]}.old.{os.getpid()}.{time.time_ns()}"
     os.rename(directory, old)
     try:
         os.rename(staging, directory)
@@ -539,17 +546,21 @@ def save(hm: HybridModule, directory: str | os.PathLike, overwrite: bool = False
     try:
         if mode == "new":
             directory.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{directory.name[:64]}.new.", dir=directory.parent))
+        prefix = f"{TEMP_PREFIX}{directory.name[:64]}.new."
+        try:
+            staging = Path(tempfile.mkdtemp(prefix=prefix, dir=directory.parent))
+        except OSError:
+            if mode != "empty":
+                raise
+            staging = Path(tempfile.mkdtemp(prefix=prefix, dir=directory))  # the parent is not writable
         _write_dump(hm, staging, params, sizes)
         _swap_in(staging, directory, mode)
+        staging = None  # it is the dump now, or (replace) it held the old one and was cleared
     except OSError as exc:
-        where = exc.filename if isinstance(exc.filename, str) else directory
-        if staging is not None and isinstance(where, str) and where.startswith(str(staging)):
-            where = directory
-        raise DumpError(f"{where}: cannot write the dump: {os_error_text(exc)}"
+        raise DumpError(f"{directory}: cannot write the dump: {os_error_text(exc)}"
                         + ("; the previous dump is unchanged" if mode == "replace" else "")) from None
     finally:
-        if staging is not None and staging.exists():
+        if staging is not None and staging.exists():  # only the incomplete new dump, never the old one
             shutil.rmtree(staging, ignore_errors=True)
     return directory
 
@@ -560,9 +571,9 @@ def _write_dump(hm: HybridModule, directory: Path, params: list | None, sizes: d
     for stage, in_pipe in zip(hm.stages, in_pipeline):
         stem = stage_stem(stage)
         files = {"py": f"{stem}.py", "tvmscript": f"{stem}.tvmscript.py", "json": f"{stem}.json"}
-        atomic_write_text(directory / files["json"], tvm.ir.save_json(stage.mod))
-        atomic_write_text(directory / files["tvmscript"], _tvmscript_text(hm, stage))
-        atomic_write_text(directory / files["py"], runnable_source(hm, stage, sizes))
+        write_file_atomically(directory / files["json"], tvm.ir.save_json(stage.mod))
+        write_file_atomically(directory / files["tvmscript"], _tvmscript_text(hm, stage))
+        write_file_atomically(directory / files["py"], runnable_source(hm, stage, sizes))
         stages_meta.append({
             "index": stage.number, "name": stage.name, "seconds": stage.seconds, "changed": stage.changed,
             "emulatable": stage.emulatable, "reason": stage.reason, "in_pipeline": bool(in_pipe),
@@ -583,7 +594,7 @@ def _write_dump(hm: HybridModule, directory: Path, params: list | None, sizes: d
         "stages": stages_meta,
         "last_compare": _compare_to_json(hm.last_compare),
     }
-    atomic_write_text(directory / INDEX_FILE, json.dumps(index, indent=1))
+    write_file_atomically(directory / INDEX_FILE, json.dumps(index, indent=1))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,39 +37,42 @@ def atomic_write_text(path: str | os.PathLike, text: str, before_replace=None) -
     path = Path(path)
     if path.is_dir() and not path.is_symlink():
         raise DumpError(f"{path}: is a directory, expected a file name")
-    data = text.encode("utf-8")
     existed = os.path.lexists(path)
     try:
-        fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name[:64] + ".", dir=path.parent)
+        write_file_atomically(path, text, before_replace)
     except OSError as exc:
-        raise DumpError(f"{path}: cannot write: {os_error_text(exc)}") from None
+        kept = "; the previous file is unchanged" if existed else ""
+        raise DumpError(f"{path}: cannot write: {os_error_text(exc)}{kept}") from None
+    return path
+
+
+def write_file_atomically(path: Path, text: str, before_replace=None) -> None:
+    """:func:`atomic_write_text` that lets the ``OSError`` through (for callers that say it their way)."""
+    fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name[:64] + ".", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            handle.write(text.encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(temp, 0o666 & ~_umask())
+        os.chmod(temp, 0o666 & ~umask())
         if before_replace is not None:
             before_replace()
         os.replace(temp, path)
-    except BaseException as exc:
+    except BaseException:
         try:
             os.unlink(temp)
         except OSError:
             pass
-        if isinstance(exc, OSError):
-            kept = "; the previous file is unchanged" if existed else ""
-            raise DumpError(f"{path}: cannot write: {os_error_text(exc)}{kept}") from None
         raise
-    return path
 
 
 _UMASK: int | None = None
 
 
-def _umask() -> int:
+def umask() -> int:
+    """The process's umask (read once: reading it means setting it)."""
     global _UMASK
-    if _UMASK is None:  # reading the umask means setting it; do it once
+    if _UMASK is None:
         _UMASK = os.umask(0o022)
         os.umask(_UMASK)
     return _UMASK
