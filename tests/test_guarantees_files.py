@@ -421,7 +421,11 @@ def test_random_inputs_refuse_an_unknown_size_name(hm):
         hm.random_inputs(sizes={"N": 5})
     with pytest.raises(ArgumentShapeError, match="unknown size 'N'"):
         hm.compare(sizes={"n": 4, "N": 5})
+    for value in (2.5, -1, True, "5"):
+        with pytest.raises(ArgumentShapeError, match="non-negative integer"):
+            hm.random_inputs(sizes={"n": value})
     assert hm.random_inputs(sizes={"n": 5})[0].shape == (5,)
+    assert hm.random_inputs(sizes={"n": np.int64(3)})[0].shape == (3,)
 
 
 def test_save_refuses_an_unknown_size_name(hm, tmp_path):
@@ -583,7 +587,7 @@ def test_a_dump_directory_that_is_a_file(hm, tmp_path, capsys):
             hm.save(path, overwrite=overwrite)
     assert path.read_text() == "mine"
     assert run_cli("emulate", path) == cli.EXIT_USAGE
-    assert_one_line(capsys.readouterr().err, "no such dump directory")
+    assert_one_line(capsys.readouterr().err, "is a file", "dump directory")
 
 
 def test_unicode_paths(hm, tmp_path, capsys):

@@ -804,6 +804,8 @@ def read_index(directory: str | os.PathLike) -> dict:
     """
     directory = Path(directory)
     if not directory.is_dir():
+        if directory.is_file():
+            raise DumpError(f"{directory}: is a file; give the dump directory (the one holding {INDEX_FILE})")
         raise DumpError(f"{directory}: no such dump directory")
     path = directory / INDEX_FILE
     if not path.is_file():

@@ -250,13 +250,16 @@ def check_size_names(params: Sequence[ParamSpec], sizes) -> None:
     Raises
     ------
     ArgumentShapeError
-        Naming the unknown size and listing the kernel's sizes.
+        Naming the unknown size and listing the kernel's sizes, or a value that is not a
+        non-negative integer.
     """
     known = size_names(params)
-    for name in sizes or {}:
+    for name, value in (sizes or {}).items():
         if name not in known:
             have = f"the kernel's sizes are {', '.join(known)}" if known else "the kernel has no symbolic sizes"
             raise ArgumentShapeError(f"unknown size {name!r}: {have}")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise ArgumentShapeError(f"size {name}: expected a non-negative integer, got {value!r}")
 
 
 def check_scalar_names(params: Sequence[ParamSpec], scalars) -> None:
