@@ -762,3 +762,9 @@ def test_an_empty_directory_in_an_unwritable_parent_is_filled_in_place(hm, tmp_p
         if os.geteuid() == 0:
             subprocess.run(["chattr", "-i", str(parent)], capture_output=True)
         parent.chmod(0o755)
+
+
+def test_magic_overwrite_without_dump_is_a_usage_error(shell):
+    result, cap = run_magic(shell, "%%hybrid_build m --no-widget --overwrite\nfunc\n")
+    assert not result.success
+    assert_one_line(cap.stderr, "UsageError", "--overwrite goes with --dump")
