@@ -768,3 +768,22 @@ def test_magic_overwrite_without_dump_is_a_usage_error(shell):
     result, cap = run_magic(shell, "%%hybrid_build m --no-widget --overwrite\nfunc\n")
     assert not result.success
     assert_one_line(cap.stderr, "UsageError", "--overwrite goes with --dump")
+
+
+def test_a_report_into_a_pipe_is_written_through_not_replaced(dumped, tmp_path):
+    import stat as stat_module
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()))
+    reader.start()
+    try:
+        assert run_cli("report", dumped, "-o", pipe) == cli.EXIT_OK
+    finally:
+        if reader.is_alive():  # unblock the reader if nothing was written
+            with open(pipe, "wb"):
+                pass
+        reader.join(timeout=60)
+    assert stat_module.S_ISFIFO(os.lstat(pipe).st_mode)
+    assert received and received[0].startswith(b"<!DOCTYPE html")

@@ -6,6 +6,7 @@ line naming the path and the cause; the file that was there before stays as it w
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def atomic_write_text(path: str | os.PathLike, text: str, before_replace=None) -
         One line naming ``path`` and the cause (permission denied, disk full, file too large...).
     """
     path = Path(path)
-    if path.is_dir() and not path.is_symlink():
+    if path.is_dir():
         raise DumpError(f"{path}: is a directory, expected a file name")
     existed = os.path.lexists(path)
     try:
@@ -47,7 +48,18 @@ def atomic_write_text(path: str | os.PathLike, text: str, before_replace=None) -
 
 
 def write_file_atomically(path: Path, text: str, before_replace=None) -> None:
-    """:func:`atomic_write_text` that lets the ``OSError`` through (for callers that say it their way)."""
+    """:func:`atomic_write_text` that lets the ``OSError`` through (for callers that say it their way).
+
+    A device, FIFO or socket at ``path`` (``/dev/stdout``, a pipe) is written through, not replaced.
+    """
+    try:
+        target = os.stat(path)  # through a symlink: what the name finally is
+    except OSError:
+        target = None
+    if target is not None and not stat.S_ISREG(target.st_mode) and not stat.S_ISDIR(target.st_mode):
+        with open(path, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        return
     fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name[:64] + ".", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
