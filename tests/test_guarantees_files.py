@@ -408,7 +408,7 @@ def test_emulate_refuses_an_unknown_size_name_and_lists_the_known(dumped, capsys
 
 @pytest.mark.parametrize("args, fragment", [
     (["emulate", "{d}", "--seed", "x"], "--seed"), (["emulate", "{d}", "--size", "n=x"], "n=x"),
-    (["emulate", "{d}", "--size", "n=-1"], "n=-1"), (["dump"], "required"), (["nosuch"], "nosuch"),
+    (["emulate", "{d}", "--size", "n=-1"], "n=-1"), (["emulate", "{d}", "--seed", "-5"], "seed"), (["dump"], "required"), (["nosuch"], "nosuch"),
 ])
 def test_command_line_usage_errors_are_one_line(pristine, args, fragment):
     run = python(CLI_CODE, *[a.format(d=pristine) for a in args])
@@ -441,6 +441,7 @@ def test_save_refuses_an_unknown_size_name(hm, tmp_path):
     (["--set", "x=1"], ["x", "no scalar"]),
     (["--seed", "x"], ["--seed", "invalid int"]),
     (["--size", "n=-3"], ["n=-3", "non-negative"]),
+    (["--seed", "-1"], ["--seed -1", "non-negative"]),
 ])
 def test_the_dumped_py_file_gives_one_line_for_bad_options(pristine, args, fragments):
     py = pristine / json.loads((pristine / "index.json").read_text())["stages"][0]["files"]["py"]

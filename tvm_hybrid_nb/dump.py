@@ -114,6 +114,8 @@ def _thn_main(kernel, params, sizes, scalars, description, argv=None):
                 fail(f"{option} {key}: unknown name; {have}")
             yield key, value
 
+    if args.seed < 0:
+        fail(f"--seed {args.seed}: the seed must be a non-negative integer")
     for key, value in pairs("--size", args.size, sizes, "symbolic sizes"):
         if not value.lstrip("-").isdigit() or int(value) < 0:
             fail(f"--size {key}={value}: the value must be a non-negative integer")

@@ -313,6 +313,8 @@ def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str
     ArgumentTypeError
         For a scalar parameter without a value, or a dtype random values cannot be made for.
     """
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ArgumentTypeError(f"seed: expected a non-negative integer, got {seed!r}")
     sizes = dict(sizes or {})
     scalars = dict(scalars or {})
     check_size_names(params, sizes)
