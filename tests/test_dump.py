@@ -161,12 +161,15 @@ def test_non_empty_directory_is_refused_unless_overwrite(hm, tmp_path):
     directory = tmp_path / "d"
     directory.mkdir()
     (directory / "notes.txt").write_text("mine")
-    with pytest.raises(DumpError, match="not empty"):
+    for overwrite in (False, True):  # not a dump: refused either way, the user's file stays
+        with pytest.raises(DumpError, match="not empty and is not a tvm_hybrid_nb dump"):
+            hm.save(directory, overwrite=overwrite)
+    assert [p.name for p in directory.iterdir()] == ["notes.txt"]
+    (directory / "notes.txt").unlink()
+    hm.save(directory)
+    with pytest.raises(DumpError, match="holds a previous dump"):
         hm.save(directory)
-    (directory / "999_stale.json").write_text("{}")
-    hm.save(directory, overwrite=True)
-    assert not (directory / "999_stale.json").exists()  # files of an earlier dump are replaced
-    assert (directory / "notes.txt").read_text() == "mine"  # other files are left alone
+    hm.save(directory, overwrite=True)  # a dump and nothing else: replaced
     assert len(json.loads((directory / "index.json").read_text())["stages"]) == len(hm.stages)
 
 

@@ -203,8 +203,8 @@ def test_help_lists_the_arguments(shell):
 
 def test_dump_writes_every_stage_and_a_rerun_replaces_it(shell, tmp_path):
     target = tmp_path / "stages"
-    for _ in range(2):  # re-running the cell replaces the previous dump
-        result, cap = run(shell, f"%%hybrid_build dumped --dump {target}\n" + MATMUL_CELL)
+    for _ in range(2):  # re-running the cell with --overwrite replaces the previous dump
+        result, cap = run(shell, f"%%hybrid_build dumped --dump {target} --overwrite\n" + MATMUL_CELL)
         assert result.success, cap.stderr
     hm = shell.user_ns["dumped"]
     assert (target / "index.json").is_file()

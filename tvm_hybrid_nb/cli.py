@@ -61,14 +61,57 @@ class CliError(Exception):
     """A usage error or bad input: printed as one line, exit status :data:`EXIT_USAGE`."""
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (``PROG: error: ...``), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def _sizes(pairs: Sequence[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for text in pairs or ():
         name, sep, value = text.partition("=")
-        if not sep or not name or not value.strip().lstrip("-").isdigit():
-            raise CliError(f"--size expects NAME=INTEGER, got {text!r}")
+        if not sep or not name.strip() or not value.strip().isdigit():
+            raise CliError(f"--size expects NAME=INTEGER (a non-negative integer), got {text!r}")
         out[name.strip()] = int(value)
     return out
+
+
+def _scalars(pairs: Sequence[str], params: Sequence[Any]) -> dict[str, Any]:
+    """``--scalar NAME=VALUE`` values, converted to each scalar parameter's dtype."""
+    from .signature import check_scalar_names
+
+    by_name = {p.name: p for p in params if not p.is_buffer}
+    out: dict[str, Any] = {}
+    for text in pairs or ():
+        name, sep, value = text.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not value:
+            raise CliError(f"--scalar expects NAME=VALUE, got {text!r}")
+        check_scalar_names(params, {name: value})
+        dtype = by_name[name].dtype
+        try:
+            if dtype == "bool":
+                if value.lower() not in ("0", "1", "true", "false"):
+                    raise ValueError(value)
+                out[name] = value.lower() in ("1", "true")
+            elif dtype.startswith(("int", "uint")):
+                out[name] = int(value)
+            else:
+                out[name] = float(value)
+        except ValueError:
+            raise CliError(f"--scalar {name}={value}: not a {dtype} value") from None
+    missing = [n for n in by_name if n not in out]
+    if missing:
+        raise CliError(f"parameter {missing[0]} is a scalar ({by_name[missing[0]].dtype}): give its value with "
+                       f"--scalar {missing[0]}=VALUE")
+    return out
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 500 else text[:499] + "…"
 
 
 def load_script_target(script: str | os.PathLike) -> tuple[Any, str | None]:
@@ -127,6 +170,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
     import tvm_hybrid_nb as thn
     from . import dump
 
+    dump.check_output_directory(args.out, args.overwrite)  # before the build: refuse early
     obj, script_target = load_script_target(args.script)
     hm = thn.build(obj, target=args.target or script_target or "llvm")
     out = dump.save(hm, args.out, overwrite=args.overwrite, sizes=_sizes(args.size))
@@ -142,6 +186,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     passes = [p.strip() for p in args.passes.split(",") if p.strip()] if args.passes is not None else None
     if passes is not None and not passes:
         raise CliError("--passes is empty: name at least one pass (e.g. --passes tirx.FlattenBuffer)")
+    dump.check_output_directory(args.out, args.overwrite)
     hm = thn.resume(args.file, passes=passes, target=args.target)
     out = dump.save(hm, args.out, overwrite=args.overwrite)
     what = f"ran {', '.join(s.name for s in hm.stages[1:])}" if passes is not None else "ran the rest of the pipeline"
@@ -153,10 +198,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     """``report DIR -o out.html``: write the self-contained HTML report of a dump."""
     import tvm_hybrid_nb as thn
 
-    hm = thn.load(args.dir)
     out = Path(args.output)
+    if out.is_dir():
+        raise CliError(f"{out}: is a directory; give the HTML file to write (e.g. {out / 'report.html'})")
     if not out.parent.is_dir():
         raise CliError(f"{out}: directory {out.parent} does not exist")
+    hm = thn.load(args.dir)
     thn.report(hm, out)
     print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB, {len(hm.stages)} stages)")
     return EXIT_OK
@@ -177,13 +224,17 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     import tvm_hybrid_nb as thn
     from . import dump
     from .errors import EmulationError, StageNotEmulatableError
+    from .signature import check_size_names, random_arguments
 
     hm = thn.load(args.dir)
     stage = hm.stage(_stage_key(hm, args.stage))
+    given = _sizes(args.size)
     try:
-        sizes = {**(getattr(hm, "sizes", None) or {}), **_sizes(args.size)}
-        result = hm.compare(stage=stage.index, seed=args.seed, sizes=sizes,
-                            rtol=args.rtol, atol=args.atol)
+        params = hm.params
+        check_size_names(params, given)
+        sizes = {**(getattr(hm, "sizes", None) or {}), **given}
+        arrays = random_arguments(params, seed=args.seed, sizes=sizes, scalars=_scalars(args.scalar, params))
+        result = hm.compare(*arrays, stage=stage.index, rtol=args.rtol, atol=args.atol)
     except (StageNotEmulatableError, EmulationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_MISMATCH
@@ -196,12 +247,12 @@ def cmd_emulate(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m tvm_hybrid_nb``."""
     fmt = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="python -m tvm_hybrid_nb", formatter_class=fmt, epilog=EPILOG,
         description="Dump, reload, resume, report on and emulate TVM compilations, pass by pass.")
     parser.add_argument("--traceback", action="store_true", help="print the full traceback on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    common = argparse.ArgumentParser(add_help=False)
+    common = _OneLineParser(add_help=False)
     common.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
                         help="print the full traceback on errors")
 
@@ -251,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
                    help="value of a symbolic dimension (default: the sizes the dump was written with)")
+    p.add_argument("--scalar", "--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="value of a scalar parameter of the kernel (required for each one)")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default by dtype)")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default by dtype)")
     p.add_argument("--no-record", dest="record", action="store_false",
@@ -274,7 +327,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, HybridError) as exc:
         if args.traceback:
             traceback.print_exc()
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:  # the file system refused (permissions, disk full, a file where a directory goes)
+        if args.traceback:
+            traceback.print_exc()
+        from .files import os_error_text
+
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{os_error_text(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -20,10 +20,16 @@ the pipeline from one dumped stage.
 """
 from __future__ import annotations
 
+import ctypes
+import errno
 import inspect
 import json
+import keyword
 import os
 import re
+import shutil
+import stat
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -36,8 +42,9 @@ from . import __version__
 from . import capture as _capture
 from .compare import CompareResult, OutputComparison
 from .errors import BuildError, DumpError, HybridError, UnknownPassError
+from .files import TEMP_PREFIX, atomic_write_text, os_error_text, umask, write_file_atomically
 from .module import HybridModule, Stage
-from .signature import ParamSpec, dim_symbols, dim_value, seeded_values
+from .signature import ParamSpec, check_size_names, dim_symbols, dim_value, seeded_values
 
 #: Identifies ``index.json`` files written by this module.
 FORMAT = "tvm_hybrid_nb-dump"
@@ -50,7 +57,6 @@ DEFAULT_SYMBOLIC_SIZE = 16
 SPLIT_PASS = "tirx.Filter"
 INDEX_FILE = "index.json"
 
-_STAGE_FILE = re.compile(r"^(\d{3,})_.+\.(py|json)$")
 
 # ---------------------------------------------------------------------------------------------
 # The numpy-only runner appended to every runnable stage file.  The same text is executed here
@@ -86,15 +92,45 @@ def _thn_main(kernel, params, sizes, scalars, description, argv=None):
                         help="value of a symbolic dimension")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="value of a scalar parameter")
-    args = parser.parse_args(argv)
     sizes = dict(sizes)
     scalars = dict(scalars)
-    for text in args.size:
-        key, _, value = text.partition("=")
+
+    def fail(message):
+        import sys
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+    parser.error = lambda message: fail(f"{message} (see --help)")
+    args = parser.parse_args(argv)
+
+    def pairs(option, texts, known, what):
+        for text in texts:
+            key, sep, value = text.partition("=")
+            key, value = key.strip(), value.strip()
+            if not sep or not key or not value:
+                fail(f"{option} expects NAME=VALUE, got {text!r}")
+            if key not in known:
+                have = f"the kernel's {what} are {', '.join(known)}" if known else f"the kernel has no {what}"
+                fail(f"{option} {key}: unknown name; {have}")
+            yield key, value
+
+    if args.seed < 0:
+        fail(f"--seed {args.seed}: the seed must be a non-negative integer")
+    for key, value in pairs("--size", args.size, sizes, "symbolic sizes"):
+        if not value.lstrip("-").isdigit() or int(value) < 0:
+            fail(f"--size {key}={value}: the value must be a non-negative integer")
         sizes[key] = int(value)
-    for text in args.set:
-        key, _, value = text.partition("=")
-        scalars[key] = type(scalars.get(key, 0))(value)
+    for key, value in pairs("--set", args.set, scalars, "scalar parameters"):
+        kind = type(scalars[key])
+        try:
+            if kind is bool:
+                if value.lower() not in ("0", "1", "true", "false"):
+                    raise ValueError(value)
+                scalars[key] = value.lower() in ("1", "true")
+            else:
+                scalars[key] = kind(value)
+        except ValueError:
+            fail(f"--set {key}={value}: the value must be a {kind.__name__}")
     arrays = _thn_random_arguments(params, args.seed, sizes, scalars)
     kernel(*arrays)
     for line in _thn_checksum(params, arrays):
@@ -244,17 +280,226 @@ def _compare_from_json(data: dict | None) -> CompareResult | None:
                          mode=data.get("mode", "exact"))
 
 
-def _prepare_directory(directory: Path, overwrite: bool) -> None:
+def _plain_file_name(name: Any) -> bool:
+    """Whether ``name`` names a file directly inside the dump directory (no path, no hidden file)."""
+    return (isinstance(name, str) and bool(name) and name == os.path.basename(name) and "\\" not in name
+            and not name.startswith(".") and "\0" not in name)
+
+
+def _own_files(directory: Path) -> tuple[set[str] | None, str]:
+    """The names of the files a dump in ``directory`` wrote, or (None, why it is not such a dump).
+
+    A dump is recognised by its ``index.json`` (a regular file with this package's format marker);
+    its files are the index itself and the stage files the index lists.
+    """
+    index_path = directory / INDEX_FILE
+    if index_path.is_symlink() or not index_path.is_file():
+        return None, f"it has no {INDEX_FILE}"
+    try:
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None, f"its {INDEX_FILE} is not readable JSON"
+    if not isinstance(index, dict) or index.get("format") != FORMAT or not isinstance(index.get("stages"), list):
+        return None, f"its {INDEX_FILE} is not a tvm_hybrid_nb dump index"
+    names = {INDEX_FILE}
+    for entry in index["stages"]:
+        # exactly the names save() gives a stage: an index edited to claim other files claims nothing
+        if not (isinstance(entry, dict) and _is_int(entry.get("index")) and isinstance(entry.get("name"), str)):
+            return None, f"its {INDEX_FILE} is not a tvm_hybrid_nb dump index"
+        stem = f"{entry['index']:03d}_{_safe(entry['name'])}"
+        if entry.get("files") != {"py": f"{stem}.py", "tvmscript": f"{stem}.tvmscript.py", "json": f"{stem}.json"}:
+            return None, f"its {INDEX_FILE} lists files that a dump does not write"
+        names.update(entry["files"].values())
+    return names, ""
+
+
+def _is_own_entry(entry: Path, own: set[str]) -> bool:
+    """Whether ``entry`` was written by the dump whose files are ``own`` (or is a leftover of ours)."""
+    if entry.is_symlink():
+        return False
+    if entry.name.startswith(TEMP_PREFIX):  # a temporary file of an interrupted atomic write of ours
+        rest = entry.name[len(TEMP_PREFIX):]
+        return entry.is_file() and any(rest.startswith(name[:64] + ".") for name in own)
+    if entry.name == "__pycache__" and entry.is_dir():
+        # importing a stage file (``importlib``) caches its bytecode here
+        stems = [n[:-len(".py")] + "." for n in own if n.endswith(".py")]
+        return all(p.is_file() and not p.is_symlink() and p.suffix == ".pyc"
+                   and any(p.name.startswith(stem) for stem in stems) for p in entry.iterdir())
+    return entry.name in own and entry.is_file()
+
+
+def check_output_directory(directory: str | os.PathLike, overwrite: bool = False) -> str:
+    """Say whether :func:`save` may write ``directory``, before anything is built or written.
+
+    Returns ``"new"`` (it does not exist), ``"empty"`` or ``"replace"`` (a previous dump, with
+    ``overwrite``).  Only a directory holding a dump written by this package, and nothing else, is
+    ever replaced; a directory with any other file is refused even with ``overwrite``.
+
+    Raises
+    ------
+    DumpError
+        One line saying why the directory cannot be written.
+    """
+    try:
+        return _check_output_directory(Path(directory), overwrite)
+    except OSError as exc:
+        raise DumpError(f"{directory}: cannot use it as the dump directory: {os_error_text(exc)}") from None
+
+
+def _check_output_directory(directory: Path, overwrite: bool) -> str:
+    if "\0" in str(directory):
+        raise DumpError(f"{str(directory)!r}: a path cannot contain a NUL character")
+    if directory.is_symlink() and not directory.exists():
+        raise DumpError(f"{directory}: is a symlink to a missing path ({os.readlink(directory)})")
     if directory.exists() and not directory.is_dir():
         raise DumpError(f"{directory}: exists and is not a directory")
-    if directory.is_dir() and any(directory.iterdir()):
-        if not overwrite:
-            raise DumpError(f"{directory}: directory is not empty (use overwrite=True / --overwrite to replace "
-                            f"a previous dump)")
-        for item in directory.iterdir():
-            if item.is_file() and (item.name == INDEX_FILE or _STAGE_FILE.match(item.name)):
-                item.unlink()
-    directory.mkdir(parents=True, exist_ok=True)
+    for parent in directory.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise DumpError(f"{directory}: cannot create it: {parent} is not a directory")
+            break
+    if not directory.exists():
+        return "new"
+    try:
+        entries = list(directory.iterdir())
+    except OSError as exc:
+        raise DumpError(f"{directory}: cannot list it: {os_error_text(exc)}") from None
+    if not entries:
+        return "empty"
+    own, why_not = _own_files(directory)
+    if own is None:
+        raise DumpError(f"{directory}: directory is not empty and is not a tvm_hybrid_nb dump ({why_not}); "
+                        f"nothing was written — choose a new or empty directory")
+    foreign = sorted(e.name for e in entries if not _is_own_entry(e, own))
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise DumpError(f"{directory}: holds files that are not part of its dump ({shown}); nothing was "
+                        f"written — move them away or choose another directory")
+    if not overwrite:
+        raise DumpError(f"{directory}: directory is not empty: it holds a previous dump (use overwrite=True / "
+                        f"--overwrite to replace it)")
+    return "replace"
+
+
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories atomically (Linux ``renameat2``); False where the system cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    result = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE)
+    if result == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _remove_own_dump(directory: Path, own: set[str]) -> None:
+    """Delete the files of the dump in ``directory`` (only those), then the directory if empty."""
+    for entry in list(directory.iterdir()):
+        if not _is_own_entry(entry, own):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            try:
+                entry.unlink()
+            except OSError:
+                pass
+    try:
+        directory.rmdir()
+    except OSError:
+        warnings.warn(f"{directory}: the replaced dump's directory was kept: files appeared in it while "
+                      f"writing", stacklevel=4)
+
+
+def _holds_cwd(directory: Path) -> bool:
+    try:
+        cwd = Path(os.getcwd()).resolve()
+    except OSError:
+        return False
+    target = directory.resolve()
+    return cwd == target or target in cwd.parents
+
+
+def _move_files_in(staging: Path, directory: Path) -> None:
+    """Move every file of ``staging`` into the empty ``directory``; on failure take them out again."""
+    moved: list[Path] = []
+    try:
+        for item in sorted(staging.iterdir()):
+            if os.path.lexists(directory / item.name):
+                raise DumpError(f"{directory}: {item.name} appeared in it while the dump was written; "
+                                f"nothing written")
+            os.rename(item, directory / item.name)
+            moved.append(directory / item.name)
+    except BaseException:
+        for path in moved:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+        raise
+    staging.rmdir()
+
+
+def _swap_in(staging: Path, directory: Path, mode: str) -> None:
+    """Put the complete dump ``staging`` at ``directory`` (see :func:`save`); ``staging`` is gone after.
+
+    ``"new"``: rename it into place.  ``"empty"``: rename it over the empty directory (or, for the
+    working directory, a mount point, or a staging directory inside it, move the files in).
+    ``"replace"``: exchange the two directories atomically, then delete the old dump's own files.
+    """
+    if mode == "new":
+        os.chmod(staging, 0o777 & ~umask())
+        try:
+            os.rename(staging, directory)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise DumpError(f"{directory}: was filled by someone else while the dump was written; left as "
+                                f"it is, nothing written") from None
+            raise
+        return
+    holds_cwd = _holds_cwd(directory)  # renaming it would leave this process in a deleted directory
+    if mode == "empty":
+        if staging.parent == directory:
+            _move_files_in(staging, directory)
+            return
+        os.chmod(staging, stat.S_IMODE(directory.stat().st_mode))
+        if not holds_cwd:
+            try:
+                os.rename(staging, directory)
+                return
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise DumpError(f"{directory}: was filled by someone else while the dump was written; "
+                                    f"left as it is, nothing written") from None
+        _move_files_in(staging, directory)
+        return
+    if holds_cwd:
+        raise DumpError(f"{directory}: is (or holds) the current working directory and cannot be swapped for "
+                        f"the new dump; run from another directory")
+    own, _ = _own_files(directory)
+    if own is None:  # changed since it was checked
+        raise DumpError(f"{directory}: is no longer a tvm_hybrid_nb dump; nothing replaced")
+    os.chmod(staging, stat.S_IMODE(directory.stat().st_mode))
+    if _exchange(staging, directory):
+        _remove_own_dump(staging, own)  # staging now holds the old dump (and anything added meanwhile)
+        return
+    old = directory.parent / f"{TEMP_PREFIX}{directory.name[:64]}.old.{os.getpid()}.{time.time_ns()}"
+    os.rename(directory, old)
+    try:
+        os.rename(staging, directory)
+    except BaseException:
+        os.rename(old, directory)
+        raise
+    _remove_own_dump(old, own)
 
 
 def save(hm: HybridModule, directory: str | os.PathLike, overwrite: bool = False,
@@ -268,8 +513,10 @@ def save(hm: HybridModule, directory: str | os.PathLike, overwrite: bool = False
     directory : str or path
         Created if missing.  A non-empty directory is refused unless ``overwrite``.
     overwrite : bool
-        Replace the files of a previous dump (``index.json`` and ``NNN_*.py/.json``) in ``directory``;
-        other files are left alone.
+        Replace a previous dump in ``directory``.  Only a directory that holds a dump written by
+        this package and nothing else is replaced; one with any other file is refused.  The new
+        dump is written beside the old one and swapped in when complete, so a failure (disk full,
+        Ctrl-C) leaves the old dump as it was.
     sizes : dict, optional
         Values of symbolic dimensions used by the runnable ``.py`` files (default
         :data:`DEFAULT_SYMBOLIC_SIZE` each).
@@ -282,24 +529,53 @@ def save(hm: HybridModule, directory: str | os.PathLike, overwrite: bool = False
     Raises
     ------
     DumpError
-        When the directory is not empty (and not ``overwrite``) or is not a directory.
+        When the directory is not empty (and not ``overwrite``), holds files that are not part of a
+        dump, is not a directory, or cannot be written (one line; nothing is changed on disk).
     """
-    directory = Path(directory)
-    _prepare_directory(directory, overwrite)
+    mode = check_output_directory(directory, overwrite)
+    directory = Path(os.path.abspath(directory))  # "." has no name to write a sibling of
+    if directory.is_symlink() and directory.is_dir():
+        directory = directory.resolve()  # write where the link points; the link stays
     if sizes is None:
         sizes = getattr(hm, "sizes", None)
     try:
         params = hm.params
     except HybridError:
         params = None
+    if sizes:
+        check_size_names(params or [], sizes)
+    staging = None
+    try:
+        if mode == "new":
+            directory.parent.mkdir(parents=True, exist_ok=True)
+        prefix = f"{TEMP_PREFIX}{directory.name[:64]}.new."
+        try:
+            staging = Path(tempfile.mkdtemp(prefix=prefix, dir=directory.parent))
+        except OSError:
+            if mode != "empty":
+                raise
+            staging = Path(tempfile.mkdtemp(prefix=prefix, dir=directory))  # the parent is not writable
+        _write_dump(hm, staging, params, sizes)
+        _swap_in(staging, directory, mode)
+        staging = None  # it is the dump now, or (replace) it held the old one and was cleared
+    except OSError as exc:
+        raise DumpError(f"{directory}: cannot write the dump: {os_error_text(exc)}"
+                        + ("; the previous dump is unchanged" if mode == "replace" else "")) from None
+    finally:
+        if staging is not None and staging.exists():  # only the incomplete new dump, never the old one
+            shutil.rmtree(staging, ignore_errors=True)
+    return directory
+
+
+def _write_dump(hm: HybridModule, directory: Path, params: list | None, sizes: dict | None) -> None:
     stages_meta = []
     in_pipeline = getattr(hm, "in_pipeline", None) or [True] * len(hm.stages)
     for stage, in_pipe in zip(hm.stages, in_pipeline):
         stem = stage_stem(stage)
         files = {"py": f"{stem}.py", "tvmscript": f"{stem}.tvmscript.py", "json": f"{stem}.json"}
-        (directory / files["json"]).write_text(tvm.ir.save_json(stage.mod), encoding="utf-8")
-        (directory / files["tvmscript"]).write_text(_tvmscript_text(hm, stage), encoding="utf-8")
-        (directory / files["py"]).write_text(runnable_source(hm, stage, sizes), encoding="utf-8")
+        write_file_atomically(directory / files["json"], tvm.ir.save_json(stage.mod))
+        write_file_atomically(directory / files["tvmscript"], _tvmscript_text(hm, stage))
+        write_file_atomically(directory / files["py"], runnable_source(hm, stage, sizes))
         stages_meta.append({
             "index": stage.number, "name": stage.name, "seconds": stage.seconds, "changed": stage.changed,
             "emulatable": stage.emulatable, "reason": stage.reason, "in_pipeline": bool(in_pipe),
@@ -320,8 +596,7 @@ def save(hm: HybridModule, directory: str | os.PathLike, overwrite: bool = False
         "stages": stages_meta,
         "last_compare": _compare_to_json(hm.last_compare),
     }
-    (directory / INDEX_FILE).write_text(json.dumps(index, indent=1), encoding="utf-8")
-    return directory
+    write_file_atomically(directory / INDEX_FILE, json.dumps(index, indent=1))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,6 +634,8 @@ class DumpedModule(HybridModule):
         if _capture.PACKED_API_PASS in self.pipeline_done:
             kwargs.setdefault("packed_api_index", 0)
         super().__init__(func_name, target, raw_stages, **kwargs)
+        #: The signature read from stage 0's own module (None where it has none), before ``params``.
+        self.stage0_params = self._params
         if params is not None:
             # The signature of the original input stage: a resumed stage 0 may be flattened (its writes
             # go through views) or a packed-API wrapper, where outputs cannot be found again.
@@ -388,6 +665,135 @@ def _read_json_file(path: Path, what: str) -> Any:
     except json.JSONDecodeError as exc:
         raise DumpError(f"{path}: corrupt ({what}): invalid JSON at line {exc.lineno} column {exc.colno}: "
                         f"{exc.msg}") from None
+    except RecursionError:
+        raise DumpError(f"{path}: corrupt ({what}): JSON nested too deeply") from None
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) in (int, float)
+
+
+def _is_identifier(value: Any) -> bool:
+    return isinstance(value, str) and value.isidentifier() and not keyword.iskeyword(value)
+
+
+def _is_dtype(value: Any) -> bool:
+    if not isinstance(value, str) or not value:
+        return False
+    try:
+        tvm.DataType(value)
+    except Exception:  # TVM raises its own error types for an unknown dtype
+        return False
+    return True
+
+
+def _is_dim(value: Any) -> bool:
+    if _is_int(value):
+        return value >= 0
+    if not isinstance(value, str):
+        return False
+    try:
+        dim_value(value, {n: 1 for n in dim_symbols(value)})
+    except (SyntaxError, ValueError, KeyError, TypeError, ZeroDivisionError, RecursionError):
+        return False
+    return True
+
+
+def _check_fields(data: Any, where: str, spec: dict, path: Path) -> None:
+    """Check that ``data`` is an object whose fields satisfy ``spec`` (field → (test, description))."""
+    if not isinstance(data, dict):
+        raise DumpError(f"{path}: corrupt: field {where!r} must be an object")
+    for key, (test, what) in spec.items():
+        if not test(data.get(key)):
+            name = f"{where}.{key}" if where else key
+            raise DumpError(f"{path}: corrupt: field {name!r} must be {what}, got {data.get(key)!r:.80}")
+
+
+def _optional(test):
+    return lambda value: value is None or test(value)
+
+
+def _list_of(test):
+    return lambda value: isinstance(value, list) and all(test(v) for v in value)
+
+
+_INDEX_FIELDS = {
+    "func_name": (lambda v: isinstance(v, str) and bool(v), "a function name"),
+    "name": (_optional(_is_identifier), "a Python identifier or null"),
+    "target": (lambda v: isinstance(v, str) and bool(v), "a target string"),
+    "first_index": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    "stages": (lambda v: isinstance(v, list) and bool(v), "a non-empty list"),
+    "build_seconds": (_optional(_is_number), "a number or null"),
+    "resumed_from": (_optional(lambda v: isinstance(v, str)), "a file name or null"),
+    "pipeline_done": (_optional(_list_of(lambda v: isinstance(v, str))), "a list of pass names"),
+    "params": (_optional(lambda v: isinstance(v, list)), "a list of parameters or null"),
+    "sizes": (_optional(lambda v: isinstance(v, dict) and all(_is_identifier(k) and _is_int(n) and n >= 0
+                                                                for k, n in v.items())),
+              "an object of size names to non-negative integers"),
+    "last_compare": (_optional(lambda v: isinstance(v, dict)), "an object or null"),
+}
+_STAGE_FIELDS = {
+    "index": (_is_int, "an integer"),
+    "name": (lambda v: isinstance(v, str) and bool(v), "a pass name"),
+    "seconds": (_optional(_is_number), "a number or null"),
+    "changed": (_optional(lambda v: isinstance(v, bool)), "true, false or null"),
+    "emulatable": (_optional(lambda v: isinstance(v, bool)), "true, false or null"),
+    "reason": (_optional(lambda v: isinstance(v, str)), "a string or null"),
+    "in_pipeline": (_optional(lambda v: isinstance(v, bool)), "true, false or null"),
+    "files": (lambda v: isinstance(v, dict) and _plain_file_name(v.get("json"))
+              and all(_plain_file_name(f) for f in v.values()),
+              "an object of file names inside the dump directory"),
+}
+_PARAM_FIELDS = {
+    "name": (_is_identifier, "a Python identifier"),
+    "dtype": (_is_dtype, "a TVM dtype"),
+    "shape": (_optional(_list_of(_is_dim)), "a list of sizes (integers or size expressions) or null"),
+    "is_output": (lambda v: isinstance(v, bool), "true or false"),
+}
+_COMPARE_FIELDS = {
+    "stage": (lambda v: isinstance(v, (str, int)) and not isinstance(v, bool), "a stage label"),
+    "reference": (lambda v: isinstance(v, str), "a string"),
+    "mode": (_optional(lambda v: v in ("exact", "fast")), "\"exact\" or \"fast\""),
+    "emulate_seconds": (_is_number, "a number"),
+    "reference_seconds": (_is_number, "a number"),
+    "outputs": (lambda v: isinstance(v, list), "a list"),
+}
+_OUTPUT_FIELDS = {
+    "name": (lambda v: isinstance(v, str), "a string"),
+    "dtype": (lambda v: isinstance(v, str), "a dtype"),
+    "shape": (_list_of(lambda v: _is_int(v) and v >= 0), "a list of non-negative integers"),
+    "max_abs_error": (_is_number, "a number"),
+    "max_rel_error": (_is_number, "a number"),
+    "mismatches": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    "first_mismatch": (_optional(_list_of(_is_int)), "a list of integers or null"),
+    "rtol": (_is_number, "a number"),
+    "atol": (_is_number, "a number"),
+}
+
+
+def _check_index_schema(index: dict, path: Path) -> None:
+    """Every field :func:`load` uses has the type it needs; errors name the field (one line)."""
+    _check_fields(index, "", _INDEX_FIELDS, path)
+    for i, entry in enumerate(index["stages"]):
+        _check_fields(entry, f"stages[{i}]", _STAGE_FIELDS, path)
+        if entry["index"] != index["first_index"] + i:
+            raise DumpError(f"{path}: corrupt: stage entry {i} has number {entry['index']}, "
+                            f"expected {index['first_index'] + i}")
+    names = set()
+    for i, param in enumerate(index.get("params") or []):
+        _check_fields(param, f"params[{i}]", _PARAM_FIELDS, path)
+        if param["name"] in names:
+            raise DumpError(f"{path}: corrupt: field 'params[{i}].name' repeats {param['name']!r}")
+        names.add(param["name"])
+    compare = index.get("last_compare")
+    if compare is not None:
+        _check_fields(compare, "last_compare", _COMPARE_FIELDS, path)
+        for i, output in enumerate(compare["outputs"]):
+            _check_fields(output, f"last_compare.outputs[{i}]", _OUTPUT_FIELDS, path)
 
 
 def read_index(directory: str | os.PathLike) -> dict:
@@ -400,6 +806,8 @@ def read_index(directory: str | os.PathLike) -> dict:
     """
     directory = Path(directory)
     if not directory.is_dir():
+        if directory.is_file():
+            raise DumpError(f"{directory}: is a file; give the dump directory (the one holding {INDEX_FILE})")
         raise DumpError(f"{directory}: no such dump directory")
     path = directory / INDEX_FILE
     if not path.is_file():
@@ -410,22 +818,174 @@ def read_index(directory: str | os.PathLike) -> dict:
     if index.get("format_version") != FORMAT_VERSION:
         raise DumpError(f"{path}: dump format version {index.get('format_version')!r}, this tvm_hybrid_nb "
                         f"reads version {FORMAT_VERSION}")
-    for key, kind in (("func_name", str), ("target", str), ("stages", list), ("first_index", int)):
-        if not isinstance(index.get(key), kind):
-            raise DumpError(f"{path}: corrupt: field {key!r} missing or not a {kind.__name__}")
-    if not index["stages"]:
-        raise DumpError(f"{path}: corrupt: no stages")
-    for i, entry in enumerate(index["stages"]):
-        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("index"), int)
-                and isinstance(entry.get("files"), dict) and isinstance(entry["files"].get("json"), str)):
-            raise DumpError(f"{path}: corrupt: stage entry {i} lacks index/name/files")
-        if entry["index"] != index["first_index"] + i:
-            raise DumpError(f"{path}: corrupt: stage entry {i} has number {entry['index']}, "
-                            f"expected {index['first_index'] + i}")
+    _check_index_schema(index, path)
     if index.get("tvm_version") != tvm.__version__:
         warnings.warn(f"{path}: dump written with TVM {index.get('tvm_version')}, this is TVM {tvm.__version__}",
                       stacklevel=3)
     return index
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking a stage JSON before TVM reads it
+#: The deepest node graph handed to ``tvm.ir.load_json``: it decodes recursively in C++, and a chain
+#: of about 3000 nested nodes overflows the stack (a segfault, not an exception).  Real stages stay
+#: far below (a 64x64 matmul's deepest chain is about 40 nodes).
+MAX_JSON_DEPTH = 1000
+# FFI type indices whose fields hold plain values, not node references (tvm/ffi/c_api.h).
+_POD_FIELD_TYPES = frozenset({0, 1, 2, 3, 5})  # None, int, bool, float, DataType
+_LEAF_TYPES = frozenset({0, 1, 2, 3, 5, 6, 65, 66, 69})  # ... Device, String, Bytes, Shape
+_SEQUENCE_TYPES = frozenset({71, 75})  # Array, List
+_MAP_TYPES = frozenset({72, 76})  # Map, Dict
+
+
+class _TypeTable:
+    """What a node of each type key refers to, from TVM's own type registry (cached per key)."""
+
+    def __init__(self):
+        from tvm_ffi import core
+
+        self._core = core
+        self._cache: dict[str, tuple | None] = {}
+        self._enum_indices = {i for i in (core._object_type_key_to_index("ffi.Enum"),
+                                          core._object_type_key_to_index("ffi.IntEnum")) if i is not None}
+        # IR nodes that are never null unless a field says Optional: TVM dereferences them unchecked
+        self._ir_roots = {i for i in (core._object_type_key_to_index("ir.Expr"),
+                                      core._object_type_key_to_index("tirx.Stmt")) if i is not None}
+
+    def _is_ir_node_type(self, type_index: int) -> bool:
+        if type_index in self._ir_roots:
+            return True
+        info = self._core._type_index_to_type_info(type_index) if type_index >= 64 else None
+        return info is not None and bool(self._ir_roots & set(info.type_ancestors or ()))
+
+    def _requirement(self, field) -> str | None:
+        """"node" for a field that must hold an IR node, "nodes" for an array of them, else None."""
+        schema = getattr(field, "ty", None)
+        if schema is None:
+            return None
+        if schema.origin_type_index >= 0 and self._is_ir_node_type(schema.origin_type_index):
+            return "node"
+        if schema.origin == "ffi.Array" and len(schema.args) == 1 and schema.args[0].origin_type_index >= 0 \
+                and self._is_ir_node_type(schema.args[0].origin_type_index):
+            return "nodes"
+        return None
+
+    def kind(self, type_key: str):
+        """None for an unknown key, else ("leaf"|"seq"|"map"|"opaque"|"object", reference fields)."""
+        if type_key in self._cache:
+            return self._cache[type_key]
+        core = self._core
+        index = core._object_type_key_to_index(type_key)
+        result = None
+        if index is not None:
+            if index in _LEAF_TYPES or index < 64:
+                result = ("leaf", ())
+            elif index in _SEQUENCE_TYPES:
+                result = ("seq", ())
+            elif index in _MAP_TYPES:
+                result = ("map", ())
+            else:
+                info = core._type_index_to_type_info(index)
+                if (info is None or self._enum_indices & set(info.type_ancestors or ())
+                        or core._lookup_type_attr(index, "__data_from_json__") is not None):
+                    result = ("opaque", ())  # decoded from its own data, no references
+                else:
+                    fields = []
+                    while info is not None:
+                        fields += [(f.name, self._requirement(f)) for f in info.fields
+                                   if f.field_static_type_index not in _POD_FIELD_TYPES]
+                        info = info.parent_type_info
+                    result = ("object", tuple(fields))
+        self._cache[type_key] = result
+        return result
+
+
+_TYPE_TABLE: _TypeTable | None = None
+
+
+def check_node_graph(data: Any, path: Path) -> None:
+    """Refuse a stage JSON that ``tvm.ir.load_json`` would crash on, with one line naming the fault.
+
+    Checks the layout (``root_index``, ``nodes``), that every type key is one TVM registers, that
+    every reference is a node index in range, and that the graph reachable from the root is acyclic
+    and at most :data:`MAX_JSON_DEPTH` deep (TVM decodes it recursively).
+    """
+    global _TYPE_TABLE
+    if _TYPE_TABLE is None:
+        _TYPE_TABLE = _TypeTable()
+    table = _TYPE_TABLE
+
+    def bad(text: str) -> DumpError:
+        return DumpError(f"{path}: corrupt: {text}")
+
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or type(data.get("root_index")) is not int:
+        raise bad("not a TVM node graph (needs \"root_index\" and \"nodes\")")
+    nodes = data["nodes"]
+    count = len(nodes)
+
+    def index_ok(value: Any) -> bool:
+        return type(value) is int and 0 <= value < count
+
+    children: list[list[int]] = []
+    for i, node in enumerate(nodes):
+        if not isinstance(node, dict) or not isinstance(node.get("type"), str):
+            raise bad(f"node {i} has no type key")
+        kind = table.kind(node["type"])
+        if kind is None:
+            raise bad(f"node {i} has type {node['type']!r}, which this TVM does not know")
+        what, fields = kind
+        payload = node.get("data")
+        if what in ("seq", "map"):
+            if not isinstance(payload, list):
+                raise bad(f"node {i} ({node['type']}) has no list of node indices")
+            refs = payload
+        elif what == "object":
+            if not isinstance(payload, dict):
+                raise bad(f"node {i} ({node['type']}) has no field object")
+            refs = [payload[f] for f, _ in fields if f in payload]
+        else:
+            refs = []
+        for ref in refs:
+            if not index_ok(ref):
+                raise bad(f"node {i} ({node['type']}) refers to node {ref!r}, not an index below {count}")
+        children.append(refs)
+    for i, node in enumerate(nodes):  # null where TVM requires a node: its passes would crash on it
+        kind = table.kind(node["type"])
+        if kind[0] != "object":
+            continue
+        for field, need in kind[1]:
+            ref = node["data"].get(field)
+            if need is None or ref is None:
+                continue
+            targets = [ref] if need == "node" else (nodes[ref].get("data") or [] if table.kind(nodes[ref]["type"])[0]
+                                                    == "seq" else [])
+            if any(nodes[t]["type"] == "None" for t in targets if index_ok(t)):
+                raise bad(f"node {i} ({node['type']}) has a null {field!r}, where TVM requires a node")
+    if not index_ok(data["root_index"]):
+        raise bad(f"root_index {data['root_index']!r} is not a node index below {count}")
+    # Iterative depth-first search: colour 1 = on the current path, 2 = done (depth known).
+    state = [0] * count
+    depth = [0] * count
+    stack = [(data["root_index"], 0)]
+    state[data["root_index"]] = 1
+    while stack:
+        node, next_child = stack[-1]
+        kids = children[node]
+        if next_child < len(kids):
+            stack[-1] = (node, next_child + 1)
+            kid = kids[next_child]
+            if state[kid] == 1:
+                raise bad(f"node {kid} ({nodes[kid]['type']}) refers back to itself through its fields "
+                          f"(a cycle)")
+            if state[kid] == 0:
+                state[kid] = 1
+                stack.append((kid, 0))
+            continue
+        stack.pop()
+        state[node] = 2
+        depth[node] = 1 + max((depth[k] for k in kids), default=0)
+        if depth[node] > MAX_JSON_DEPTH:
+            raise bad(f"node graph deeper than {MAX_JSON_DEPTH} levels (TVM would overflow its stack reading it)")
 
 
 def _load_module_json(path: Path) -> "tvm.IRModule":
@@ -436,9 +996,12 @@ def _load_module_json(path: Path) -> "tvm.IRModule":
     except UnicodeDecodeError:
         raise DumpError(f"{path}: corrupt: not UTF-8 text") from None
     try:
-        json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DumpError(f"{path}: corrupt: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise DumpError(f"{path}: corrupt: JSON nested too deeply") from None
+    check_node_graph(data, path)  # what TVM would crash on (a cycle, a bad index) is refused first
     try:
         mod = tvm.ir.load_json(text)
     except Exception as exc:
@@ -467,6 +1030,30 @@ def _params_of(index: dict, path: Path) -> list[ParamSpec] | None:
         raise DumpError(f"{path}: corrupt: field 'params' is malformed") from None
 
 
+def _check_params_match(hm: DumpedModule, index: dict, path: Path) -> None:
+    """The index's ``params`` must describe stage 0's kernel (a hand edit would emulate another one)."""
+    listed, own = index.get("params"), hm.stage0_params
+    if listed is None or own is None:
+        return
+    if len(listed) != len(own):
+        if index.get("resumed_from") is None:
+            raise DumpError(f"{path}: corrupt: field 'params' lists {len(listed)} parameters, the kernel in "
+                            f"stage 0 has {len(own)}")
+        return  # a resumed stage 0 may have another calling convention (a packed-API wrapper)
+    for i, (entry, spec) in enumerate(zip(listed, own)):
+        if entry["dtype"] != spec.dtype:
+            raise DumpError(f"{path}: corrupt: field 'params[{i}].dtype' is {entry['dtype']!r}, the kernel in "
+                            f"stage 0 has {spec.dtype!r} for that parameter")
+        if index.get("resumed_from") is not None:
+            continue  # a resumed stage 0 may be flattened: other shapes, same dtypes
+        listed_shape = tuple(entry["shape"]) if entry["shape"] is not None else None
+        if listed_shape != (tuple(spec.shape) if spec.shape is not None else None):
+            raise DumpError(f"{path}: corrupt: field 'params[{i}].shape' is {entry['shape']!r}, the kernel in "
+                            f"stage 0 has {list(spec.shape) if spec.shape is not None else None!r}")
+        if entry["is_output"] != spec.is_output:
+            raise DumpError(f"{path}: corrupt: field 'params[{i}].is_output' does not match the kernel in stage 0")
+
+
 def load(directory: str | os.PathLike) -> DumpedModule:
     """Read a dump written by :func:`save` back into a module, without recompiling.
 
@@ -491,19 +1078,28 @@ def load(directory: str | os.PathLike) -> DumpedModule:
     index = read_index(directory)
     target = _target_of(index, directory / INDEX_FILE)
     raw = []
-    for entry in index["stages"]:
+    for number, entry in enumerate(index["stages"]):
         mod = _load_module_json(directory / entry["files"]["json"])
+        if number == 0 and not any(gv.name_hint == index["func_name"] for gv in mod.functions.keys()):
+            raise DumpError(f"{directory / INDEX_FILE}: corrupt: field 'func_name' is {index['func_name']!r}, "
+                            f"which stage 0's module does not define")
         raw.append(_capture.RawStage(entry["name"], mod, float(entry.get("seconds") or 0.0)))
     in_pipeline = [bool(e.get("in_pipeline", True)) for e in index["stages"]]
     hm = DumpedModule(index["func_name"], target, raw, pipeline_done=index.get("pipeline_done") or [],
                       in_pipeline=in_pipeline, resumed_from=index.get("resumed_from"), directory=directory,
                       build_seconds=index.get("build_seconds"), name=index.get("name"),
                       first_index=index["first_index"], params=_params_of(index, directory / INDEX_FILE))
+    _check_params_match(hm, index, directory / INDEX_FILE)
     for stage, entry in zip(hm.stages, index["stages"]):
         if isinstance(entry.get("changed"), bool):
             stage._changed = entry["changed"]  # as measured on the original build's modules
     hm.last_compare = _compare_from_json(index.get("last_compare"))
     hm.sizes = dict(index.get("sizes") or {})
+    if hm.sizes and hm._params is not None:
+        try:
+            check_size_names(hm._params, hm.sizes)
+        except HybridError as exc:
+            raise DumpError(f"{directory / INDEX_FILE}: corrupt: field 'sizes': {exc}") from None
     return hm
 
 
@@ -517,9 +1113,32 @@ def record_compare(directory: str | os.PathLike, result: CompareResult) -> None:
     result : CompareResult
         What :meth:`HybridModule.compare` returned; the report shows it.
     """
+    path = Path(directory) / INDEX_FILE
+    try:
+        before = os.stat(path)
+    except OSError:
+        before = None
     index = read_index(directory)
     index["last_compare"] = _compare_to_json(result)
-    (Path(directory) / INDEX_FILE).write_text(json.dumps(index, indent=1), encoding="utf-8")
+
+    def unchanged() -> None:
+        try:
+            now = os.stat(path)
+        except OSError:
+            now = None
+        if before is not None and now is not None and (now.st_ino, now.st_mtime_ns, now.st_size) == (
+                before.st_ino, before.st_mtime_ns, before.st_size):
+            return
+        try:  # another comparison recorded meanwhile changes only last_compare: ours replaces it
+            current = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            current = None
+        if not isinstance(current, dict) or {k: v for k, v in current.items() if k != "last_compare"} != \
+                {k: v for k, v in index.items() if k != "last_compare"}:
+            raise DumpError(f"{path}: changed while the comparison ran (another dump was written); the "
+                            f"result was not recorded")
+
+    atomic_write_text(path, json.dumps(index, indent=1), before_replace=unchanged)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
 from . import __version__
+from .files import atomic_write_text
 from .presentation import compare_html, escape, format_seconds, note_html, signature_text, unified_diff
 
 #: Blocks longer than this many lines are shown as plain escaped text (highlighting would make the
@@ -208,7 +209,7 @@ def write_report(hm: Any, path: str | os.PathLike) -> Path:
     pathlib.Path
     """
     path = Path(path)
-    path.write_text(report_html(hm), encoding="utf-8")
+    atomic_write_text(path, report_html(hm))  # a failed write leaves an earlier report intact
     return path
 
 

@@ -20,7 +20,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 #: Where ``%%hybrid_build`` binds the module when no NAME is given.
 DEFAULT_NAME = "hybrid_mod"
 
-_OPTION_RE = re.compile(r"(?:^|\s)--(?:target|reference|inputs|no-widget|dump|verbose|help)(?=\s|=|$)|(?:^|\s)-h(?=\s|$)")
+_OPTION_RE = re.compile(r"(?:^|\s)--(?:target|reference|inputs|no-widget|dump|overwrite|verbose|help)(?=\s|=|$)|(?:^|\s)-h(?=\s|$)")
 
 
 class _CellError(Exception):
@@ -147,7 +147,11 @@ class HybridMagics(Magics):
               help="an expression giving the arrays to compare on: every argument, or the inputs only "
                    "(default: seeded random values by dtype and shape)")
     @argument("--no-widget", action="store_true", help="show the HTML summary instead of the explorer widget")
-    @argument("--dump", default=None, metavar="DIR", help="also write every stage to DIR (HybridModule.save)")
+    @argument("--dump", default=None, metavar="DIR",
+              help="also write every stage to DIR (HybridModule.save); DIR must be new or empty")
+    @argument("--overwrite", action="store_true",
+              help="with --dump: replace a previous dump in DIR (only a directory holding nothing but a "
+                   "dump is ever replaced)")
     @argument("--verbose", action="store_true", help="show full tracebacks, TVM's C++ trace included")
     @line_cell_magic
     def hybrid_build(self, line: str, cell: str | None = None):
@@ -156,7 +160,7 @@ class HybridMagics(Magics):
         Cell form::
 
             %%hybrid_build [NAME] [--target T] [--reference FUNC] [--inputs EXPR]
-                           [--no-widget] [--dump DIR] [--verbose]
+                           [--no-widget] [--dump DIR [--overwrite]] [--verbose]
             sch = ...          # runs in the notebook's namespace
             sch                # the last expression is built (anything thn.build takes)
 
@@ -198,6 +202,10 @@ class HybridMagics(Magics):
         # IPython splits arguments without removing quotes: --inputs "[a, b]" arrives quoted.
         for key in ("name", "target", "reference", "inputs", "dump"):
             setattr(args, key, _unquote(getattr(args, key)))
+        if args.dump:
+            import os
+
+            args.dump = os.path.expanduser(args.dump)  # --dump ~/stages means the home directory
         return args
 
     def _run(self, args, produce: Callable[[], Any], name: str | None = None, line_form: bool = False):
@@ -218,6 +226,12 @@ class HybridMagics(Magics):
         from . import ui
         from .module import HybridModule, build
 
+        if args.overwrite and not args.dump:
+            raise UsageError("--overwrite goes with --dump DIR")
+        if args.dump:
+            from .dump import check_output_directory
+
+            check_output_directory(args.dump, args.overwrite)  # refuse before building, not after
         value = produce()
         reference = self._option_value(args.reference, "--reference", args.verbose)
         if reference is not None and not callable(reference):
@@ -249,7 +263,7 @@ class HybridMagics(Magics):
         else:
             display(ui.explorer(hm, reference=reference or "native", inputs=arguments))
         if args.dump:
-            path = hm.save(args.dump, overwrite=True)
+            path = hm.save(args.dump, overwrite=args.overwrite)
             print(f"stages written to {path if path is not None else args.dump}")
         return None
 

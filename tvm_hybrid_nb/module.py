@@ -21,7 +21,7 @@ from .errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError, 
                      HybridError, InsufficientMemoryError, StageLookupError, StageNotEmulatableError,
                      UnsupportedConstructError)
 from .loader import hybrid_line, load_kernel
-from .signature import ParamSpec, bind_arguments, random_arguments
+from .signature import ParamSpec, bind_arguments, check_native_transfer, random_arguments
 
 EMULATION_MODES = ("exact", "fast")
 
@@ -300,6 +300,7 @@ class HybridModule:
     def run_native(self, *arrays):
         """Run the natively compiled kernel on numpy arrays, same convention as :meth:`emulate`."""
         bound = bind_arguments(self.params, arrays)
+        check_native_transfer(self.params)  # int4 & co: one line, not TVM's size mismatch
         dev = tvm.cpu()
         tensors = [tvm.runtime.tensor(v, dev) if isinstance(v, np.ndarray) else v for v in bound.values]
         self.native[self.func_name](*tensors)

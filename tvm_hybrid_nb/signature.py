@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Sequence, Union
 
@@ -248,18 +249,100 @@ def _nbytes(shape: Sequence[int], dtype: np.dtype) -> int:
     return count * np.dtype(dtype).itemsize
 
 
-def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str, int] | None = None) -> list:
+def size_names(params: Sequence[ParamSpec]) -> list[str]:
+    """The names of the kernel's symbolic sizes, in order of appearance."""
+    names: list[str] = []
+    for spec in params:
+        for dim in spec.shape or ():
+            names += [n for n in dim_symbols(dim) if n not in names]
+    return names
+
+
+def check_size_names(params: Sequence[ParamSpec], sizes) -> None:
+    """Refuse a size name the kernel does not have (a typo would otherwise be silently ignored).
+
+    Raises
+    ------
+    ArgumentShapeError
+        Naming the unknown size and listing the kernel's sizes, or a value that is not a
+        non-negative integer.
+    """
+    known = size_names(params)
+    for name, value in (sizes or {}).items():
+        if name not in known:
+            have = f"the kernel's sizes are {', '.join(known)}" if known else "the kernel has no symbolic sizes"
+            raise ArgumentShapeError(f"unknown size {name!r}: {have}")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise ArgumentShapeError(f"size {name}: expected a non-negative integer, got {value!r}")
+
+
+def check_scalar_names(params: Sequence[ParamSpec], scalars) -> None:
+    """Refuse a scalar name that is not a scalar parameter of the kernel (naming the ones it has)."""
+    known = [p.name for p in params if not p.is_buffer]
+    for name in scalars or {}:
+        if name not in known:
+            have = (f"its scalar parameters are {', '.join(known)}" if known
+                    else "the kernel has no scalar parameters")
+            raise ArgumentTypeError(f"unknown scalar parameter {name!r}: {have}")
+
+
+def _bits(dtype: str) -> int | None:
+    match = re.match(r"^[a-z]+?(\d+)", dtype)
+    return int(match.group(1)) if match else None
+
+
+def check_native_transfer(params: Sequence[ParamSpec]) -> None:
+    """Refuse parameters whose arrays cannot be handed to the natively compiled kernel.
+
+    TVM stores sub-byte types (``int4``, ``uint4``, ``float4_*``) packed, two values a byte, while
+    numpy (ml_dtypes) keeps one value a byte; TVM's copy then fails with a size mismatch.
+
+    Raises
+    ------
+    ArgumentTypeError
+        Naming the parameter and dtype, and what to do instead.
+    """
+    for spec in params:
+        bits = _bits(spec.dtype)
+        if spec.dtype != "bool" and bits is not None and bits < 8:
+            raise ArgumentTypeError(
+                f"parameter {spec.name}: {spec.dtype} arrays cannot be passed to the native kernel (TVM packs "
+                f"two {bits}-bit values a byte, numpy keeps one a byte); emulate it instead, or compare "
+                f"with a numpy reference: compare(..., reference=FUNC)")
+
+
+def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str, int] | None = None,
+                     scalars: dict | None = None) -> list:
     """Seeded random inputs for ``params``; outputs are zero-filled.
 
-    Floats are uniform in [-1, 1); 8-bit integers cover their whole range (wrap-around shows);
-    wider integers stay within [-100, 100] (or [0, 100] unsigned); bools are fair coins.
+    Floats are uniform in [-1, 1) (bfloat16 and float8 too, through ml_dtypes); 8-bit and smaller
+    integers cover their whole range (wrap-around shows); wider integers stay within [-100, 100]
+    (or [0, 100] unsigned); bools are fair coins.  Scalar parameters take their value from
+    ``scalars``.
+
+    Raises
+    ------
+    ArgumentShapeError
+        For a size name the kernel does not have, or a missing symbolic size.
+    ArgumentTypeError
+        For a scalar parameter without a value, or a dtype random values cannot be made for.
     """
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ArgumentTypeError(f"seed: expected a non-negative integer, got {seed!r}")
     sizes = dict(sizes or {})
+    scalars = dict(scalars or {})
+    check_size_names(params, sizes)
+    check_scalar_names(params, scalars)
     shapes = []
     for spec in params:
         if not spec.is_buffer:
-            raise ArgumentTypeError(
-                f"parameter {spec.name} is a scalar: give its value (e.g. --inputs) instead of random inputs")
+            if spec.name not in scalars:
+                raise ArgumentTypeError(
+                    f"parameter {spec.name} is a scalar ({spec.dtype}): random inputs cannot choose its value; "
+                    f"pass every argument explicitly, the arrays and a value for {spec.name}")
+            scalars[spec.name] = _scalar_argument(spec, scalars[spec.name])
+            shapes.append(None)
+            continue
         shape = []
         for dim in spec.shape:
             missing = [n for n in dim_symbols(dim) if n not in sizes]
@@ -271,20 +354,62 @@ def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str
         if any(int(d) < 0 for d in shape):
             raise ArgumentShapeError(f"parameter {spec.name}: negative size in shape {tuple(shape)}")
         shapes.append(shape)
-    total = sum(_nbytes(shape, numpy_dtype(spec.dtype)) for spec, shape in zip(params, shapes))
+    total = sum(_nbytes(shape, numpy_dtype(spec.dtype)) for spec, shape in zip(params, shapes) if shape is not None)
     check_allocation(total, f"the arguments ({', '.join(p.name for p in params)})")
-    return seeded_values([(p.name, p.dtype, shape, p.is_output) for p, shape in zip(params, shapes)], seed, {})
+    try:
+        return seeded_values([(p.name, p.dtype, shape, p.is_output) for p, shape in zip(params, shapes)], seed, {},
+                             scalars)
+    except ValueError as exc:  # a dtype random values cannot be made for
+        raise ArgumentTypeError(str(exc)) from None
 
 
 def seeded_values(specs, seed, sizes, scalars=None):
     """Seeded arguments for ``(name, dtype, shape, is_output)`` tuples; outputs are zeros.
 
-    Floats are uniform in [-1, 1); 8-bit integers cover their whole range; wider integers stay in
-    [-100, 100]; bools are fair coins; symbolic dimensions come from ``sizes``, scalars from
-    ``scalars``.  Self-contained (numpy and :func:`dim_value`): dumped stage files carry a copy of
-    both sources.
+    Floats are uniform in [-1, 1); 8-bit and smaller integers cover their whole range; wider
+    integers stay in [-100, 100]; bools are fair coins; symbolic dimensions come from ``sizes``,
+    scalars from ``scalars``.  bfloat16, float8 and int4 use ml_dtypes (installed with TVM).
+    Self-contained (numpy and :func:`dim_value`): dumped stage files carry a copy of both sources.
+    Raises ValueError naming the parameter for a dtype random values cannot be made for.
     """
+    import re
+
     import numpy
+
+    def value_kind(name, dtype, np_dtype):
+        """("bool"|"float"|"int", integer range or None) of one lane of ``np_dtype``."""
+        if np_dtype == numpy.bool_:
+            return "bool", None
+        if numpy.issubdtype(np_dtype, numpy.floating):
+            return "float", None
+        if numpy.issubdtype(np_dtype, numpy.integer):
+            return "int", numpy.iinfo(np_dtype)
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise ValueError(f"parameter {name}: random {dtype} values need the ml_dtypes package") from None
+        try:
+            ml_dtypes.finfo(np_dtype)
+            return "float", None
+        except (TypeError, ValueError):
+            pass
+        try:
+            return "int", ml_dtypes.iinfo(np_dtype)
+        except (TypeError, ValueError):
+            pass
+        raise ValueError(f"parameter {name}: cannot make random values of dtype {dtype}; pass the arrays")
+
+    def lane_dtype(name, dtype):
+        base = "bool" if dtype.startswith("bool") else re.sub(r"x\d+$", "", dtype)
+        try:
+            return numpy.dtype(base)
+        except TypeError:
+            try:
+                import ml_dtypes
+                return numpy.dtype(getattr(ml_dtypes, base))
+            except (ImportError, AttributeError, TypeError):
+                raise ValueError(f"parameter {name}: dtype {dtype} has no numpy equivalent; pass the arrays") \
+                    from None
 
     rng = numpy.random.default_rng(seed)
     values = []
@@ -293,15 +418,16 @@ def seeded_values(specs, seed, sizes, scalars=None):
             values.append((scalars or {})[name])
             continue
         shape = [dim_value(d, sizes) for d in shape]
-        np_dtype = numpy.dtype("bool" if dtype.startswith("bool") else dtype.split("x")[0])
+        np_dtype = lane_dtype(name, dtype)
+        kind, info = value_kind(name, dtype, np_dtype)
         if is_output:
             values.append(numpy.zeros(shape, np_dtype))
-        elif np_dtype == numpy.bool_:
+        elif kind == "bool":
             values.append(rng.integers(0, 2, shape).astype(numpy.bool_))
-        elif numpy.issubdtype(np_dtype, numpy.floating):
+        elif kind == "float":
             values.append(rng.uniform(-1.0, 1.0, shape).astype(np_dtype))
         else:
-            info = numpy.iinfo(np_dtype)
-            lo, hi = (info.min, info.max) if info.bits == 8 else (max(info.min, -100), min(info.max, 100))
-            values.append(rng.integers(lo, hi, shape, endpoint=True, dtype=np_dtype))
+            lo, hi = (info.min, info.max) if info.bits <= 8 else (max(info.min, -100), min(info.max, 100))
+            wide = np_dtype if numpy.issubdtype(np_dtype, numpy.integer) else numpy.int16
+            values.append(rng.integers(int(lo), int(hi), shape, endpoint=True, dtype=wide).astype(np_dtype))
     return values
