@@ -62,6 +62,8 @@ def reference(workload: str, arrays: list[np.ndarray]) -> np.ndarray:
 def numba_peer():
     if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
         raise RuntimeError("NUMBA_ENABLE_CUDASIM=1 is not set: numba would need a GPU")
+    # The simulator swaps the kernels' global ``cuda`` for its thread-aware fake: it must be a module global.
+    global cuda, float32
     from numba import cuda, float32
 
     tpb = NUMBA_TPB
