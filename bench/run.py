@@ -469,10 +469,11 @@ def bench_gpu(case: GpuCase, repeat: int, exact_budget: float, log) -> tuple[lis
 
 def gpu_table(rows: list[dict]) -> str:
     head = ["kernel", "size", "schedule", "stage", "fast ms", "fast median", "exact ms", "native ms",
-            "native (CPU sched) ms", "fast/native", "exact/fast", "fast==exact"]
+            "native (CPU sched) ms", "fast/native", "fast/native (CPU sched)", "exact/fast", "fast==exact"]
     body = [[r["kernel"], r["size"], r["schedule"], f"{r['stage']} {r['stage_label'].split()[-1]}",
              fmt_ms(r["fast_ms"]), fmt_ms(r["fast_median_ms"]), fmt_ms(r["exact_ms"], r["exact_estimated"]),
              fmt_ms(r["native_ms"]), fmt_ms(r["native_cpu_schedule_ms"]), fmt_ratio(r["fast_over_native"]),
+             fmt_ratio(r["fast_ms"] / r["native_cpu_schedule_ms"]),
              fmt_ratio(r["exact_over_fast"], r["exact_estimated"]),
              {True: "yes", False: "NO", None: "-"}[r["fast_bitwise_equal_exact"]]] for r in rows]
     return _format_table(head, body)
@@ -521,6 +522,8 @@ class PeerProcess:
 
 #: Per peer and workload, the calls stop once they add up to this many seconds (at least one timed call).
 PEER_BUDGET_S = 60.0
+#: A peer's float32 output must be this close to the float64 numpy result (absolute, inputs ~ N(0, 1)).
+PEER_TOLERANCE = {"matmul": 1e-3, "softmax": 1e-6}
 
 
 def scaled_workload(workload: dict, peer: PeerProcess, budget: float, log) -> tuple[dict, float]:
@@ -614,7 +617,9 @@ def bench_peers(gpu_rows: list[dict], contexts: list[tuple[GpuCase, dict]], pyth
             entry["peers"][name] = {"timed_request": req, "scale": factor, "runs": len(times),
                                     "best_ms": min(times) * 1e3 if times else None,
                                     "median_ms": statistics.median(times) * 1e3 if times else None,
-                                    "max_abs_err_vs_numpy": max(peer_errs[name]) if peer_errs[name] else None}
+                                    "max_abs_err_vs_numpy": max(peer_errs[name]) if peer_errs[name] else None,
+                                    "matches_numpy": (max(peer_errs[name]) <= PEER_TOLERANCE[workload["workload"]]
+                                                      if peer_errs[name] else None)}
         results.append(entry)
         log(f"  {workload}: " + "; ".join(f"{n} {fmt_ms(v['best_ms'], v['scale'] != 1)} ms (err "
                                            f"{v['max_abs_err_vs_numpy']})" for n, v in entry["peers"].items()))
@@ -628,7 +633,7 @@ def peers_table(peer_results: dict) -> str:
     head = ["workload", "schedule", "stage", "fast best ms", "fast median"]
     for n in available:
         head += [f"{n} best ms", f"{n} median"]
-    head += ["native ms"] + [f"{n}/fast" for n in available] + ["fast/native"]
+    head += ["native ms"] + [f"{n}/fast" for n in available] + ["fast/native", "peers match numpy"]
     body = []
     for w in peer_results["workloads"]:
         wl = w["workload"]
@@ -645,6 +650,8 @@ def peers_table(peer_results: dict) -> str:
                 p = w["peers"][n]
                 cells.append(fmt_ratio(p["best_ms"] / o["fast_best_ms"], p["scale"] != 1) if p["best_ms"] else "-")
             cells.append(fmt_ratio(o["fast_best_ms"] / w["native_best_ms"]))
+            cells.append(", ".join(f"{n} {dict([(True, 'yes'), (False, 'NO'), (None, '-')])[w['peers'][n]['matches_numpy']]}"
+                                   for n in available))
             body.append(cells)
     return _format_table(head, body)
 
