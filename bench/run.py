@@ -5,6 +5,8 @@ Run from the repository root::
 
     python bench/run.py            # full run (a few minutes)
     python bench/run.py --quick    # short run (smaller set, fewer repetitions, 10 s exact budget)
+    python bench/run.py --no-cpu --peers --peers-python /tmp/peers-venv/bin/python
+                                   # GPU rows only, with numba-cuda's simulator and Triton's interpreter
 
 Prints a table and the targets with PASS/FAIL, writes ``<out>/results.json`` and ``<out>/bench.png``.
 See bench/README.md for the method.  Targets are checked here and only here (never in unit tests).
