@@ -381,7 +381,8 @@ def gpu_cases(quick: bool) -> list[GpuCase]:
     softmax_cpu = lambda: ex.softmax(rows, cols).obj.mod  # noqa: E731
     mm = {"workload": "matmul", "n": n}
     return [
-        GpuCase("matmul", f"{n}^3", GPU_MM16_SCHEDULE, lambda: ex.gpu_tiled_matmul(n, 16), matmul_plain, matmul_cpu, mm),
+        GpuCase("matmul", f"{n}^3", GPU_MM16_SCHEDULE, lambda: ex.gpu_tiled_matmul(n, 16), matmul_plain,
+                matmul_cpu, mm),
         GpuCase("matmul", f"{n}^3", GPU_MM8_SCHEDULE, lambda: gpu_matmul_local_accumulator(n, 8), matmul_plain,
                 matmul_cpu, mm),
         GpuCase("softmax", f"{rows}x{cols}", GPU_SOFTMAX_SCHEDULE, lambda: ex.gpu_softmax(rows, cols, 32),
@@ -469,6 +470,9 @@ def bench_gpu(case: GpuCase, repeat: int, exact_budget: float, log) -> tuple[lis
     return rows, {"hm": hm, "arrays": arrays, "stages": stages, "native": plain}
 
 
+YES_NO = {True: "yes", False: "NO", None: "-"}
+
+
 def gpu_table(rows: list[dict]) -> str:
     head = ["kernel", "size", "schedule", "stage", "fast ms", "fast median", "exact ms", "native ms",
             "native (CPU sched) ms", "fast/native", "fast/native (CPU sched)", "exact/fast", "fast==exact"]
@@ -477,7 +481,7 @@ def gpu_table(rows: list[dict]) -> str:
              fmt_ms(r["native_ms"]), fmt_ms(r["native_cpu_schedule_ms"]), fmt_ratio(r["fast_over_native"]),
              fmt_ratio(r["fast_ms"] / r["native_cpu_schedule_ms"]),
              fmt_ratio(r["exact_over_fast"], r["exact_estimated"]),
-             {True: "yes", False: "NO", None: "-"}[r["fast_bitwise_equal_exact"]]] for r in rows]
+             YES_NO[r["fast_bitwise_equal_exact"]]] for r in rows]
     return _format_table(head, body)
 
 
@@ -499,8 +503,12 @@ class PeerProcess:
         env.update(PEER_ENV[name])
         self.name = name
         self.stderr = open(log_dir / f"peer-{name}.log", "w")
-        self.proc = subprocess.Popen([python, str(HERE / "peers.py"), "serve", name], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
+        try:
+            self.proc = subprocess.Popen([python, str(HERE / "peers.py"), "serve", name], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
+        except OSError:
+            self.stderr.close()
+            raise
 
     def request(self, **req) -> dict:
         try:
@@ -558,7 +566,12 @@ def bench_peers(gpu_rows: list[dict], contexts: list[tuple[GpuCase, dict]], pyth
     peers = {}
     status = {}
     for name in ("triton", "numba"):
-        p = PeerProcess(name, python, out_dir)
+        try:
+            p = PeerProcess(name, python, out_dir)
+        except OSError as exc:  # --peers-python that does not exist or cannot run
+            status[name] = {"available": False, "error": f"{type(exc).__name__}: {exc}"}
+            log(f"  {name}: cannot start {python} ({exc}); its column is skipped")
+            continue
         probe = p.request(op="probe")
         if probe.get("ok"):
             peers[name] = p
@@ -652,8 +665,7 @@ def peers_table(peer_results: dict) -> str:
                 p = w["peers"][n]
                 cells.append(fmt_ratio(p["best_ms"] / o["fast_best_ms"], p["scale"] != 1) if p["best_ms"] else "-")
             cells.append(fmt_ratio(o["fast_best_ms"] / w["native_best_ms"]))
-            cells.append(", ".join(f"{n} {dict([(True, 'yes'), (False, 'NO'), (None, '-')])[w['peers'][n]['matches_numpy']]}"
-                                   for n in available))
+            cells.append(", ".join(f"{n} {YES_NO[w['peers'][n]['matches_numpy']]}" for n in available))
             body.append(cells)
     return _format_table(head, body)
 
@@ -846,12 +858,14 @@ def main(argv=None) -> int:
         print()
         print(table(rows))
         print("native ms = raw hm.native['main'](*tvm_tensors) call (used for ratios); run_native ms includes "
-              "numpy->TVM->numpy conversion. 'est.' = exact extrapolated from a timed fraction (progress callback).")
+              "numpy->TVM->numpy conversion. 'est.' = exact extrapolated from a timed fraction "
+              "(progress callback).")
         print()
-        print("capture (median): " + "; ".join(f"{r['kernel']} {r['size']}{' cache' if 'cache' in r['schedule'] else ''}"
-                                                f" {r['thn_build_ms']:.1f}/{r['tvm_build_ms']:.1f} ms = {r['ratio']:.2f}x"
-                                                for r in capture_rows))
-        print(f"bisect 64^3 matmul: {bisect['cold_s']:.2f} s fresh, {bisect['warm_s']:.2f} s warm, mode {bisect['mode']}")
+        print("capture (median): " + "; ".join(
+            f"{r['kernel']} {r['size']}{' cache' if 'cache' in r['schedule'] else ''}"
+            f" {r['thn_build_ms']:.1f}/{r['tvm_build_ms']:.1f} ms = {r['ratio']:.2f}x" for r in capture_rows))
+        print(f"bisect 64^3 matmul: {bisect['cold_s']:.2f} s fresh, {bisect['warm_s']:.2f} s warm, "
+              f"mode {bisect['mode']}")
         print()
         print("targets:")
         for t in targets:
