@@ -5,6 +5,8 @@ Run from the repository root::
 
     python bench/run.py            # full run (a few minutes)
     python bench/run.py --quick    # short run (smaller set, fewer repetitions, 10 s exact budget)
+    python bench/run.py --no-cpu --peers --peers-python /tmp/peers-venv/bin/python
+                                   # GPU rows only, with numba-cuda's simulator and Triton's interpreter
 
 Prints a table and the targets with PASS/FAIL, writes ``<out>/results.json`` and ``<out>/bench.png``.
 See bench/README.md for the method.  Targets are checked here and only here (never in unit tests).
@@ -31,8 +33,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 if str(ROOT) not in sys.path:  # run as a script from a checkout without installing
     sys.path.insert(0, str(ROOT))
+if str(HERE) not in sys.path:  # bench/peers.py
+    sys.path.insert(0, str(HERE))
 
 import tvm  # noqa: E402
+from tvm import te  # noqa: E402
 
 import tvm_hybrid_nb as thn  # noqa: E402
 from tvm_hybrid_nb import examples as ex  # noqa: E402
@@ -119,7 +124,7 @@ class _Abort(Exception):
     """Raised from the progress callback to stop an exact emulation that would exceed the budget."""
 
 
-def time_exact(hm, arrays, budget: float, probe_min: float = 1.0) -> dict:
+def time_exact(hm, arrays, budget: float, probe_min: float = 1.0, stage: int = 0) -> dict:
     """Run exact mode, extrapolating from progress when it would not finish within ``budget`` seconds.
 
     The progress callback sees the fraction of the outermost loops done.  Once ``probe_min`` seconds
@@ -145,7 +150,7 @@ def time_exact(hm, arrays, budget: float, probe_min: float = 1.0) -> dict:
 
     state["start"] = time.perf_counter()
     try:
-        hm.emulate(*arrays, mode="exact", progress=progress)
+        hm.emulate(*arrays, stage=stage, mode="exact", progress=progress)
     except (EmulationError, _Abort) as exc:
         if not isinstance(exc, _Abort) and not isinstance(exc.__cause__, _Abort):
             raise
@@ -339,6 +344,332 @@ def table(rows: list[dict]) -> str:
     return "\n".join([line(head), line(["-" * w for w in widths])] + [line(b) for b in body])
 
 
+# ---------------------------------------------------------------------- GPU rows (issue 15)
+GPU_MM16_SCHEDULE = "cuda: 16x16 threads, shared A/B tiles"
+GPU_MM8_SCHEDULE = "cuda: 8x8 threads, shared A/B tiles, local accumulator"
+GPU_SOFTMAX_SCHEDULE = "cuda: 4 kernels, 32 threads/row, cross-thread max/sum"
+
+
+def gpu_matmul_local_accumulator(n: int, tile: int = 8) -> ex.Example:
+    """The shared-tile CUDA matmul with each thread's sum kept in a local (register) accumulator."""
+    example = ex.gpu_tiled_matmul(n, tile)
+    sch = example.obj
+    block = sch.get_sblock("C")
+    local = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(local, sch.get_loops(block)[3])  # under (blockIdx.y, blockIdx.x, threadIdx.y, threadIdx.x)
+    example.name = "gpu_matmul_local_accumulator"
+    return example
+
+
+@dataclass
+class GpuCase:
+    kernel: str
+    size: str
+    schedule: str
+    make: Callable[[], Any]             # -> examples.Example for target cuda
+    unscheduled: Callable[[], Any]      # -> IRModule: the same TE compute, unscheduled (native llvm build)
+    cpu_scheduled: Callable[[], Any]    # -> IRModule: the project's CPU schedule of it (second native column)
+    workload: dict                      # the peers' request for the same work
+
+
+def gpu_cases(quick: bool) -> list[GpuCase]:
+    n = 64 if quick else 256
+    rows, cols = (64, 128) if quick else (256, 512)
+    matmul_plain = lambda: tvm.IRModule({"main": te.create_prim_func(list(ex._matmul_te(n, n, n)))})  # noqa: E731
+    matmul_cpu = lambda: ex.matmul_parallel_vectorize(n).obj.mod  # noqa: E731
+    softmax_plain = lambda: ex._softmax_schedule(rows, cols).mod  # noqa: E731
+    softmax_cpu = lambda: ex.softmax(rows, cols).obj.mod  # noqa: E731
+    mm = {"workload": "matmul", "n": n}
+    return [
+        GpuCase("matmul", f"{n}^3", GPU_MM16_SCHEDULE, lambda: ex.gpu_tiled_matmul(n, 16), matmul_plain,
+                matmul_cpu, mm),
+        GpuCase("matmul", f"{n}^3", GPU_MM8_SCHEDULE, lambda: gpu_matmul_local_accumulator(n, 8), matmul_plain,
+                matmul_cpu, mm),
+        GpuCase("softmax", f"{rows}x{cols}", GPU_SOFTMAX_SCHEDULE, lambda: ex.gpu_softmax(rows, cols, 32),
+                softmax_plain, softmax_cpu, {"workload": "softmax", "rows": rows, "cols": cols}),
+    ]
+
+
+def last_emulatable_stage(hm):
+    """The last stage before MakePackedAPI that emulates (``ConvertSSA`` for these kernels)."""
+    return [s for s in hm.stages[:hm.packed_api_index] if s.emulatable][-1]
+
+
+def time_native_module(mod, arrays, hm) -> dict:
+    """Build ``mod`` for llvm and time its raw call on TVM tensors of ``arrays`` (best of many)."""
+    lib = tvm.tirx.build(mod, target="llvm")
+    fn = lib[hm.func_name]
+    dev = tvm.cpu()
+    tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
+    fn(*tensors)
+    best, calls, median = autorange(lambda: fn(*tensors))
+    out = [t.numpy() for t, p in zip(tensors, hm.params) if p.is_output]
+    return {"best": best, "median": median, "calls": calls, "fn": fn, "tensors": tensors, "out": out}
+
+
+def max_err(outs, expected) -> float:
+    return float(max(np.max(np.abs(o.astype(np.float64) - np.asarray(e, np.float64))) for o, e in zip(outs, expected)))
+
+
+def bench_gpu(case: GpuCase, repeat: int, exact_budget: float, log) -> tuple[list[dict], dict]:
+    """Stage 0 and the last emulatable stage, fast and exact, against the native llvm build.
+
+    Returns the two rows and what the peer phase needs (module, arrays, stages, native call)."""
+    example = case.make()
+    hm = thn.build(example.obj, target="cuda")
+    arrays = example.inputs(hm, seed=0)
+    ref_in = [a for a, p in zip(arrays, hm.params) if not p.is_output]
+    expected = example.reference(*[a.copy() for a in ref_in])
+    expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+    plain = time_native_module(case.unscheduled(), [a.copy() for a in arrays], hm)
+    cpu = time_native_module(case.cpu_scheduled(), [a.copy() for a in arrays], hm)
+    rows = []
+    stages = [hm.stages[0], last_emulatable_stage(hm)]
+    for stage in stages:
+        row: dict[str, Any] = {"kernel": case.kernel, "size": case.size, "schedule": case.schedule,
+                               "example": example.name, "stage": stage.index, "stage_label": stage.label,
+                               "native_ms": plain["best"] * 1e3, "native_median_ms": plain["median"] * 1e3,
+                               "native_err_vs_reference": max_err(plain["out"], expected),
+                               "native_cpu_schedule_ms": cpu["best"] * 1e3}
+        for mode in ("fast", "exact"):
+            start = time.perf_counter()
+            stage.kernel(mode)
+            row[f"codegen_{mode}_ms"] = (time.perf_counter() - start) * 1e3
+        fast_args = [a.copy() for a in arrays]
+        start = time.perf_counter()
+        hm.emulate(*fast_args, stage=stage.index, mode="fast")  # warm-up
+        first = time.perf_counter() - start
+        # Slow rows (seconds per call) get fewer calls: at most ~3x the first call or 10 s in all.
+        fast_best, fast_runs = best_of(lambda: hm.emulate(*fast_args, stage=stage.index, mode="fast"),
+                                       max(repeat, 10) if first < 1.0 else max(2, min(repeat, 3)),
+                                       max(10.0, 2.5 * first), min_seconds=TIMING_WINDOW_S)
+        fast_out = [a.copy() for a in output_arrays(hm, fast_args)]
+        row.update(fast_ms=fast_best * 1e3, fast_median_ms=statistics.median(fast_runs) * 1e3,
+                   fast_runs_ms=[t * 1e3 for t in fast_runs], fast_err_vs_reference=max_err(fast_out, expected),
+                   fast_err_vs_native=max_err(fast_out, plain["out"]))
+        exact_args = [a.copy() for a in arrays]
+        exact = time_exact(hm, exact_args, exact_budget, stage=stage.index)
+        if not exact["estimated"] and exact["seconds"] < 1.0 and repeat > 1:
+            more, runs = best_of(lambda: hm.emulate(*exact_args, stage=stage.index, mode="exact"), repeat - 1, 3.0)
+            exact["runs"] += runs
+            exact["seconds"] = min(exact["seconds"], more)
+            exact["note"] = f"measured (best of {len(exact['runs'])})"
+        row["fast_bitwise_equal_exact"] = (None if exact["estimated"] else
+                                           all(np.array_equal(f, e, equal_nan=True)
+                                               for f, e in zip(fast_out, output_arrays(hm, exact_args))))
+        row["exact_ms"] = exact["seconds"] * 1e3 if exact["seconds"] is not None else None
+        row["exact_estimated"] = exact["estimated"]
+        row["exact_note"] = exact["note"]
+        row["fast_over_native"] = row["fast_ms"] / row["native_ms"]
+        row["exact_over_fast"] = row["exact_ms"] / row["fast_ms"] if row["exact_ms"] is not None else None
+        rows.append(row)
+        log(f"  {case.kernel} {case.size} [{case.schedule}] stage {stage.index} ({stage.label}): native "
+            f"{row['native_ms']:.3f} ms, fast {row['fast_ms']:.1f} ms, exact "
+            f"{fmt_ms(row['exact_ms'], row['exact_estimated'])} ({exact['note']}), fast==exact "
+            f"{row['fast_bitwise_equal_exact']}")
+    return rows, {"hm": hm, "arrays": arrays, "stages": stages, "native": plain}
+
+
+YES_NO = {True: "yes", False: "NO", None: "-"}
+
+
+def gpu_table(rows: list[dict]) -> str:
+    head = ["kernel", "size", "schedule", "stage", "fast ms", "fast median", "exact ms", "native ms",
+            "native (CPU sched) ms", "fast/native", "fast/native (CPU sched)", "exact/fast", "fast==exact"]
+    body = [[r["kernel"], r["size"], r["schedule"], f"{r['stage']} {r['stage_label'].split()[-1]}",
+             fmt_ms(r["fast_ms"]), fmt_ms(r["fast_median_ms"]), fmt_ms(r["exact_ms"], r["exact_estimated"]),
+             fmt_ms(r["native_ms"]), fmt_ms(r["native_cpu_schedule_ms"]), fmt_ratio(r["fast_over_native"]),
+             fmt_ratio(r["fast_ms"] / r["native_cpu_schedule_ms"]),
+             fmt_ratio(r["exact_over_fast"], r["exact_estimated"]),
+             YES_NO[r["fast_bitwise_equal_exact"]]] for r in rows]
+    return _format_table(head, body)
+
+
+def _format_table(head, body) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))  # noqa: E731
+    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(b) for b in body])
+
+
+# ---------------------------------------------------------------------- peers (numba-cuda simulator, Triton)
+class PeerProcess:
+    """One ``bench/peers.py serve PEER`` process: the peer's environment variable is set there only."""
+
+    def __init__(self, name: str, python: str, log_dir: Path):
+        from peers import PEER_ENV  # bench/peers.py: numpy only
+
+        env = os.environ.copy()
+        env.pop("PYTHONPATH", None)  # the peers' python has its own site-packages
+        env.update(PEER_ENV[name])
+        self.name = name
+        self.stderr = open(log_dir / f"peer-{name}.log", "w")
+        try:
+            self.proc = subprocess.Popen([python, str(HERE / "peers.py"), "serve", name], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
+        except OSError:
+            self.stderr.close()
+            raise
+
+    def request(self, **req) -> dict:
+        try:
+            self.proc.stdin.write(json.dumps(req) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except (BrokenPipeError, OSError) as exc:
+            return {"ok": False, "error": f"peer process: {exc}"}
+        if not line:
+            return {"ok": False, "error": f"peer process exited (see {self.stderr.name})"}
+        return json.loads(line)
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except Exception:
+            self.proc.kill()
+        self.stderr.close()
+
+
+#: Per peer and workload, the calls stop once they add up to this many seconds (at least one timed call).
+PEER_BUDGET_S = 60.0
+#: A peer's float32 output must be this close to the float64 numpy result (absolute, inputs ~ N(0, 1)).
+PEER_TOLERANCE = {"matmul": 1e-3, "softmax": 1e-6}
+
+
+def scaled_workload(workload: dict, peer: PeerProcess, budget: float, log) -> tuple[dict, float]:
+    """The largest size of ``workload`` whose predicted call time fits ``budget`` / 4, and the factor
+    that scales its time to the full size (work grows as n³ for matmul, as rows for softmax)."""
+    if workload["workload"] == "matmul":
+        full = workload["n"]
+        sizes = [s for s in (32, 64, 128, 256, 512) if s < full] + [full]
+        make, factor = (lambda s: {"workload": "matmul", "n": s}), (lambda s: (full / s) ** 3)
+    else:
+        full = workload["rows"]
+        sizes = [s for s in (8, 16, 32, 64, 128) if s < full] + [full]
+        make = lambda s: {"workload": "softmax", "rows": s, "cols": workload["cols"]}  # noqa: E731
+        factor = lambda s: full / s  # noqa: E731
+    chosen = sizes[0]
+    peer.request(op="run", **make(chosen))  # warm-up (tracing, setup)
+    reply = peer.request(op="run", **make(chosen))
+    if not reply.get("ok"):
+        return make(chosen), factor(chosen)
+    per_unit = reply["seconds"] * factor(chosen)  # predicted seconds at full size
+    for s in sizes:
+        if per_unit / factor(s) <= budget / 4:
+            chosen = s
+    return make(chosen), factor(chosen)
+
+
+def bench_peers(gpu_rows: list[dict], contexts: list[tuple[GpuCase, dict]], python: str, rounds: int,
+                out_dir: Path, log) -> dict:
+    """Time ours (fast, every GPU row of the workload), native and the peers in alternating rounds."""
+    peers = {}
+    status = {}
+    for name in ("triton", "numba"):
+        try:
+            p = PeerProcess(name, python, out_dir)
+        except OSError as exc:  # --peers-python that does not exist or cannot run
+            status[name] = {"available": False, "error": f"{type(exc).__name__}: {exc}"}
+            log(f"  {name}: cannot start {python} ({exc}); its column is skipped")
+            continue
+        probe = p.request(op="probe")
+        if probe.get("ok"):
+            peers[name] = p
+            status[name] = {"available": True, "versions": probe.get("versions")}
+            log(f"  {name}: {', '.join(f'{k} {v}' for k, v in (probe.get('versions') or {}).items())}")
+        else:
+            p.close()
+            status[name] = {"available": False, "error": probe.get("error")}
+            log(f"  {name}: not available with {python} ({probe.get('error')}); its column is skipped")
+    results = []
+    if not peers:
+        return {"status": status, "python": python, "rounds": 0, "budget_s": PEER_BUDGET_S, "workloads": []}
+    by_workload: dict[str, list] = {}
+    for case, ctx in contexts:
+        by_workload.setdefault(json.dumps(case.workload, sort_keys=True), []).append((case, ctx))
+    for key, group in by_workload.items():
+        workload = json.loads(key)
+        ctx0 = group[0][1]
+        sizes = {}
+        for name, p in peers.items():
+            sizes[name] = scaled_workload(workload, p, PEER_BUDGET_S, log)
+            req, factor = sizes[name]
+            if factor != 1:
+                log(f"  {name} {workload['workload']}: timed at {req}, scaled by {factor:g}")
+        ours = {(case.schedule, s.index): [] for case, ctx in group for s in ctx["stages"]}
+        native = []
+        peer_times = {name: [] for name in peers}
+        peer_errs = {name: [] for name in peers}
+        spent = {name: 0.0 for name in peers}
+        for rnd in range(rounds):
+            for case, ctx in group:
+                hm, args = ctx["hm"], [a.copy() for a in ctx["arrays"]]
+                for s in ctx["stages"]:
+                    start = time.perf_counter()
+                    hm.emulate(*args, stage=s.index, mode="fast")
+                    ours[(case.schedule, s.index)].append(time.perf_counter() - start)
+            nat = ctx0["native"]
+            native.append(autorange(lambda: nat["fn"](*nat["tensors"]), min_total=0.1)[0])
+            for name, p in peers.items():
+                if rnd > 0 and spent[name] >= PEER_BUDGET_S:
+                    continue
+                req, factor = sizes[name]
+                reply = p.request(op="run", **req)
+                if not reply.get("ok"):
+                    log(f"  {name} {workload['workload']}: {reply.get('error')}")
+                    continue
+                spent[name] += reply["seconds"]
+                peer_times[name].append(reply["seconds"] * factor)
+                peer_errs[name].append(reply["max_abs_err"])
+        entry = {"workload": workload, "rounds": rounds, "native_best_ms": min(native) * 1e3,
+                 "native_median_ms": statistics.median(native) * 1e3, "ours": [], "peers": {}}
+        for (schedule, stage_index), times in ours.items():
+            entry["ours"].append({"schedule": schedule, "stage": stage_index, "fast_best_ms": min(times) * 1e3,
+                                  "fast_median_ms": statistics.median(times) * 1e3, "runs": len(times)})
+        for name in peers:
+            req, factor = sizes[name]
+            times = peer_times[name]
+            entry["peers"][name] = {"timed_request": req, "scale": factor, "runs": len(times),
+                                    "best_ms": min(times) * 1e3 if times else None,
+                                    "median_ms": statistics.median(times) * 1e3 if times else None,
+                                    "max_abs_err_vs_numpy": max(peer_errs[name]) if peer_errs[name] else None,
+                                    "matches_numpy": (max(peer_errs[name]) <= PEER_TOLERANCE[workload["workload"]]
+                                                      if peer_errs[name] else None)}
+        results.append(entry)
+        log(f"  {workload}: " + "; ".join(f"{n} {fmt_ms(v['best_ms'], v['scale'] != 1)} ms (err "
+                                           f"{v['max_abs_err_vs_numpy']})" for n, v in entry["peers"].items()))
+    for p in peers.values():
+        p.close()
+    return {"status": status, "python": python, "rounds": rounds, "budget_s": PEER_BUDGET_S, "workloads": results}
+
+
+def peers_table(peer_results: dict) -> str:
+    available = [n for n in ("triton", "numba") if peer_results["status"][n]["available"]]
+    head = ["workload", "schedule", "stage", "fast best ms", "fast median"]
+    for n in available:
+        head += [f"{n} best ms", f"{n} median"]
+    head += ["native ms"] + [f"{n}/fast" for n in available] + ["fast/native", "peers match numpy"]
+    body = []
+    for w in peer_results["workloads"]:
+        wl = w["workload"]
+        name = f"matmul {wl['n']}^3" if wl["workload"] == "matmul" else f"softmax {wl['rows']}x{wl['cols']}"
+        for o in w["ours"]:
+            cells = [name, o["schedule"].replace("cuda: ", ""), o["stage"], fmt_ms(o["fast_best_ms"]),
+                     fmt_ms(o["fast_median_ms"])]
+            for n in available:
+                p = w["peers"][n]
+                est = p["scale"] != 1
+                cells += [fmt_ms(p["best_ms"], est), fmt_ms(p["median_ms"], est)]
+            cells.append(fmt_ms(w["native_best_ms"]))
+            for n in available:
+                p = w["peers"][n]
+                cells.append(fmt_ratio(p["best_ms"] / o["fast_best_ms"], p["scale"] != 1) if p["best_ms"] else "-")
+            cells.append(fmt_ratio(o["fast_best_ms"] / w["native_best_ms"]))
+            cells.append(", ".join(f"{n} {YES_NO[w['peers'][n]['matches_numpy']]}" for n in available))
+            body.append(cells)
+    return _format_table(head, body)
+
+
 def machine_info() -> dict:
     model = None
     try:
@@ -458,17 +789,33 @@ def plot(rows, capture_rows, bisect, path: Path) -> None:
     plt.close(fig)
 
 
+def load_average() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="short run: fewer kernels and repetitions")
+    ap.add_argument("--quick", action="store_true", help="short run: fewer kernels and repetitions, small GPU sizes")
     ap.add_argument("--out", default=str(HERE / "out"), help="output folder (default: bench/out)")
     ap.add_argument("--exact-budget", type=float, default=None, metavar="SECONDS",
                     help="run exact mode fully only when it is estimated to finish within this many seconds "
-                         "per kernel, else extrapolate (default: 60, or 10 with --quick)")
+                         "per kernel, else extrapolate (default: 60, or 10 with --quick; 30 for GPU rows)")
     ap.add_argument("--repeat", type=int, default=None, help="best of N for emulation (default 5, 3 with --quick)")
+    ap.add_argument("--no-cpu", action="store_true", help="skip the CPU rows, capture overhead and bisect")
+    ap.add_argument("--no-gpu", action="store_true", help="skip the GPU (cuda target) rows")
+    ap.add_argument("--peers", action="store_true",
+                    help="also time numba-cuda's simulator and Triton's interpreter on the GPU workloads "
+                         "(optional; skipped with one line each when not installed)")
+    ap.add_argument("--peers-python", default=sys.executable, metavar="PATH",
+                    help="the python that has numba-cuda / triton + CPU torch (default: this one)")
+    ap.add_argument("--peer-rounds", type=int, default=3, help="alternating rounds with the peers (default 3)")
     args = ap.parse_args(argv)
     budget = args.exact_budget if args.exact_budget is not None else (10.0 if args.quick else 60.0)
+    gpu_budget = args.exact_budget if args.exact_budget is not None else (10.0 if args.quick else 30.0)
     repeat = args.repeat or (3 if args.quick else 5)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -478,41 +825,80 @@ def main(argv=None) -> int:
 
     t0 = time.perf_counter()
     info = machine_info()
-    log(f"machine: {info['nproc']} cores, {info['cpu_model']}, numpy {info['numpy']}, TVM {info['tvm']}")
-    log(f"exact budget {budget:.0f} s per kernel, best of {repeat}")
+    info["load_average_start"] = load_average()
+    log(f"machine: {info['nproc']} cores, {info['cpu_model']}, numpy {info['numpy']}, TVM {info['tvm']}, "
+        f"load average {info['load_average_start']}")
+    log(f"exact budget {budget:.0f} s per kernel ({gpu_budget:.0f} s for GPU rows), best of {repeat}")
 
-    case_list = cases(args.quick)
-    log("emulation vs native:")
-    rows = [bench_kernel(c, repeat, budget, log) for c in case_list]
-    log("capture overhead:")
-    capture_rows = bench_capture([c for c in case_list if c.capture], 3 if args.quick else 7, log)
-    log("bisect:")
-    bisect = bench_bisect(log)
-    targets = check_targets(rows, capture_rows, bisect)
+    rows, capture_rows, bisect, targets = [], [], None, []
+    if not args.no_cpu:
+        case_list = cases(args.quick)
+        log("emulation vs native:")
+        rows = [bench_kernel(c, repeat, budget, log) for c in case_list]
+        log("capture overhead:")
+        capture_rows = bench_capture([c for c in case_list if c.capture], 3 if args.quick else 7, log)
+        log("bisect:")
+        bisect = bench_bisect(log)
+        targets = check_targets(rows, capture_rows, bisect)
+    gpu_rows, peer_results = [], None
+    if not args.no_gpu:
+        log("GPU (cuda target) emulation vs the native llvm build of the unscheduled compute:")
+        contexts = []
+        for case in gpu_cases(args.quick):
+            case_rows, ctx = bench_gpu(case, repeat, gpu_budget, log)
+            gpu_rows += case_rows
+            contexts.append((case, ctx))
+        if args.peers:
+            log(f"peers (python {args.peers_python}), {args.peer_rounds} alternating rounds:")
+            peer_results = bench_peers(gpu_rows, contexts, args.peers_python, args.peer_rounds, out_dir, log)
     total = time.perf_counter() - t0
+    info["load_average_end"] = load_average()
 
-    print()
-    print(table(rows))
-    print("native ms = raw hm.native['main'](*tvm_tensors) call (used for ratios); run_native ms includes "
-          "numpy->TVM->numpy conversion. 'est.' = exact extrapolated from a timed fraction (progress callback).")
-    print()
-    print("capture (median): " + "; ".join(f"{r['kernel']} {r['size']}{' cache' if 'cache' in r['schedule'] else ''}"
-                                            f" {r['thn_build_ms']:.1f}/{r['tvm_build_ms']:.1f} ms = {r['ratio']:.2f}x"
-                                            for r in capture_rows))
-    print(f"bisect 64^3 matmul: {bisect['cold_s']:.2f} s fresh, {bisect['warm_s']:.2f} s warm, mode {bisect['mode']}")
-    print()
-    print("targets:")
-    for t in targets:
-        print(f"  [{'PASS' if t['pass'] else 'FAIL'}] {t['name']}: {t['value']}")
-    print(f"\ntotal bench time {total:.0f} s")
+    if rows:
+        print()
+        print(table(rows))
+        print("native ms = raw hm.native['main'](*tvm_tensors) call (used for ratios); run_native ms includes "
+              "numpy->TVM->numpy conversion. 'est.' = exact extrapolated from a timed fraction "
+              "(progress callback).")
+        print()
+        print("capture (median): " + "; ".join(
+            f"{r['kernel']} {r['size']}{' cache' if 'cache' in r['schedule'] else ''}"
+            f" {r['thn_build_ms']:.1f}/{r['tvm_build_ms']:.1f} ms = {r['ratio']:.2f}x" for r in capture_rows))
+        print(f"bisect 64^3 matmul: {bisect['cold_s']:.2f} s fresh, {bisect['warm_s']:.2f} s warm, "
+              f"mode {bisect['mode']}")
+        print()
+        print("targets:")
+        for t in targets:
+            print(f"  [{'PASS' if t['pass'] else 'FAIL'}] {t['name']}: {t['value']}")
+    if gpu_rows:
+        print()
+        print(gpu_table(gpu_rows))
+        print("native ms = the unscheduled TE compute built for llvm (ratios); native (CPU sched) = the project's "
+              "CPU schedule of it. Stages: 0 and the last emulatable one (before MakePackedAPI). "
+              "'est.' = extrapolated.")
+    if peer_results is not None:
+        print()
+        if peer_results["workloads"] and any(s["available"] for s in peer_results["status"].values()):
+            print(peers_table(peer_results))
+            print("all columns timed in the same alternating rounds; peers' 'est.' = timed at a smaller size "
+                  "and scaled (see the log lines above / results.json).")
+        for name, st in peer_results["status"].items():
+            if not st["available"]:
+                print(f"{name}: not installed for {peer_results['python']} - column skipped")
+    print(f"\ntotal bench time {total:.0f} s, load average {info['load_average_start']} at start, "
+          f"{info['load_average_end']} at end")
 
     results = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-               "args": {"quick": args.quick, "exact_budget_s": budget, "repeat": repeat},
+               "args": {"quick": args.quick, "exact_budget_s": budget, "gpu_exact_budget_s": gpu_budget,
+                        "repeat": repeat, "no_cpu": args.no_cpu, "no_gpu": args.no_gpu, "peers": args.peers},
                "machine": info, "kernels": rows, "capture": capture_rows, "bisect": bisect,
-               "targets": targets, "total_seconds": total}
+               "targets": targets, "gpu": gpu_rows, "peers": peer_results, "total_seconds": total}
     (out_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
-    plot(rows, capture_rows, bisect, out_dir / "bench.png")
-    print(f"wrote {out_dir / 'results.json'} and {out_dir / 'bench.png'}")
+    written = [str(out_dir / "results.json")]
+    if rows:
+        plot(rows, capture_rows, bisect, out_dir / "bench.png")
+        written.append(str(out_dir / "bench.png"))
+    print(f"wrote {' and '.join(written)}")
     return 0
 
 
