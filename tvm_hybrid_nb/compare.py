@@ -166,12 +166,12 @@ def compare_arrays(name: str, actual: np.ndarray, expected: np.ndarray,
     actual = np.asarray(actual)
     expected = np.asarray(expected)
     if actual.shape != expected.shape:
-        raise CompareError(f"output {name}: the reference has shape {expected.shape}, "
-                           f"expected {actual.shape} (dtype {actual.dtype})")
+        raise CompareError(f"output {name}: the reference has shape {expected.shape}, the output "
+                           f"{actual.shape} ({actual.dtype}); shapes must be equal, nothing is broadcast")
     for which, dtype in (("output", actual.dtype), ("reference", expected.dtype)):
         if _kind_text(dtype) == "non-numeric":
-            raise CompareError(f"output {name}: the {which} has dtype {dtype}, which is not a number "
-                               f"type (expected {actual.dtype} values)")
+            raise CompareError(f"output {name}: the {which} has dtype {dtype}, not bool, int or float "
+                               f"(the output is {actual.dtype})")
     out_float = float_info(actual.dtype) is not None
     if not out_float and float_info(expected.dtype) is not None:
         raise CompareError(f"output {name}: the reference is {expected.dtype} but the output is "
@@ -273,6 +273,6 @@ def reference_outputs(got: Any, names: Sequence[str], reference_name: str = "ref
                                f"not an array: {str(exc).splitlines()[0] if str(exc) else exc!r}") from None
         if _kind_text(array.dtype) == "non-numeric":
             raise CompareError(f"{reference_name} returned a {type(item).__name__} of dtype {array.dtype} "
-                               f"for output {name}, not an array of numbers")
+                               f"for output {name}, not an array of bool, int or float")
         arrays.append(array)
     return arrays
