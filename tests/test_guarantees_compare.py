@@ -416,3 +416,46 @@ def test_dropped_modules_free_their_stages():
     assert run.returncode == 0, run.stderr[-2000:]
     growth = float(run.stdout.split()[-1])
     assert growth < 2.0, f"RSS grew {growth:.1f} MiB over 100 builds"
+
+
+def test_dropped_modules_release_the_hybrid_sources_of_their_kernels():
+    import gc
+    import linecache
+
+    def use_and_drop():
+        hm = thn.build(_elementwise(lambda a: a + 1.0))
+        assert hm.compare().ok and hm.compare(mode="fast").ok
+        assert hm.compare(stage="FlattenBuffer").ok
+
+    use_and_drop()
+    gc.collect()
+    before = len(linecache.cache)
+    for _ in range(3):
+        use_and_drop()
+    gc.collect()
+    assert len(linecache.cache) == before
+
+
+def test_threads_comparing_one_module_at_once_all_match_numpy():
+    hm = thn.build(_elementwise(lambda a: a * 3.0 - 2.0, n=256))
+    start = threading.Barrier(3)
+    results, errors = [], []
+
+    def work(k):
+        try:
+            x = np.linspace(-k, k, 256).astype(np.float32)
+            start.wait()
+            for mode in ("fast", "exact"):
+                results.append(hm.compare(x, np.zeros(256, np.float32), mode=mode,
+                                          reference=lambda a: a * np.float32(3) - np.float32(2)).ok)
+                results.append(hm.compare(x, np.zeros(256, np.float32), mode=mode).ok)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(1, 4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert results == [True] * 12

@@ -92,6 +92,10 @@ class PassCapture(WeakPassInstrument):
         self.cancelled = False
         super().__init__()
 
+    def cancel(self) -> None:
+        """Stop the pipeline before its next pass (callable from any thread)."""
+        self.cancelled = True
+
     def run_before_pass(self, mod, info) -> None:
         if self.cancelled:
             raise BuildCancelled(f"build cancelled before pass {info.name}")
@@ -141,7 +145,7 @@ def run_pipeline(mod: "tvm.IRModule", target: Any,
     build = build or tvm.tirx.build  # what tvm.build runs, without its deprecation warning
     start = time.perf_counter()
     try:
-        lib = _interruptible(lambda: _build_with(capture, build, mod, target), capture)
+        lib = run_interruptibly(lambda: _build_with(capture, build, mod, target), capture.cancel)
     except Exception as exc:  # TVM raises its own error types from C++
         failed = capture._stack[-1].name if capture._stack else None
         where = f" in pass {failed}" if failed else ""
@@ -156,15 +160,15 @@ def _build_with(capture: PassCapture, build: Callable[..., Any], mod, target):
         return build(mod, target=target)
 
 
-def _interruptible(work: Callable[[], Any], capture: PassCapture) -> Any:
+def run_interruptibly(work: Callable[[], Any], on_interrupt: Callable[[], None] | None = None) -> Any:
     """Run ``work`` (a TVM build) in a worker thread; Ctrl-C stops the wait at once.
 
     Python handles signals in the main thread between bytecodes, so during TVM's C++ code (LLVM
     code generation alone can take seconds) an interrupt waited for the build to end, and one that
     landed in the instrument's callback was turned by the FFI into a RuntimeError, reported as a
     failed pass.  Here the calling thread only waits: a KeyboardInterrupt propagates unchanged and
-    promptly, the capture is cancelled so the abandoned build stops at its next pass, and its result
-    is discarded.
+    promptly, ``on_interrupt`` is called (a capture's ``cancel`` stops the abandoned build at its
+    next pass), and the abandoned result is discarded.
     """
     outcome: dict[str, Any] = {}
 
@@ -181,7 +185,8 @@ def _interruptible(work: Callable[[], Any], capture: PassCapture) -> Any:
         while worker.is_alive():
             worker.join(0.05)
     except BaseException:
-        capture.cancelled = True
+        if on_interrupt is not None:
+            on_interrupt()
         raise
     if "error" in outcome:
         raise outcome["error"]

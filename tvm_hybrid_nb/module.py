@@ -5,8 +5,10 @@ the numpy-only emulation runtime.  Presentation (``_repr_html_``) is imported la
 """
 from __future__ import annotations
 
+import linecache
 import threading
 import time
+import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -24,6 +26,7 @@ from .loader import hybrid_line, load_kernel
 from .signature import ParamSpec, bind_arguments, random_arguments
 
 EMULATION_MODES = ("exact", "fast")
+_NATIVE_BUILD_LOCK = threading.RLock()
 
 
 class Stage:
@@ -178,6 +181,8 @@ class Stage:
 
         fn = load_kernel(gen.source, self._owner.name, label=f"{self.label} {mode}",
                          namespace={"__progress__": report})
+        # Its lines stay in linecache (for tracebacks) as long as the kernel lives, not for good.
+        weakref.finalize(fn, linecache.cache.pop, fn.__code__.co_filename, None)
 
         def run(*arrays, progress=None):
             me = threading.get_ident()
@@ -313,11 +318,15 @@ class HybridModule:
     @property
     def native(self):
         """The natively compiled runtime module (built on demand after :func:`load`)."""
-        if self._native is None:
-            try:
-                self._native = tvm.tirx.build(self.stages[0].mod, target=self.target)
-            except Exception as exc:
-                raise BuildError(f"native build failed: {_capture.short_tvm_message(exc)}") from exc
+        if self._native is not None:
+            return self._native
+        with _NATIVE_BUILD_LOCK:  # threads comparing at once build it once
+            if self._native is None:
+                mod = self.stages[0].mod
+                try:
+                    self._native = _capture.run_interruptibly(lambda: tvm.tirx.build(mod, target=self.target))
+                except Exception as exc:
+                    raise BuildError(f"native build failed: {_capture.short_tvm_message(exc)}") from exc
         return self._native
 
     def run_native(self, *arrays):
