@@ -459,3 +459,29 @@ def test_threads_comparing_one_module_at_once_all_match_numpy():
         t.join(60)
     assert not errors, errors
     assert results == [True] * 12
+
+
+# ----------------------------------------------------------------------------- misuse of compare and bisect
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"seed": -1}, "seed"), ({"seed": "a"}, "seed"), ({"seed": 1.5}, "seed"), ({"seed": True}, "seed"),
+    ({"reference": 5}, "reference"), ({"reference": None}, "reference"),
+])
+def test_bad_seed_or_reference_is_one_line_before_anything_runs(kwargs, fragment):
+    hm = doubled()
+    with pytest.raises(CompareError) as info:
+        hm.compare(**kwargs)
+    assert_one_line(info, fragment)
+
+
+def test_find_first_divergence_takes_stage_keys_and_refuses_foreign_stages():
+    from tvm_hybrid_nb.bisect import find_first_divergence
+
+    hm = doubled()
+    flat = hm.stage("FlattenBuffer").index
+    result = find_first_divergence(hm, stages=[0, "FlattenBuffer"], only_changed=False)
+    assert not result.found and [s.index for s, _ in result.checked] == [0, flat]
+    broken = find_first_divergence(hm, stages=[0, flat], reference=lambda a: 2 * a + (a > 0))
+    assert broken.found and broken.stage.index == 0 and broken.result.outputs[0].mismatches > 0
+    with pytest.raises(StageLookupError) as info:
+        find_first_divergence(hm, stages=[doubled("int32").stages[flat]])
+    assert_one_line(info, "another module")

@@ -19,9 +19,9 @@ from tvm import te
 from . import capture as _capture
 from .codegen import generate_kernel, kernel_signature
 from .compare import CompareResult, check_tolerance, compare_outputs, reference_outputs
-from .errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError, BuildError, DeviceUnavailableError,
-                     EmulationError, HybridError, InsufficientMemoryError, StageLookupError, StageNotEmulatableError,
-                     UnsupportedConstructError)
+from .errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError, BuildError, CompareError,
+                     DeviceUnavailableError, EmulationError, HybridError, InsufficientMemoryError, StageLookupError,
+                     StageNotEmulatableError, UnsupportedConstructError)
 from .loader import hybrid_line, load_kernel
 from .signature import ParamSpec, bind_arguments, random_arguments
 
@@ -377,7 +377,9 @@ class HybridModule:
         raise BuildError(f"the native module exports no function {' or '.join(map(repr, candidates))}")
 
     def random_inputs(self, seed: int = 0, sizes: dict[str, int] | None = None) -> list[np.ndarray]:
-        """Seeded random arrays for every parameter (outputs zero-filled)."""
+        """Seeded random arrays for every parameter (outputs zero-filled); ``seed`` is an integer >= 0."""
+        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise CompareError(f"seed must be an integer >= 0, got {seed!r}")
         return random_arguments(self.params, seed=seed, sizes=sizes)
 
     def compare(self, *arrays, reference: str | Callable = "native", stage: int | str = 0,
@@ -397,6 +399,8 @@ class HybridModule:
         """
         s = self.stage(stage)
         rtol, atol = check_tolerance("rtol", rtol), check_tolerance("atol", atol)
+        if not (isinstance(reference, str) or callable(reference)):
+            raise CompareError(f"reference must be 'native' or a callable, got {type(reference).__name__}")
         if isinstance(reference, str) and reference == "native":
             self.native_device()  # before emulating: a build for a missing GPU cannot be the reference
         if not arrays:
@@ -421,7 +425,7 @@ class HybridModule:
             ref_name = getattr(reference, "__name__", "reference")
             expected = reference_outputs(got, [p.name for p in self.params if p.is_output], ref_name)
         else:
-            raise ValueError("reference must be 'native' or a callable")
+            raise CompareError("reference must be 'native' or a callable")
         reference_seconds = time.perf_counter() - start
         names = [p.name for p in self.params if p.is_output]
         result = CompareResult(stage=s.label, reference=ref_name,
