@@ -485,3 +485,22 @@ def test_find_first_divergence_takes_stage_keys_and_refuses_foreign_stages():
     with pytest.raises(StageLookupError) as info:
         find_first_divergence(hm, stages=[doubled("int32").stages[flat]])
     assert_one_line(info, "another module")
+
+
+def test_compare_takes_views_fortran_order_and_read_only_arrays_without_writing_them():
+    A = te.placeholder((8, 8), "float32", name="A")
+    B = te.compute((8, 8), lambda i, j: A[i, j] * 2 + j, name="B")
+    hm = thn.build([A, B])
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    truth = x * 2 + np.arange(8, dtype=np.float32)
+    frozen_x, frozen_out = x.copy(), np.full((8, 8), 5, np.float32)
+    frozen_x.setflags(write=False)
+    frozen_out.setflags(write=False)
+    strided_out = np.zeros((8, 16), np.float32)[:, ::2]
+    for args in [(x.T.copy().T, np.zeros((8, 8), np.float32, order="F")), (x[::-1][::-1], strided_out),
+                 (frozen_x, frozen_out)]:
+        assert hm.compare(*args).ok
+        assert hm.compare(*args, reference=lambda a: a * 2 + np.arange(8, dtype=np.float32)).ok
+    assert not strided_out.any() and (frozen_out == 5).all()  # compare never writes what it is given
+    np.testing.assert_array_equal(hm.run_native(x.T.copy().T, strided_out), truth)
+    np.testing.assert_array_equal(strided_out, truth)

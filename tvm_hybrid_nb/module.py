@@ -405,8 +405,9 @@ class HybridModule:
             self.native_device()  # before emulating: a build for a missing GPU cannot be the reference
         if not arrays:
             arrays = tuple(self.random_inputs(seed=seed, sizes=sizes))
-        bind_arguments(self.params, arrays)  # validate once, with parameter names in errors
         emu_args = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
+        # Validate once, with parameter names in errors; on copies, as read-only outputs are never written.
+        bind_arguments(self.params, emu_args)
         start = time.perf_counter()
         self.emulate(*emu_args, stage=s.index, mode=mode, check=check)
         emulate_seconds = time.perf_counter() - start
