@@ -353,7 +353,7 @@ _INTERRUPT_SCRIPT = textwrap.dedent("""
 
     A = te.placeholder((64,), "float32", name="A")
     t = A
-    for k in range(120):  # a chain of 120 stages: the build takes a few seconds
+    for k in range(200):  # a chain of 200 stages: the build takes seconds (LLVM most of them)
         t = (lambda src, k=k: te.compute((64,), lambda i: src[i] * 2 + 1, name=f"T{k}"))(t)
     tensors = [A, t]
     for trial in range(6):

@@ -171,19 +171,26 @@ def run_interruptibly(work: Callable[[], Any], on_interrupt: Callable[[], None] 
     next pass), and the abandoned result is discarded.
     """
     outcome: dict[str, Any] = {}
+    done = threading.Event()
 
     def run() -> None:
         try:
             outcome["value"] = work()
         except BaseException as exc:  # noqa: BLE001  (handed to the waiting thread)
             outcome["error"] = exc
+        finally:
+            done.set()
 
-    worker = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True,
+    # Not a daemon: Python waits for an abandoned build at exit, where a thread still inside TVM's
+    # C++ code would abort the process ("terminate called without an active exception").
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=False,
                               name="tvm-hybrid-build")
-    worker.start()
     try:
-        while worker.is_alive():
-            worker.join(0.05)
+        worker.start()
+        # Wait on an Event, not on Thread.join: CPython 3.11's join, interrupted, releases the running
+        # thread's state lock and marks it stopped, so exit would not wait for it.
+        while not done.wait(0.05):
+            pass
     except BaseException:
         if on_interrupt is not None:
             on_interrupt()
