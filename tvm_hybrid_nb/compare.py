@@ -175,7 +175,7 @@ def compare_arrays(name: str, actual: np.ndarray, expected: np.ndarray,
     out_float = float_info(actual.dtype) is not None
     if not out_float and float_info(expected.dtype) is not None:
         raise CompareError(f"output {name}: the reference is {expected.dtype} but the output is "
-                           f"{actual.dtype}; integer outputs are compared exactly, so return integers "
+                           f"{actual.dtype}; integer and bool outputs are compared exactly, so return integers "
                            f"(e.g. .astype(np.{actual.dtype.name}))")
     d_rtol, d_atol = default_tolerance(actual.dtype)
     rtol = d_rtol if rtol is None else rtol
