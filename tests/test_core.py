@@ -263,7 +263,8 @@ def test_stage_records_have_names_times_and_changes():
     assert [s.index for s in hm.stages] == list(range(len(hm.stages)))
     changed = [s.short_name for s in hm.stages[1:hm.packed_api_index] if s.changed]
     assert {"FlattenBuffer", "VectorizeLoop", "UnrollLoop", "LowerOpaqueBlock"} <= set(changed)
-    assert not hm.stage("tirx.RemoveNoOp").changed
+    first_remove_no_op = next(s for s in hm.stages if s.name == "tirx.RemoveNoOp")  # it runs twice
+    assert not first_remove_no_op.changed
     assert all(s.seconds >= 0 for s in hm.stages)
     assert "T.Buffer" in hm.stage("tirx.FlattenBuffer").script
 

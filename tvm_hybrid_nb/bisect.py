@@ -68,8 +68,8 @@ def find_first_divergence(hm: Any, *arrays, reference: str | Callable = "native"
         Every kernel argument, in order; without them seeded random inputs are made once.
     reference : "native" or callable
         As for :meth:`HybridModule.compare`.
-    stages : sequence of Stage, optional
-        The stages to try (default: all of ``hm.stages``).
+    stages : sequence of Stage, int or str, optional
+        The stages to try, as ``hm.stage`` takes them (default: all of ``hm.stages``).
     only_changed : bool
         Skip passes that did not change the IR (they cannot change the result).
     seed, sizes
@@ -89,7 +89,7 @@ def find_first_divergence(hm: Any, *arrays, reference: str | Callable = "native"
     """
     if not arrays:
         arrays = tuple(hm.random_inputs(seed=seed, sizes=sizes))
-    candidates = list(hm.stages if stages is None else stages)
+    candidates = list(hm.stages) if stages is None else [hm.stage(key) for key in stages]
     ref_name = reference if isinstance(reference, str) else getattr(reference, "__name__", "reference")
     checked: list = []
     skipped: list = []

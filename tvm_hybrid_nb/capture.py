@@ -8,11 +8,15 @@ lazily by :class:`Stage`.
 """
 from __future__ import annotations
 
+import contextvars
+import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import tvm
+from tvm.ir import _ffi_instrument_api
 
 from .errors import BuildError
 
@@ -42,8 +46,39 @@ class _Frame:
     has_children: bool = False
 
 
-@tvm.ir.instrument.pass_instrument
-class PassCapture:
+class WeakPassInstrument(tvm.ir.instrument.PassInstrument):
+    """A pass instrument whose TVM node calls its methods through a weak reference.
+
+    ``tvm.ir.instrument.pass_instrument`` hands the node bound methods of the instrument itself: a
+    reference cycle through C++ that Python's garbage collector cannot see, so every instrument —
+    and every module snapshot it recorded — stayed alive for good (about 150 KiB per build).
+    Subclass this and define any of ``should_run``, ``run_before_pass``, ``run_after_pass``,
+    ``enter_pass_ctx``, ``exit_pass_ctx``; keep the instance referenced while the build runs.
+    """
+
+    __slots__ = ("__dict__", "__weakref__")
+
+    def __init__(self) -> None:
+        me = weakref.ref(self)
+        base = tvm.ir.instrument.PassInstrument
+
+        def forward(name: str, gone=None):
+            if getattr(type(self), name) is getattr(base, name):
+                return None  # not overridden: no call back into Python at all
+
+            def call(*args):
+                instrument = me()
+                return gone if instrument is None else getattr(instrument, name)(*args)
+
+            return call
+
+        self.__init_handle_by_constructor__(
+            _ffi_instrument_api.PassInstrument, type(self).__name__, forward("enter_pass_ctx"),
+            forward("exit_pass_ctx"), forward("should_run", True), forward("run_before_pass"),
+            forward("run_after_pass"))
+
+
+class PassCapture(WeakPassInstrument):
     """Pass instrument that records a :class:`RawStage` after every leaf pass.
 
     Wrapper passes (``sequential``, ``_pipeline``) only group other passes; the passes inside them
@@ -53,8 +88,17 @@ class PassCapture:
     def __init__(self) -> None:
         self.stages: list[RawStage] = []
         self._stack: list[_Frame] = []
+        #: Set (from another thread) to stop the pipeline before its next pass.
+        self.cancelled = False
+        super().__init__()
+
+    def cancel(self) -> None:
+        """Stop the pipeline before its next pass (callable from any thread)."""
+        self.cancelled = True
 
     def run_before_pass(self, mod, info) -> None:
+        if self.cancelled:
+            raise BuildCancelled(f"build cancelled before pass {info.name}")
         if self._stack:
             self._stack[-1].has_children = True
         self._stack.append(_Frame(info.name, time.perf_counter()))
@@ -64,6 +108,10 @@ class PassCapture:
         seconds = time.perf_counter() - frame.start
         if not frame.has_children:
             self.stages.append(RawStage(info.name, snapshot_module(mod), seconds, len(self._stack)))
+
+
+class BuildCancelled(Exception):
+    """Raised inside the pipeline to stop a build whose caller was interrupted (never reaches users)."""
 
 
 def short_tvm_message(exc: BaseException) -> str:
@@ -97,8 +145,7 @@ def run_pipeline(mod: "tvm.IRModule", target: Any,
     build = build or tvm.tirx.build  # what tvm.build runs, without its deprecation warning
     start = time.perf_counter()
     try:
-        with tvm.transform.PassContext(instruments=[capture]):
-            lib = build(mod, target=target)
+        lib = run_interruptibly(lambda: _build_with(capture, build, mod, target), capture.cancel)
     except Exception as exc:  # TVM raises its own error types from C++
         failed = capture._stack[-1].name if capture._stack else None
         where = f" in pass {failed}" if failed else ""
@@ -106,3 +153,48 @@ def run_pipeline(mod: "tvm.IRModule", target: Any,
     elapsed = time.perf_counter() - start
     stages = [RawStage("input", snapshot_module(mod), 0.0)] + capture.stages
     return lib, stages, elapsed
+
+
+def _build_with(capture: PassCapture, build: Callable[..., Any], mod, target):
+    with tvm.transform.PassContext(instruments=[capture]):
+        return build(mod, target=target)
+
+
+def run_interruptibly(work: Callable[[], Any], on_interrupt: Callable[[], None] | None = None) -> Any:
+    """Run ``work`` (a TVM build) in a worker thread; Ctrl-C stops the wait at once.
+
+    Python handles signals in the main thread between bytecodes, so during TVM's C++ code (LLVM
+    code generation alone can take seconds) an interrupt waited for the build to end, and one that
+    landed in the instrument's callback was turned by the FFI into a RuntimeError, reported as a
+    failed pass.  Here the calling thread only waits: a KeyboardInterrupt propagates unchanged and
+    promptly, ``on_interrupt`` is called (a capture's ``cancel`` stops the abandoned build at its
+    next pass), and the abandoned result is discarded.
+    """
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # noqa: BLE001  (handed to the waiting thread)
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    # Not a daemon: Python waits for an abandoned build at exit, where a thread still inside TVM's
+    # C++ code would abort the process ("terminate called without an active exception").
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=False,
+                              name="tvm-hybrid-build")
+    try:
+        worker.start()
+        # Wait on an Event, not on Thread.join: CPython 3.11's join, interrupted, releases the running
+        # thread's state lock and marks it stopped, so exit would not wait for it.
+        while not done.wait(0.05):
+            pass
+    except BaseException:
+        if on_interrupt is not None:
+            on_interrupt()
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

@@ -66,3 +66,12 @@ class UnknownPassError(HybridError, LookupError):
 
 class InsufficientMemoryError(HybridError, MemoryError):
     """Arrays or buffers that would need more memory than the machine has; refused before allocating."""
+
+
+class CompareError(HybridError, ValueError):
+    """A comparison that cannot be made as asked: a bad tolerance, or a reference output of the wrong
+    count, shape or kind.  Refused, never broadcast or truncated into a verdict."""
+
+
+class DeviceUnavailableError(HybridError, RuntimeError):
+    """The native kernel needs a device (a GPU) that this machine does not have."""

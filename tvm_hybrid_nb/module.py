@@ -5,8 +5,10 @@ the numpy-only emulation runtime.  Presentation (``_repr_html_``) is imported la
 """
 from __future__ import annotations
 
+import linecache
 import threading
 import time
+import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -16,14 +18,15 @@ from tvm import te
 
 from . import capture as _capture
 from .codegen import generate_kernel, kernel_signature
-from .compare import CompareResult, compare_outputs
-from .errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError, BuildError, EmulationError,
-                     HybridError, InsufficientMemoryError, StageLookupError, StageNotEmulatableError,
-                     UnsupportedConstructError)
+from .compare import CompareResult, check_tolerance, compare_outputs, reference_outputs
+from .errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError, BuildError, CompareError,
+                     DeviceUnavailableError, EmulationError, HybridError, InsufficientMemoryError, StageLookupError,
+                     StageNotEmulatableError, UnsupportedConstructError)
 from .loader import hybrid_line, load_kernel
 from .signature import ParamSpec, bind_arguments, check_native_transfer, random_arguments
 
 EMULATION_MODES = ("exact", "fast")
+_NATIVE_BUILD_LOCK = threading.RLock()
 
 
 class Stage:
@@ -52,6 +55,8 @@ class Stage:
         self._reason: str | None = None
         self._kernels: dict[str, Callable] = {}
         self._fast = None
+        # Threads may emulate one stage at once: code generation runs once, under this lock.
+        self._lock = threading.RLock()
 
     @property
     def short_name(self) -> str:
@@ -100,6 +105,10 @@ class Stage:
                 if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint != self._owner.func_name}
 
     def _generate(self):
+        with self._lock:
+            return self._generate_locked()
+
+    def _generate_locked(self):
         if self._generated is None and self._reason is None:
             packed = self._owner.packed_api_index
             if packed is not None and self.index >= packed:
@@ -137,9 +146,10 @@ class Stage:
         """The fast-mode script: provably independent loops run as numpy array operations."""
         if not self.emulatable:
             raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
-        if self._fast is None:
-            self._fast = generate_kernel(self.function, self._owner.name, stage=self.label, mode="fast",
-                                         module_functions=self.module_functions)
+        with self._lock:
+            if self._fast is None:
+                self._fast = generate_kernel(self.function, self._owner.name, stage=self.label, mode="fast",
+                                             module_functions=self.module_functions)
         return self._fast.source
 
     def kernel(self, mode: str = "exact", check: bool = False) -> Callable:
@@ -149,40 +159,59 @@ class Stage:
         if not self.emulatable:
             raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
         key = (mode, check)
-        if key not in self._kernels:
-            synced = any(st.name == "s_tir.ThreadSync" for st in self._owner.stages[:self.index + 1])
-            gen = generate_kernel(self.function, self._owner.name, stage=self.label, mode=mode, progress=True,
-                                  module_functions=self.module_functions, check=check, synced=synced)
-            state = {"callback": None, "thread": None, "last": 0.0}
-            total = max(gen.progress_loops, 1)
-
-            def report(loop_no, done, extent, inner_done=None, inner_extent=None):
-                callback = state["callback"]
-                # Chunks of a parallel loop on other threads progress alike; the caller's chunk reports.
-                if callback is not None and extent and threading.get_ident() == state["thread"]:
-                    if inner_extent is None:  # an outermost loop's iteration starts
-                        part = int(done) + 1
-                    elif not inner_extent:  # ... whose inner loop reports: the iterations done
-                        part = int(done)
-                    else:
-                        part = int(done) + (int(inner_done) + 1) / int(inner_extent)
-                    fraction = max(state["last"], min(1.0, (loop_no + part / int(extent)) / total))
-                    state["last"] = fraction
-                    callback(fraction)
-
-            fn = load_kernel(gen.source, self._owner.name, label=f"{self.label} {mode}",
-                             namespace={"__progress__": report})
-
-            def run(*arrays, progress=None):
-                state["callback"], state["thread"], state["last"] = progress, threading.get_ident(), 0.0
-                try:
-                    return fn(*arrays)
-                finally:
-                    state["callback"] = None
-
-            run.source = gen.source
-            self._kernels[key] = run
+        with self._lock:
+            if key not in self._kernels:
+                self._kernels[key] = self._load_kernel(mode, check)
         return self._kernels[key]
+
+    def _load_kernel(self, mode: str, check: bool) -> Callable:
+        synced = any(st.name == "s_tir.ThreadSync" for st in self._owner.stages[:self.index + 1])
+        gen = generate_kernel(self.function, self._owner.name, stage=self.label, mode=mode, progress=True,
+                              module_functions=self.module_functions, check=check, synced=synced)
+        # One callback per calling thread, so that threads emulating this stage at once each get
+        # their own reports.  Chunks of a parallel loop run on other threads (no callback there)
+        # and progress alike; the caller's chunk reports.
+        callbacks: dict[int, Callable] = {}
+        last: dict[int, float] = {}  # per thread: reports never go backwards
+        total = max(gen.progress_loops, 1)
+
+        def report(loop_no, done, extent, inner_done=None, inner_extent=None):
+            me = threading.get_ident()
+            callback = callbacks.get(me)
+            if callback is not None and extent:
+                if inner_extent is None:  # an outermost loop's iteration starts
+                    part = int(done) + 1
+                elif not inner_extent:  # ... whose inner loop reports: the iterations done
+                    part = int(done)
+                else:
+                    part = int(done) + (int(inner_done) + 1) / int(inner_extent)
+                fraction = max(last.get(me, 0.0), min(1.0, (loop_no + part / int(extent)) / total))
+                last[me] = fraction
+                callback(fraction)
+
+        fn = load_kernel(gen.source, self._owner.name, label=f"{self.label} {mode}",
+                         namespace={"__progress__": report})
+        # Its lines stay in linecache (for tracebacks) as long as the kernel lives, not for good.
+        weakref.finalize(fn, linecache.cache.pop, fn.__code__.co_filename, None)
+
+        def run(*arrays, progress=None):
+            me = threading.get_ident()
+            outer = callbacks.get(me)
+            last.pop(me, None)
+            if progress is None:
+                callbacks.pop(me, None)
+            else:
+                callbacks[me] = progress
+            try:
+                return fn(*arrays)
+            finally:
+                if outer is None:
+                    callbacks.pop(me, None)
+                else:
+                    callbacks[me] = outer
+
+        run.source = gen.source
+        return run
 
     def __repr__(self) -> str:
         return f"<Stage {self.index} {self.name} changed={self.changed} {self.seconds * 1e3:.2f} ms>"
@@ -230,8 +259,15 @@ class HybridModule:
         return [p for p in self.params if p.is_output]
 
     def stage(self, key: int | str | Stage) -> Stage:
-        """A stage by index (negative counts from the end), pass name or short name."""
+        """A stage by index (negative counts from the end), pass name, short name or label.
+
+        A name that more than one stage has (``"StmtSimplify"`` of both ``s_tir.`` and ``tirx.``, or a
+        pass that runs twice) is refused with the matching stage indices: give one of those instead.
+        """
         if isinstance(key, Stage):
+            if key._owner is not self:
+                raise StageLookupError(f"stage {key.label} belongs to another module ({key._owner.name}); "
+                                       f"give its index or pass name instead")
             return key
         if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
             n = len(self.stages)
@@ -239,9 +275,12 @@ class HybridModule:
                 raise StageLookupError(f"stage {key} is out of range: this module has stages 0..{n - 1}")
             return self.stages[int(key)]
         if isinstance(key, str):
-            for s in self.stages:
-                if key in (s.name, s.short_name, s.label):
-                    return s
+            matches = [s for s in self.stages if key in (s.name, s.short_name, s.label)]
+            if len(matches) == 1:
+                return matches[0]
+            if matches:
+                listed = ", ".join(f"{s.index} ({s.name})" for s in matches)
+                raise StageLookupError(f"{len(matches)} stages match {key!r}: {listed}; give the stage index")
             raise StageLookupError(f"no stage named {key!r}; passes are: "
                                    + ", ".join(s.name for s in self.stages[1:]))
         raise StageLookupError(f"stage must be an index or a pass name, got {type(key).__name__}")
@@ -290,28 +329,69 @@ class HybridModule:
     @property
     def native(self):
         """The natively compiled runtime module (built on demand after :func:`load`)."""
-        if self._native is None:
-            try:
-                self._native = tvm.tirx.build(self.stages[0].mod, target=self.target)
-            except Exception as exc:
-                raise BuildError(f"native build failed: {_capture.short_tvm_message(exc)}") from exc
+        if self._native is not None:
+            return self._native
+        with _NATIVE_BUILD_LOCK:  # threads comparing at once build it once
+            if self._native is None:
+                mod = self.stages[0].mod
+                try:
+                    self._native = _capture.run_interruptibly(lambda: tvm.tirx.build(mod, target=self.target))
+                except Exception as exc:
+                    raise BuildError(f"native build failed: {_capture.short_tvm_message(exc)}") from exc
         return self._native
 
     def run_native(self, *arrays):
-        """Run the natively compiled kernel on numpy arrays, same convention as :meth:`emulate`."""
+        """Run the natively compiled kernel on numpy arrays, same convention as :meth:`emulate`.
+
+        The kernel runs on the target's device (the CPU for ``llvm``); a target whose device this
+        machine lacks (``cuda`` without a GPU) raises :class:`DeviceUnavailableError`.
+        """
+        dev = self.native_device()
         bound = bind_arguments(self.params, arrays)
         check_native_transfer(self.params)  # int4 & co: one line, not TVM's size mismatch
-        dev = tvm.cpu()
+        function = self._native_function()
         tensors = [tvm.runtime.tensor(v, dev) if isinstance(v, np.ndarray) else v for v in bound.values]
-        self.native[self.func_name](*tensors)
+        function(*tensors)
         for spec, value, tensor in zip(self.params, bound.values, tensors):
             if spec.is_output:
                 value[...] = tensor.numpy()
         bound.finish()
         return self._outputs_of(arrays)
 
+    def native_device(self):
+        """The device the native kernel runs on; :class:`DeviceUnavailableError` when there is none here."""
+        kind = getattr(getattr(self.target, "kind", None), "name", None) or str(self.target).split()[0]
+        if kind in ("llvm", "c"):
+            return tvm.cpu()
+        instead = ("compare with a numpy reference instead (hm.compare(reference=numpy_fn)) or with the "
+                   "emulation of the input stage (hm.compare(reference='input'))")
+        try:
+            dev = tvm.device(kind)
+            present = dev.exist
+        except Exception:
+            raise DeviceUnavailableError(f"a {kind} kernel cannot run natively here; {instead}") from None
+        if not present:
+            raise DeviceUnavailableError(f"there is no {kind.upper()} device here, so the {kind} kernel cannot "
+                                         f"run natively; {instead}")
+        return dev
+
+    def _native_function(self):
+        """The compiled kernel.  TVM exports it under the PrimFunc's ``global_symbol``, which need not
+        be the name it had in the IRModule (``IRModule({"scale2": f})`` with f's symbol still "main")."""
+        lib = self.native
+        func = self.stages[0].function
+        symbol = func.attrs.get("global_symbol") if func is not None and func.attrs is not None else None
+        candidates = [str(symbol)] if symbol else []
+        candidates += [self.func_name] if self.func_name not in candidates else []
+        for name in candidates:
+            if lib.implements_function(name, query_imports=True):
+                return lib.get_function(name, query_imports=True)
+        raise BuildError(f"the native module exports no function {' or '.join(map(repr, candidates))}")
+
     def random_inputs(self, seed: int = 0, sizes: dict[str, int] | None = None) -> list[np.ndarray]:
-        """Seeded random arrays for every parameter (outputs zero-filled)."""
+        """Seeded random arrays for every parameter (outputs zero-filled); ``seed`` is an integer >= 0."""
+        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise CompareError(f"seed must be an integer >= 0, got {seed!r}")
         return random_arguments(self.params, seed=seed, sizes=sizes)
 
     def compare(self, *arrays, reference: str | Callable = "native", stage: int | str = 0,
@@ -320,14 +400,26 @@ class HybridModule:
         """Emulate ``stage`` and compare its outputs with ``reference``.
 
         ``reference`` is ``"native"`` (the compiled kernel) or a callable that takes the input
-        arrays and returns the expected output(s).  Without arrays, seeded random inputs are made.
-        Neither run changes the arrays given.
+        arrays (copies) and returns the expected output(s): one array, or a tuple with one per output.
+        Without arrays, seeded random inputs are made.  Neither run changes the arrays given.
+
+        Each reference output must have its output's shape (nothing is broadcast).  Values are
+        compared, never cast: a wider reference dtype is fine (float64 for float32), bfloat16 and
+        float8 are compared as decoded floats, but an integer output needs an integer reference
+        (:func:`~tvm_hybrid_nb.compare.compare_arrays` has the rules).  ``rtol``/``atol`` must be
+        finite and >= 0.  Anything else raises :class:`CompareError` naming the output.
         """
         s = self.stage(stage)
+        rtol, atol = check_tolerance("rtol", rtol), check_tolerance("atol", atol)
+        if not (isinstance(reference, str) or callable(reference)):
+            raise CompareError(f"reference must be 'native' or a callable, got {type(reference).__name__}")
+        if isinstance(reference, str) and reference == "native":
+            self.native_device()  # before emulating: a build for a missing GPU cannot be the reference
         if not arrays:
             arrays = tuple(self.random_inputs(seed=seed, sizes=sizes))
-        bind_arguments(self.params, arrays)  # validate once, with parameter names in errors
         emu_args = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
+        # Validate once, with parameter names in errors; on copies, as read-only outputs are never written.
+        bind_arguments(self.params, emu_args)
         start = time.perf_counter()
         self.emulate(*emu_args, stage=s.index, mode=mode, check=check)
         emulate_seconds = time.perf_counter() - start
@@ -343,14 +435,14 @@ class HybridModule:
         elif callable(reference):
             inputs = [a for a, p in zip(arrays, self.params) if not p.is_output]
             got = reference(*[a.copy() if isinstance(a, np.ndarray) else a for a in inputs])
-            expected = list(got) if isinstance(got, (tuple, list)) else [got]
             ref_name = getattr(reference, "__name__", "reference")
+            expected = reference_outputs(got, [p.name for p in self.params if p.is_output], ref_name)
         else:
-            raise ValueError("reference must be 'native' or a callable")
+            raise CompareError("reference must be 'native' or a callable")
         reference_seconds = time.perf_counter() - start
         names = [p.name for p in self.params if p.is_output]
         result = CompareResult(stage=s.label, reference=ref_name,
-                               outputs=compare_outputs(names, actual, [np.asarray(e) for e in expected], rtol, atol),
+                               outputs=compare_outputs(names, actual, expected, rtol, atol),
                                emulate_seconds=emulate_seconds, reference_seconds=reference_seconds, mode=mode)
         self.last_compare = result
         return result
