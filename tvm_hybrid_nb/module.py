@@ -24,6 +24,10 @@ from .loader import hybrid_line, load_kernel
 from .signature import ParamSpec, bind_arguments, random_arguments
 
 EMULATION_MODES = ("exact", "fast")
+#: The references :meth:`HybridModule.compare` knows by name (besides a callable).
+REFERENCES = ("native", "input")
+#: How a comparison with ``reference="input"`` names its reference.
+INPUT_REFERENCE_NAME = "input stage (emulated)"
 
 
 class Stage:
@@ -189,7 +193,10 @@ class HybridModule:
 
     def __init__(self, func_name: str, target: Any, raw_stages: Sequence[_capture.RawStage],
                  native=None, build_seconds: float | None = None, name: str | None = None,
-                 first_index: int = 0, packed_api_index: int | None = None):
+                 first_index: int = 0, packed_api_index: int | None = None,
+                 failure: _capture.BuildFailure | None = None):
+        #: Set when TVM's lowering failed: the failing pass, its stage number and TVM's full message.
+        self.failure = failure
         # first_index: number of stage 0 in the pipeline it came from (a resumed module starts mid-way);
         # packed_api_index: override for modules whose stage 0 is already past MakePackedAPI.
         self.first_index = first_index
@@ -283,6 +290,8 @@ class HybridModule:
     def native(self):
         """The natively compiled runtime module (built on demand after :func:`load`)."""
         if self._native is None:
+            if self.failure is not None:
+                raise BuildError(f"no native build: {self.failure.summary}")
             try:
                 self._native = tvm.tirx.build(self.stages[0].mod, target=self.target)
             except Exception as exc:
@@ -307,12 +316,15 @@ class HybridModule:
 
     def compare(self, *arrays, reference: str | Callable = "native", stage: int | str = 0,
                 rtol: float | None = None, atol: float | None = None, mode: str = "exact",
-                seed: int = 0, sizes: dict[str, int] | None = None, check: bool = False) -> CompareResult:
+                seed: int = 0, sizes: dict[str, int] | None = None, check: bool = False,
+                progress: Callable[[float], None] | None = None) -> CompareResult:
         """Emulate ``stage`` and compare its outputs with ``reference``.
 
-        ``reference`` is ``"native"`` (the compiled kernel) or a callable that takes the input
-        arrays and returns the expected output(s).  Without arrays, seeded random inputs are made.
-        Neither run changes the arrays given.
+        ``reference`` is ``"native"`` (the compiled kernel), ``"input"`` (the emulation of stage 0,
+        for any target: does every pass keep the kernel's meaning?) or a callable that takes the
+        input arrays and returns the expected output(s).  Without arrays, seeded random inputs are
+        made.  Neither run changes the arrays given.  ``progress(fraction)`` follows the emulation;
+        an exception it raises stops the run.
         """
         s = self.stage(stage)
         if not arrays:
@@ -320,24 +332,28 @@ class HybridModule:
         bind_arguments(self.params, arrays)  # validate once, with parameter names in errors
         emu_args = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
         start = time.perf_counter()
-        self.emulate(*emu_args, stage=s.index, mode=mode, check=check)
+        self.emulate(*emu_args, stage=s.index, mode=mode, check=check, progress=progress)
         emulate_seconds = time.perf_counter() - start
         actual = [a for a, p in zip(emu_args, self.params) if p.is_output]
         start = time.perf_counter()
         if isinstance(reference, str):
-            if reference != "native":
-                raise ValueError(f"reference must be 'native' or a callable, got {reference!r}")
+            if reference not in REFERENCES:
+                raise ValueError(f"reference must be one of {REFERENCES} or a callable, got {reference!r}")
             ref_args = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
-            self.run_native(*ref_args)
+            if reference == "native":
+                self.run_native(*ref_args)
+                ref_name = "native"
+            else:
+                self.emulate(*ref_args, stage=0, mode=mode, progress=progress)
+                ref_name = INPUT_REFERENCE_NAME
             expected = [a for a, p in zip(ref_args, self.params) if p.is_output]
-            ref_name = "native"
         elif callable(reference):
             inputs = [a for a, p in zip(arrays, self.params) if not p.is_output]
             got = reference(*[a.copy() if isinstance(a, np.ndarray) else a for a in inputs])
             expected = list(got) if isinstance(got, (tuple, list)) else [got]
             ref_name = getattr(reference, "__name__", "reference")
         else:
-            raise ValueError("reference must be 'native' or a callable")
+            raise ValueError(f"reference must be one of {REFERENCES} or a callable")
         reference_seconds = time.perf_counter() - start
         names = [p.name for p in self.params if p.is_output]
         result = CompareResult(stage=s.label, reference=ref_name,
@@ -392,8 +408,9 @@ class HybridModule:
         except HybridError:
             sig = "?"
         target = getattr(getattr(self.target, "kind", None), "name", self.target)
+        failed = (f"; lowering FAILED in pass {self.failure.pass_name}" if self.failure is not None else "")
         return (f"<HybridModule {self.name}({sig}) target={target} stages={len(self.stages)} "
-                f"({changed} passes changed the IR)>")
+                f"({changed} passes changed the IR{failed})>")
 
     def _repr_html_(self) -> str:
         from .presentation import module_html
@@ -579,7 +596,12 @@ def as_ir_module(obj: Any, name: str | None = None) -> tuple[str, "tvm.IRModule"
         f"a tvm.tirx.PrimFunc or a list of te.Tensor")
 
 
-def build(obj: Any, target: Any = "llvm", name: str | None = None, pipeline: str = "default") -> HybridModule:
+#: What :func:`build` does when a TVM pass fails.
+ON_FAILURE = ("raise", "keep")
+
+
+def build(obj: Any, target: Any = "llvm", name: str | None = None, pipeline: str = "default",
+          on_failure: str = "raise") -> HybridModule:
     """Compile ``obj`` with TVM's real pipeline (``tvm.build``) and capture every pass.
 
     Parameters
@@ -592,16 +614,32 @@ def build(obj: Any, target: Any = "llvm", name: str | None = None, pipeline: str
         Which PrimFunc of an IRModule to build.
     pipeline : str
         A TIR pipeline name registered with ``tvm.tirx.register_tir_pipeline`` (default: TVM's own).
+    on_failure : {"raise", "keep"}
+        When a TVM pass fails: ``"raise"`` a :class:`BuildError` whose ``stages``, ``failure`` and
+        ``module`` keep what was captured; ``"keep"`` return that module, with ``hm.failure`` (pass
+        name, stage number, TVM's full message) and every stage up to the failing pass.
 
     Returns
     -------
     HybridModule
     """
+    if on_failure not in ON_FAILURE:
+        raise ValueError(f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}")
     fname, mod = as_ir_module(obj, name)
     try:
         target_obj = tvm.target.Target(target) if not isinstance(target, tvm.target.Target) else target
     except Exception as exc:
         raise BuildError(f"unknown target {target!r}: {_capture.short_tvm_message(exc)}") from exc
-    lib, raw, seconds = _capture.run_pipeline(
-        mod, target_obj, build=lambda m, target: tvm.tirx.build(m, target=target, pipeline=pipeline))
+    start = time.perf_counter()
+    try:
+        lib, raw, seconds = _capture.run_pipeline(
+            mod, target_obj, build=lambda m, target: tvm.tirx.build(m, target=target, pipeline=pipeline))
+    except BuildError as exc:
+        if exc.failure is None:
+            raise
+        exc.module = HybridModule(fname, target_obj, exc.stages, build_seconds=time.perf_counter() - start,
+                                  failure=exc.failure)
+        if on_failure == "keep":
+            return exc.module
+        raise
     return HybridModule(fname, target_obj, raw, native=lib, build_seconds=seconds)
