@@ -37,6 +37,10 @@ class OutputComparison:
     rtol: float
     atol: float
     mismatch_mask: np.ndarray | None = field(default=None, repr=False)
+    #: |emulated − reference| per element (kept when some element mismatches, for heat maps).
+    abs_error: np.ndarray | None = field(default=None, repr=False)
+    #: (index, emulated value, reference value) of the element with the largest error.
+    worst: tuple | None = None
 
     @property
     def ok(self) -> bool:
@@ -105,13 +109,18 @@ def compare_arrays(name: str, actual: np.ndarray, expected: np.ndarray,
         rel = diff / np.maximum(np.abs(e.astype(np.float64)), 1.0)
         bad = (actual != expected) if (rtol == 0 and atol == 0) else diff > atol + rtol * np.abs(e)
     mismatches = int(np.count_nonzero(bad))
+    worst = None
+    if diff.size and mismatches:
+        at = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
+        worst = (at, actual[at].item(), expected[at].item())
     first = tuple(int(i) for i in np.argwhere(bad)[0]) if mismatches else None
     return OutputComparison(
         name=name, dtype=str(actual.dtype), shape=tuple(actual.shape),
         max_abs_error=float(np.max(diff)) if diff.size else 0.0,
         max_rel_error=float(np.max(rel)) if rel.size else 0.0,
         mismatches=mismatches, first_mismatch=first, rtol=rtol, atol=atol,
-        mismatch_mask=np.asarray(bad) if mismatches else None)
+        mismatch_mask=np.asarray(bad) if mismatches else None,
+        abs_error=np.asarray(diff, dtype=np.float64) if mismatches else None, worst=worst)
 
 
 def compare_outputs(names: Sequence[str], actual: Sequence[np.ndarray], expected: Sequence[np.ndarray],

@@ -73,14 +73,23 @@ class Stage:
 
     @property
     def changed(self) -> bool:
-        """Whether the IR differs from the previous stage (stage 0 counts as changed)."""
+        """Whether the printed IR (TVMScript) differs from the previous stage's, which is what a diff
+        shows; stage 0 counts as changed.  A pass that rebuilds nodes the printer shows the same
+        (``tirx.FP8StorageLegalize`` does) counts as unchanged: see :attr:`structurally_changed`."""
         if self._changed is None:
             if self.index == 0:
                 self._changed = True
             else:
-                prev = self._owner.stages[self.index - 1].mod
-                self._changed = not tvm_ffi.structural_equal(prev, self.mod)
+                prev = self._owner.stages[self.index - 1]
+                self._changed = self.structurally_changed and prev.script != self.script
         return self._changed
+
+    @property
+    def structurally_changed(self) -> bool:
+        """Whether the module differs structurally (``tvm_ffi.structural_equal``) from the previous stage."""
+        if self.index == 0:
+            return True
+        return not tvm_ffi.structural_equal(self._owner.stages[self.index - 1].mod, self.mod)
 
     @property
     def script(self) -> str:
@@ -332,7 +341,10 @@ class HybridModule:
         bind_arguments(self.params, arrays)  # validate once, with parameter names in errors
         emu_args = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
         start = time.perf_counter()
-        self.emulate(*emu_args, stage=s.index, mode=mode, check=check, progress=progress)
+        # With an emulated reference the bar covers both runs: the stage first, then stage 0.
+        share = 0.5 if reference == "input" else 1.0
+        self.emulate(*emu_args, stage=s.index, mode=mode, check=check,
+                     progress=None if progress is None else (lambda f: progress(share * f)))
         emulate_seconds = time.perf_counter() - start
         actual = [a for a, p in zip(emu_args, self.params) if p.is_output]
         start = time.perf_counter()
@@ -344,7 +356,8 @@ class HybridModule:
                 self.run_native(*ref_args)
                 ref_name = "native"
             else:
-                self.emulate(*ref_args, stage=0, mode=mode, progress=progress)
+                self.emulate(*ref_args, stage=0, mode=mode,
+                             progress=None if progress is None else (lambda f: progress(0.5 + 0.5 * f)))
                 ref_name = INPUT_REFERENCE_NAME
             expected = [a for a, p in zip(ref_args, self.params) if p.is_output]
         elif callable(reference):
