@@ -100,9 +100,15 @@ class BuildFailure:
     message: str
 
     @property
+    def step(self) -> str:
+        """The failing pass, or ``"code generation"`` when every pass ran and the target's code
+        generator failed."""
+        return self.pass_name or "code generation"
+
+    @property
     def summary(self) -> str:
         """One line: the pass and the line of TVM's message that says what went wrong."""
-        where = f" in pass {self.pass_name}" if self.pass_name else ""
+        where = f" in pass {self.pass_name}" if self.pass_name else " in code generation"
         return f"TVM lowering failed{where}: {short_tvm_message(self.message)}"
 
 

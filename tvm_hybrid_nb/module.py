@@ -421,7 +421,7 @@ class HybridModule:
         except HybridError:
             sig = "?"
         target = getattr(getattr(self.target, "kind", None), "name", self.target)
-        failed = (f"; lowering FAILED in pass {self.failure.pass_name}" if self.failure is not None else "")
+        failed = (f"; lowering FAILED in {self.failure.step}" if self.failure is not None else "")
         return (f"<HybridModule {self.name}({sig}) target={target} stages={len(self.stages)} "
                 f"({changed} passes changed the IR{failed})>")
 

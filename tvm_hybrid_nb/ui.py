@@ -569,7 +569,7 @@ class Explorer(widgets.VBox):
 
     def _failed_label(self) -> str:
         number = self.failure.stage_number + getattr(self.hm, "first_index", 0)
-        return f"✗ {number} {self.failure.pass_name or 'lowering'} — failed"
+        return f"✗ {number} {self.failure.step} — failed"
 
     def _refill(self, keep: int | None = None) -> None:
         if keep is None:
