@@ -267,3 +267,27 @@ def test_dump_writes_every_stage_and_a_rerun_replaces_it(shell, tmp_path):
     (target / "notes.txt").write_text("mine")
     result, cap = run(shell, f"%%hybrid_build dumped --dump {target / 'notes.txt'}\n" + MATMUL_CELL)
     assert_one_line_usage_error(result, cap, "not a directory")
+
+
+def test_cuda_build_hides_tvms_cuda_version_note_and_compares_with_the_input_stage(shell, capfd):
+    import tvm_hybrid_nb as thn
+    from tvm_hybrid_nb.examples import gpu_row_sum
+
+    capfd.readouterr()
+    thn.build(gpu_row_sum().obj, target="cuda")  # independent truth: TVM writes the note to fd 2
+    assert "Unable to detect CUDA version" in capfd.readouterr().err
+    shell.user_ns["gpu_row_sum"] = gpu_row_sum
+    result, cap = run(shell, "%%hybrid_build gpu_mod --target cuda\ngpu_row_sum().obj")
+    assert result.success, cap.stderr
+    assert "Unable to detect CUDA version" not in capfd.readouterr().err + cap.stderr + cap.stdout
+    (ex,) = explorers(cap)
+    assert "reference: the emulation of the input stage" in ex.children[0].value
+    hm = shell.user_ns["gpu_mod"]
+    last = hm.stages[hm.packed_api_index - 1]
+    shown = click(ex.panel(last.index).compare)
+    assert "MATCH" in shown and "vs input stage (emulated)" in shown and last.label in shown
+    # Independent truth: that stage's emulation is the row sum numpy computes.
+    a = np.random.default_rng(0).standard_normal((8, 64)).astype("float32")
+    b = np.zeros(8, "float32")
+    hm.emulate(a, b, stage=last.index)
+    np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-5, atol=1e-5)
