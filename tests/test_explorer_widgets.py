@@ -14,7 +14,7 @@ import ipywidgets as widgets
 import tvm_hybrid_nb as thn
 from nb_kernels import BROKEN_PASS, blur_reference, blur_schedule, build_broken_blur, matmul_schedule
 from tvm_hybrid_nb import ui
-from tvm_hybrid_nb.errors import BuildError
+from tvm_hybrid_nb.errors import BuildError, EmulationError
 
 
 def text_of(fragment: str) -> str:
@@ -364,3 +364,40 @@ def test_fifty_pass_kernel_appears_fast(matmul):
     elapsed = time.perf_counter() - start
     assert len(ex.pass_list.options) == len(fresh.stages) >= 50
     assert elapsed < 3.0, f"explorer with every pass took {elapsed:.2f} s"
+
+
+def _overrunning_kernel():
+    """B = 2 A over 16x16 where a deliberately wrong pass makes the inner loop run 5 times, not 4."""
+    import tvm_ffi
+    from tvm import s_tir, te, tirx
+
+    def grow(node):
+        if isinstance(node, tirx.For) and isinstance(node.extent, tirx.IntImm) and node.extent.value == 4:
+            return tirx.For(node.loop_var, node.min, tirx.IntImm(node.extent.ty, 5), node.kind, node.body,
+                            node.thread_binding, node.annotations)
+        return node
+
+    A = te.placeholder((16, 16), "float32", name="A")
+    B = te.compute((16, 16), lambda i, j: A[i, j] * 2.0, name="B")
+    sch = s_tir.Schedule(te.create_prim_func([A, B]))
+    sch.split(sch.get_loops(sch.get_sblock("B"))[1], [None, 4])
+    return thn.build(tvm_ffi.structural_map(sch.mod, (tirx.For, grow)))
+
+
+def test_a_failing_emulation_keeps_the_verdict_and_names_the_shown_source_line():
+    hm = _overrunning_kernel()  # never run natively: the compiled kernel would write out of bounds
+    ex = ui.explorer(hm, reference=lambda a: a * 2)
+    panel = ex.panel(0).compare
+    shown = click(panel)
+    assert shown.startswith("MISMATCH")  # the verdict stays, the error is added
+    assert "failed part-way" in shown and "out-of-bounds read of A[0, 16]" in shown
+    line = int(re.search(r"at line (\d+) of the shown source", shown).group(1))
+    source = hm.get_source().splitlines()
+    assert source[line - 1].strip().startswith("store(B, (v_i, v_j)")  # the line the view shows
+    # The fast-mode run itself names a line of generated code the view does not show.
+    with pytest.raises(EmulationError) as raw:
+        hm.emulate(*hm.random_inputs(seed=0), mode="fast", check=True)
+    raw_line = int(re.search(r"at line (\d+)", str(raw.value)).group(1))
+    assert raw_line != line
+    assert len(panel.heatmaps.children) == 1
+    assert "MISMATCH" in click(ex.divergence) and "shown source" in text_of(ex.divergence.result.value)

@@ -63,10 +63,13 @@ class CompareResult:
     emulate_seconds: float
     reference_seconds: float
     mode: str = "exact"
+    #: Set when the emulation failed part-way (``compare(..., on_error="partial")``): the outputs
+    #: compared are what it wrote before failing, and the result is never ``ok``.
+    error: str | None = None
 
     @property
     def ok(self) -> bool:
-        return all(o.ok for o in self.outputs)
+        return self.error is None and all(o.ok for o in self.outputs)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -75,7 +78,8 @@ class CompareResult:
         verdict = "MATCH" if self.ok else "MISMATCH"
         head = (f"{verdict}: stage {self.stage} emulated ({self.mode}) vs {self.reference} — "
                 f"emulation {self.emulate_seconds * 1e3:.1f} ms, reference {self.reference_seconds * 1e3:.1f} ms")
-        return "\n".join([head] + ["  " + o.summary() for o in self.outputs])
+        failed = [f"  the emulation failed part-way; compared what it wrote: {self.error}"] if self.error else []
+        return "\n".join([head] + failed + ["  " + o.summary() for o in self.outputs])
 
     __repr__ = __str__
 

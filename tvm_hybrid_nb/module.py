@@ -326,15 +326,19 @@ class HybridModule:
     def compare(self, *arrays, reference: str | Callable = "native", stage: int | str = 0,
                 rtol: float | None = None, atol: float | None = None, mode: str = "exact",
                 seed: int = 0, sizes: dict[str, int] | None = None, check: bool = False,
-                progress: Callable[[float], None] | None = None) -> CompareResult:
+                progress: Callable[[float], None] | None = None, on_error: str = "raise") -> CompareResult:
         """Emulate ``stage`` and compare its outputs with ``reference``.
 
         ``reference`` is ``"native"`` (the compiled kernel), ``"input"`` (the emulation of stage 0,
         for any target: does every pass keep the kernel's meaning?) or a callable that takes the
         input arrays and returns the expected output(s).  Without arrays, seeded random inputs are
         made.  Neither run changes the arrays given.  ``progress(fraction)`` follows the emulation;
-        an exception it raises stops the run.
+        an exception it raises stops the run.  ``on_error="partial"``: when the emulation fails
+        part-way (EmulationError), compare what it wrote before failing; the result carries the
+        error and is a MISMATCH.
         """
+        if on_error not in ("raise", "partial"):
+            raise ValueError(f"on_error must be 'raise' or 'partial', got {on_error!r}")
         s = self.stage(stage)
         if not arrays:
             arrays = tuple(self.random_inputs(seed=seed, sizes=sizes))
@@ -343,8 +347,14 @@ class HybridModule:
         start = time.perf_counter()
         # With an emulated reference the bar covers both runs: the stage first, then stage 0.
         share = 0.5 if reference == "input" else 1.0
-        self.emulate(*emu_args, stage=s.index, mode=mode, check=check,
-                     progress=None if progress is None else (lambda f: progress(share * f)))
+        failure = None
+        try:
+            self.emulate(*emu_args, stage=s.index, mode=mode, check=check,
+                         progress=None if progress is None else (lambda f: progress(share * f)))
+        except EmulationError as exc:
+            if on_error != "partial":
+                raise
+            failure = str(exc)
         emulate_seconds = time.perf_counter() - start
         actual = [a for a, p in zip(emu_args, self.params) if p.is_output]
         start = time.perf_counter()
@@ -371,7 +381,8 @@ class HybridModule:
         names = [p.name for p in self.params if p.is_output]
         result = CompareResult(stage=s.label, reference=ref_name,
                                outputs=compare_outputs(names, actual, [np.asarray(e) for e in expected], rtol, atol),
-                               emulate_seconds=emulate_seconds, reference_seconds=reference_seconds, mode=mode)
+                               emulate_seconds=emulate_seconds, reference_seconds=reference_seconds, mode=mode,
+                               error=failure)
         self.last_compare = result
         return result
 

@@ -239,7 +239,10 @@ def compare_html(result: Any) -> str:
                     f"max abs err {o.max_abs_error:.3g}, max rel err {o.max_rel_error:.3g}, "
                     f"{o.mismatches}/{total} mismatches{escape(first)} "
                     f'<span style="{_MUTED}">(rtol {o.rtol:g}, atol {o.atol:g})</span></li>')
-    return f'<div class="thn-compare">{head}<ul style="margin:2px 0">{"".join(rows)}</ul></div>'
+    error = getattr(result, "error", None)
+    failed = (note_html(f"The emulation failed part-way; compared what it wrote before failing: {error}", "error")
+              if error else "")
+    return f'<div class="thn-compare">{head}{failed}<ul style="margin:2px 0">{"".join(rows)}</ul></div>'
 
 
 def _as_2d(mask):

@@ -22,6 +22,7 @@ and shows them as one line, so a click never leaves a traceback and the kernel s
 from __future__ import annotations
 
 import ctypes
+import re
 import signal
 import threading
 import time
@@ -808,25 +809,55 @@ def explorer(hm: Any, reference: str | Callable | None = None,
 
     # The buttons emulate in fast mode (bit-identical to exact) with the sanitizers on.
     def run_compare(index: int, progress=None):
-        return hm.compare(*arguments(), reference=reference, stage=index, mode="fast", check=True,
-                          progress=progress)
+        outcome = hm.compare(*arguments(), reference=reference, stage=index, mode="fast", check=True,
+                             progress=progress, on_error="partial")
+        if outcome.error:
+            outcome.error = locate_message(index, outcome.error)
+        return outcome
 
     def run_divergence(progress):
-        return find_first_divergence(hm, *arguments(), reference=reference, progress=progress, mode="fast",
-                                     check=True)
+        found = find_first_divergence(hm, *arguments(), reference=reference, progress=progress, mode="fast",
+                                      check=True)
+        if found.stage is not None and found.error is not None and found.result is None:
+            # The stage's emulation failed: still show the verdict on what it wrote before failing.
+            found.result = run_compare(found.stage.index)
+            found.error = found.result.error
+        return found
 
-    def locate(index: int, exc: BaseException) -> str:
-        """A fast-mode failure names generated fast-mode code: re-run exact mode, whose lines are
-        the shown source's, to name the line."""
+    def locate_message(index: int, message: str) -> str:
+        """Name the line of the shown (exact-mode) source.  A fast-mode failure may be in generated
+        array code the user never sees: then exact mode runs again to find the statement."""
+        shown = shown_line(hm.stages[index], message)
+        if shown is not None:
+            return shown
         from .errors import EmulationError
 
-        if not isinstance(exc, EmulationError):
-            return error_text(exc)
         try:
-            hm.emulate(*[a.copy() if hasattr(a, "copy") else a for a in arguments()], stage=index, mode="exact",
-                       check=True)
-        except EmulationError as exact_exc:
-            return error_text(exact_exc)
-        return error_text(exc)
+            hm.emulate(*arguments(), stage=index, mode="exact", check=True)
+        except EmulationError as exc:
+            return shown_line(hm.stages[index], str(exc)) or str(exc)
+        return message
 
+    def locate(index: int, exc: BaseException) -> str:
+        return locate_message(index, error_text(exc))
+
+    return Explorer(hm, run_compare, run_divergence, locate=locate, reference_note=note)
+
+
+_LINE_IN_MESSAGE = re.compile(r"at line (\d+): (.+?): ([A-Z]\w*(?:Error|Exception))\b")
+
+
+def shown_line(stage: Any, message: str) -> str | None:
+    """``message`` with its hybrid line number replaced by that statement's line in the shown source
+    (``stage.source``, the exact-mode script without progress hooks), or None when not found there."""
+    match = _LINE_IN_MESSAGE.search(message)
+    if match is None or not stage.emulatable:
+        return None
+    number, statement = int(match.group(1)), match.group(2).strip()
+    lines = [i + 1 for i, ln in enumerate(stage.source.splitlines()) if ln.strip() == statement]
+    if not lines:
+        return None
+    best = min(lines, key=lambda ln: abs(ln - number))
+    return (message[:match.start()] + f"at line {best} of the shown source: {statement}: "
+            + message[match.start(3):])
     return Explorer(hm, run_compare, run_divergence, locate=locate, reference_note=note)
