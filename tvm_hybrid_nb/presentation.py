@@ -22,15 +22,40 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
-#: pygments style used for every highlighted block (a light style: the block sets its own background).
+#: pygments style of highlighted blocks with inline styles (light), and the two styles of themed
+#: blocks in the explorer (light, and dark when JupyterLab's theme is dark).
 PYGMENTS_STYLE = "default"
+PYGMENTS_DARK_STYLE = "github-dark"
 
-_BLOCK_STYLE = ("background:#f8f8f8;color:#1a1a1a;border:1px solid #ddd;border-radius:3px;"
+# Colours come from JupyterLab's theme variables where it has them; the fallbacks are the light
+# theme's.  The --thn-* variables are set for dark themes by THEME_CSS (all contrasts >= 4.5:1).
+_BLOCK_STYLE = ("background:var(--jp-cell-editor-background,#f8f8f8);color:var(--jp-content-font-color1,#1a1a1a);"
+                "border:1px solid var(--jp-border-color2,#ddd);border-radius:3px;"
                 "padding:4px 8px;margin:2px 0;overflow:auto;max-height:{max_height};"
                 "font-size:12px;line-height:1.35;text-align:left")
-_MUTED = "color:#666"
-_OK_COLOR = "#1a7f37"
-_BAD_COLOR = "#cf222e"
+_MUTED = "color:var(--jp-content-font-color2,#595959)"
+_OK_COLOR = "var(--thn-ok,#1a7f37)"
+_BAD_COLOR = "var(--thn-bad,#cf222e)"
+_WARN_COLOR = "var(--thn-warning,#8a5c00)"
+
+
+def _theme_css() -> str:
+    def scoped(style: str, scope: str) -> list[str]:
+        defs = HtmlFormatter(style=style).get_style_defs(scope)
+        return [ln for ln in defs.splitlines() if ln.startswith(scope) and "{ background" not in ln]
+
+    dark_scope = 'body[data-jp-theme-light="false"] .thn-hl'
+    rules = scoped(PYGMENTS_STYLE, ".thn-hl") + scoped(PYGMENTS_DARK_STYLE, dark_scope)
+    rules += [".thn-hl pre {margin:0;background:transparent;color:inherit}",
+              ".thn-hl span.linenos {color:var(--jp-content-font-color2,#6e6e6e);padding-right:10px;"
+              "user-select:none}",
+              'body[data-jp-theme-light="false"] {--thn-ok:#56d364;--thn-bad:#ff7b72;--thn-warning:#e3b341}']
+    return "<style>" + "\n".join(rules) + "</style>"
+
+
+#: The explorer's stylesheet: pygments token colours for light and dark JupyterLab themes and the
+#: dark values of the status colours.
+THEME_CSS = _theme_css()
 
 
 def escape(text: Any) -> str:
@@ -47,7 +72,11 @@ def _wrap_block(inner: str, kind: str, max_height: str) -> str:
             f"{inner}</div>")
 
 
-def highlight_python(code: str, max_height: str = "32em") -> str:
+def _themed_formatter(**options) -> HtmlFormatter:
+    return HtmlFormatter(cssclass="thn-hl", **options)
+
+
+def highlight_python(code: str, max_height: str = "32em", themed: bool = False) -> str:
     """Python source as self-contained highlighted HTML (inline styles, scrolls past ``max_height``).
 
     Parameters
@@ -62,7 +91,8 @@ def highlight_python(code: str, max_height: str = "32em") -> str:
     str
         An HTML ``<div>`` holding pygments' ``<pre>``.
     """
-    return _wrap_block(highlight(code, PythonLexer(), _formatter()), "python", max_height)
+    formatter = _themed_formatter() if themed else _formatter()
+    return _wrap_block(highlight(code, PythonLexer(), formatter), "python", max_height)
 
 
 def unified_diff(before: str, after: str, before_name: str = "before", after_name: str = "after",
@@ -105,7 +135,7 @@ def diff_html(before: str, after: str, before_name: str, after_name: str, max_he
 
 def note_html(text: str, kind: str = "info") -> str:
     """A one-paragraph note; ``kind`` is ``"info"``, ``"warning"`` or ``"error"``."""
-    colors = {"info": "#555", "warning": "#9a6700", "error": _BAD_COLOR}
+    colors = {"info": "var(--jp-content-font-color2,#595959)", "warning": _WARN_COLOR, "error": _BAD_COLOR}
     color = colors.get(kind, colors["info"])
     return f'<div class="thn-note thn-{kind}" style="color:{color};padding:2px 0">{escape(text)}</div>'
 
@@ -386,8 +416,7 @@ def kernel_span(source: str, function_name: str) -> tuple[int, int] | None:
 
 
 def _numbered(code: str, first_line: int, max_height: str) -> str:
-    formatter = HtmlFormatter(noclasses=True, style=PYGMENTS_STYLE, linenos="inline", linenostart=first_line,
-                              cssclass="thn-code")
+    formatter = _themed_formatter(linenos="inline", linenostart=first_line)
     return _wrap_block(highlight(code, PythonLexer(), formatter), "python", max_height)
 
 

@@ -363,7 +363,7 @@ def stage_panel(stage: Any, stages: Sequence[Any], run_compare: Callable[..., An
             return P.kernel_first_html(stage.source, function_name)
         return P.note_html(f"No hybrid Python for this stage: {stage.reason}", "warning")
 
-    makers = {VIEW_HYBRID: hybrid, VIEW_SCRIPT: lambda: P.highlight_python(stage.script)}
+    makers = {VIEW_HYBRID: hybrid, VIEW_SCRIPT: lambda: P.highlight_python(stage.script, themed=True)}
     cache: dict[str, str] = {}
 
     def render(view: str) -> str:
@@ -526,7 +526,7 @@ class Explorer(widgets.VBox):
         self._results: dict[int, str] = {}
         self.failure = getattr(hm, "failure", None)
         self.failed_index = len(hm.stages) if self.failure is not None else None
-        header = html_view(P.module_header_html(hm)
+        header = html_view(P.THEME_CSS + P.module_header_html(hm)
                            + P.note_html(P.CHANGED_MEANING + (f"; {reference_note}" if reference_note else "")),
                            "thn-explorer-header")
         self.divergence = divergence_panel(run_divergence, on_found=self._select_divergent,
