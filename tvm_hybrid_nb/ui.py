@@ -497,6 +497,18 @@ def _cheap_emulatable(stage: Any) -> bool:
     return bool(stage.emulatable)
 
 
+# JupyterLab binds Up/Down to "select the cell above/below" while any non-editable element of a
+# notebook has the focus, a <select> included, so the pass list would never see them.  Lumino skips
+# key bindings for elements marked data-lm-suppress-shortcuts: mark the explorer's lists when they
+# get the focus.  (A widget has no other way to run this line in the page; an image that fails to
+# load runs it once per page.)
+_KEYS_TO_LISTS = (
+    '<img src="data:," alt="" style="display:none" onerror="if(!window.__thnKeys){window.__thnKeys=1;'
+    "document.addEventListener('focusin',function(e){var t=e.target;"
+    "if(t&amp;&amp;t.tagName==='SELECT'&amp;&amp;t.closest('.thn-explorer')){"
+    "t.setAttribute('data-lm-suppress-shortcuts','true')}},true)}\">")
+
+
 class Explorer(widgets.VBox):
     """The pass explorer of one HybridModule (build it with :func:`explorer`).
 
@@ -608,7 +620,10 @@ class Explorer(widgets.VBox):
                          f"transparent {width:.1f}%)}}")
             if index > 0 and not stage.changed:
                 rules.append(f"{selector} {{color:var(--jp-content-font-color2,#6e6e6e)}}")
-        return f"<style>{''.join(rules)}</style>"
+        # The selected entry stands out whatever its bar or greying (and with or without focus).
+        rules.append(f".{self._uid} .thn-pass-list option:checked {{background:var(--jp-brand-color1,#1976d2) "
+                     f"!important;color:#fff !important}}")
+        return f"<style>{''.join(rules)}</style>{_KEYS_TO_LISTS}"
 
     def _on_select(self, change) -> None:
         if not getattr(self, "_updating", False):
