@@ -49,7 +49,11 @@ def _theme_css() -> str:
     rules += [".thn-hl pre {margin:0;background:transparent;color:inherit}",
               ".thn-hl span.linenos {color:var(--jp-content-font-color2,#6e6e6e);padding-right:10px;"
               "user-select:none}",
-              'body[data-jp-theme-light="false"] {--thn-ok:#56d364;--thn-bad:#ff7b72;--thn-warning:#e3b341}']
+              'body[data-jp-theme-light="false"] {--thn-ok:#56d364;--thn-bad:#ff7b72;--thn-warning:#e3b341}',
+              # The pass's panel takes the width left of the list; long lines scroll inside it.
+              ".thn-detail > *, .thn-detail .widget-html, .thn-detail .widget-html-content "
+              "{max-width:100%;min-width:0}",
+              ".thn-detail .widget-html-content {white-space:normal;overflow-wrap:anywhere}"]
     return "<style>" + "\n".join(rules) + "</style>"
 
 
@@ -457,8 +461,9 @@ def hide_attributes(text: str) -> str:
 
 _SIDE_BY_SIDE_CSS = """<style>
 .thn-sbs table.diff {border-collapse:collapse;font-family:var(--jp-code-font-family,monospace);font-size:12px;
-  width:100%;color:var(--jp-content-font-color1,#1a1a1a)}
-.thn-sbs table.diff td {padding:0 4px;white-space:pre;vertical-align:top;text-align:left}
+  width:100%;table-layout:fixed;color:var(--jp-content-font-color1,#1a1a1a)}
+.thn-sbs table.diff td {padding:0 4px;white-space:pre-wrap;overflow-wrap:anywhere;vertical-align:top;
+  text-align:left;line-height:1.35}
 .thn-sbs table.diff td.diff_header {color:var(--jp-content-font-color2,#555);text-align:right}
 .thn-sbs table.diff th {text-align:left;font-weight:bold;padding:2px 4px}
 .thn-sbs td.diff_next {display:none}
@@ -481,6 +486,11 @@ def side_by_side_diff_html(before: str, after: str, before_name: str, after_name
         return f'<div class="thn-diff-empty" style="padding:4px">{escape(empty_message)}</div>'
     table = difflib.HtmlDiff(tabsize=4).make_table(before.splitlines(), after.splitlines(), escape(before_name),
                                                    escape(after_name), context=True, numlines=context)
+    # Two columns of text, each half the width, with their line numbers (no navigation links).
+    table = re.sub(r'<t[dh] class="diff_next"[^>]*>.*?</t[dh]>', "", table)
+    table = re.sub(r"<colgroup></colgroup>\s*", "", table).replace(' nowrap="nowrap"', "")
+    table = table.replace("<thead>", '<colgroup><col style="width:3em"><col><col style="width:3em"><col>'
+                                     "</colgroup><thead>", 1)
     return (f'{_SIDE_BY_SIDE_CSS}<div class="thn-sbs thn-diff" style="overflow:auto;max-height:{max_height};'
             f'border:1px solid var(--jp-border-color1,#ddd)">{table}</div>')
 

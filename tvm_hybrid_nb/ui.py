@@ -188,13 +188,13 @@ class RunControls(widgets.HBox):
 
     def __init__(self, description: str, icon: str, css_class: str, button_style: str = ""):
         self.button = widgets.Button(description=description, icon=icon, button_style=button_style,
-                                     layout=widgets.Layout(width="auto"))
+                                     layout=widgets.Layout(width="auto", flex="0 0 auto"))
         self.button.add_class(css_class)
         self.cancel_button = widgets.Button(description=CANCEL_BUTTON, icon="stop", button_style="warning",
-                                            layout=widgets.Layout(width="auto", display="none"))
+                                            layout=widgets.Layout(width="auto", flex="0 0 auto", display="none"))
         self.cancel_button.add_class("thn-cancel-button")
         self.bar = widgets.FloatProgress(value=0.0, min=0.0, max=1.0, bar_style="info",
-                                         layout=widgets.Layout(width="220px", display="none"))
+                                         layout=widgets.Layout(width="200px", flex="0 1 200px", display="none"))
         self.bar.add_class("thn-progress")
         self.eta = widgets.Label(value="")
         self.eta.add_class("thn-eta")
@@ -318,9 +318,11 @@ def diff_view(stages: Sequence[Any], after: Any) -> widgets.VBox:
     options = _stage_number_options(stages)
     start = max(after.index - 1, 0)
     source = widgets.Dropdown(options=options, value=start, description="from",
-                              layout=widgets.Layout(width="340px"))
+                              layout=widgets.Layout(width="auto", flex="1 1 0%", min_width="0"),
+                              style={"description_width": "3em"})
     target = widgets.Dropdown(options=options, value=after.index, description="to",
-                              layout=widgets.Layout(width="340px"))
+                              layout=widgets.Layout(width="auto", flex="1 1 0%", min_width="0"),
+                              style={"description_width": "2em"})
     source.add_class("thn-diff-from")
     target.add_class("thn-diff-to")
     hide = widgets.Checkbox(value=False, description="hide attributes", indent=False,
@@ -340,7 +342,7 @@ def diff_view(stages: Sequence[Any], after: Any) -> widgets.VBox:
     for w in (source, target, hide):
         w.observe(render, names="value")
     render()
-    box = widgets.VBox([widgets.HBox([source, target, hide]), content])
+    box = widgets.VBox([widgets.HBox([source, target, hide], layout=widgets.Layout(width="100%")), content])
     box.add_class("thn-diff-view")
     box.source, box.target, box.hide, box.content = source, target, hide, content
     return box
@@ -545,7 +547,7 @@ class Explorer(widgets.VBox):
                                            total=lambda: sum(1 for s in hm.stages
                                                              if (s.index == 0 or s.changed) and _cheap_emulatable(s)))
         self.filter = widgets.Text(value="", placeholder=FILTER_PLACEHOLDER, continuous_update=True,
-                                   layout=widgets.Layout(width="240px"))
+                                   layout=widgets.Layout(width="200px"))
         self.filter.add_class("thn-filter")
         self.changed_only = widgets.Checkbox(value=False, description="changed only", indent=False,
                                              layout=widgets.Layout(width="auto"))
@@ -554,10 +556,10 @@ class Explorer(widgets.VBox):
         self.pass_list.add_class("thn-pass-list")
         self._style = html_view("", "thn-pass-list-style")
         self._uid = f"thn-x{id(self):x}"
-        self.detail = widgets.Box([], layout=widgets.Layout(flex="1 1 auto", min_width="0", overflow="auto"))
+        self.detail = widgets.Box([], layout=widgets.Layout(flex="1 1 0%", min_width="0", overflow="hidden"))
         self.detail.add_class("thn-detail")
         left = widgets.VBox([widgets.HBox([self.filter, self.changed_only]), self.pass_list, self._style],
-                            layout=widgets.Layout(width="420px", flex="0 0 420px"))
+                            layout=widgets.Layout(width="360px", flex="0 0 360px"))
         left.add_class("thn-pass-column")
         body = widgets.HBox([left, self.detail], layout=widgets.Layout(width="100%", align_items="flex-start"))
         super().__init__([header, self.divergence, body], **kwargs)

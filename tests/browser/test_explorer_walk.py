@@ -185,3 +185,43 @@ def test_schedule_error_shows_the_ir_with_markers_folded(walk):
     expect(pre).to_be_visible()
     expect(pre).to_contain_text("^^^")
     expect(page.locator(OUT, has_text="UsageError")).to_have_count(1)
+
+
+_CONTRAST_JS = """
+el => {
+  const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
+  const lum = c => { const [r, g, b] = c.slice(0, 3).map(v => { v /= 255;
+    return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  let bg = null;
+  for (let e = el; e; e = e.parentElement) {
+    const c = rgb(getComputedStyle(e).backgroundColor);
+    if (c.length >= 3 && (c.length < 4 || c[3] > 0.5)) { bg = c; break; }
+  }
+  const fg = rgb(getComputedStyle(el).color);
+  const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+  return (a + 0.05) / (b + 0.05);
+}
+"""
+
+
+def test_dark_theme_keeps_text_readable(walk):
+    page, expect = walk
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Settings$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).hover()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^JupyterLab Dark$")).click()
+    page.wait_for_function("document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
+    ex = explorer(page, 1)
+    select_matching(ex.locator(".thn-pass-list select"), r"^\s*\d+\stirx\.VectorizeLoop\s")
+    detail = ex.locator(".thn-detail")
+    expect(detail).to_contain_text("Pass tirx.VectorizeLoop")
+    detail.locator("button", has_text=re.compile(r"^Hybrid Python$")).click()
+    samples = [ex.locator(".thn-explorer-header .thn-note").first, detail.locator(".thn-stage-info .thn-note").first,
+               detail.locator(".thn-kernel-first .thn-hl pre").first,
+               detail.locator(".thn-kernel-first .thn-hl .k, .thn-kernel-first .thn-hl .kn").first,
+               ex.locator(".thn-pass-list select").first]
+    for sample in samples:
+        ratio = sample.evaluate(_CONTRAST_JS)
+        assert ratio >= 4.5, (sample, ratio)
+    ex.scroll_into_view_if_needed()
+    page.screenshot(path=str(screenshot_dir() / "thn_walk_dark.png"))
