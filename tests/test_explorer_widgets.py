@@ -401,3 +401,18 @@ def test_a_failing_emulation_keeps_the_verdict_and_names_the_shown_source_line()
     assert raw_line != line
     assert len(panel.heatmaps.children) == 1
     assert "MISMATCH" in click(ex.divergence) and "shown source" in text_of(ex.divergence.result.value)
+
+
+def test_gpu_kernels_after_split_host_device_report_progress_per_block():
+    from tvm_hybrid_nb.examples import gpu_tiled_matmul
+
+    example = gpu_tiled_matmul()
+    hm = thn.build(example.obj, target="cuda")
+    last = hm.stages[hm.packed_api_index - 1]
+    assert last.module_functions  # the host launches a device kernel at this stage
+    args = hm.random_inputs(seed=0)
+    fractions = []
+    out = hm.emulate(*[a.copy() for a in args], stage=last.index, mode="fast", progress=fractions.append)
+    assert len(fractions) >= 4 and fractions == sorted(fractions) and fractions[-1] == 1.0  # per block row
+    inputs = [a for a, p in zip(args, hm.params) if not p.is_output]
+    np.testing.assert_allclose(out, example.reference(*inputs), rtol=1e-4, atol=1e-4)
