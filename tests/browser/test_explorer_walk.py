@@ -175,6 +175,22 @@ def test_progress_bar_and_cancel_stop_a_long_run(walk):
     expect(kernel_status(page, "Idle")).to_be_visible(timeout=2_000)
 
 
+def test_kernel_interrupt_stops_a_long_run(walk):
+    page, expect = walk
+    ex = explorer(page, 2)
+    detail = ex.locator(".thn-detail")
+    button = detail.locator(".thn-compare-button")
+    expect(button).to_be_enabled()
+    button.click()
+    expect(detail.locator(".thn-eta")).to_contain_text("left", timeout=30_000)
+    start = time.monotonic()
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Kernel$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Interrupt Kernel$")).click()
+    expect(detail.locator(".thn-eta")).to_have_text("cancelled", timeout=2_000)
+    assert time.monotonic() - start < 2.0
+    expect(kernel_status(page, "Idle")).to_be_visible(timeout=2_000)
+
+
 def test_schedule_error_shows_the_ir_with_markers_folded(walk):
     page, expect = walk
     error = page.locator(f"{OUT} .thn-tvm-error")
