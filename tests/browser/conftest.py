@@ -125,7 +125,8 @@ def run_all(page) -> None:
 def select_matching(select, pattern: str) -> str:
     """Choose the first option of ``select`` whose text matches ``pattern`` (ipywidgets writes
     option text with no-break spaces); return that text."""
-    texts = [t.replace("\xa0", " ") for t in select.locator("option").all_inner_texts()]
+    select.scroll_into_view_if_needed()
+    texts = [t.replace("\xa0", " ") for t in select.locator("option").all_text_contents()]
     for index, text in enumerate(texts):
         if re.search(pattern, text):
             select.select_option(index=index)

@@ -38,6 +38,7 @@ def _drive(page, base, token, expect):
     # The last cell's output appears when the whole notebook has run.
     expect(page.locator(OUT, has_text="through the hybrid op matches numpy")).to_be_visible(timeout=150_000)
     explorer = page.locator(f"{OUT} .thn-explorer").first
+    explorer.scroll_into_view_if_needed()
     detail = explorer.locator(".thn-detail")
     expect(detail).to_contain_text("def main(")  # stage 0: the hybrid script, kernel first
 
