@@ -416,3 +416,20 @@ def test_gpu_kernels_after_split_host_device_report_progress_per_block():
     assert len(fractions) >= 4 and fractions == sorted(fractions) and fractions[-1] == 1.0  # per block row
     inputs = [a for a, p in zip(args, hm.params) if not p.is_output]
     np.testing.assert_allclose(out, example.reference(*inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_cancel_stops_a_run_that_never_reports_progress():
+    controls = ui.RunControls("Emulate & compare", "play", "thn-compare-button")
+    seen = []
+
+    def busy(progress):
+        total = 0
+        while True:  # pure Python, no progress report: only the asynchronous stop can end it
+            total += 1
+
+    run = controls.start(busy, lambda outcome, error: seen.append(error))
+    time.sleep(0.3)
+    start = time.monotonic()
+    controls.cancel()
+    assert run.join(1.0) and time.monotonic() - start < 1.0
+    assert isinstance(seen[0], KeyboardInterrupt) and controls.eta.value == "cancelled"

@@ -122,8 +122,9 @@ def _install_sigint_handler() -> None:
 class BackgroundRun:
     """``work(progress)`` on a daemon thread; ``progress(fraction)`` raises once cancelled.
 
-    :meth:`cancel` also raises :class:`RunCancelled` asynchronously in the worker thread, so a run
-    stops at its next Python bytecode even between progress reports.
+    :meth:`cancel` makes the next progress report raise :class:`RunCancelled`; a run that reports
+    nothing for ``GRACE_SECONDS`` gets it raised asynchronously in the worker thread, so it stops at
+    its next Python bytecode.
     """
 
     def __init__(self, work: Callable[[Callable[[float], None]], Any], on_progress: Callable[[float], None],
@@ -145,11 +146,20 @@ class BackgroundRun:
             raise RunCancelled(CANCELLED_TEXT)
         self._on_progress(fraction)
 
+    #: Seconds a run gets to stop at its next progress report before it is interrupted.
+    GRACE_SECONDS = 0.3
+
     def cancel(self) -> None:
-        """Stop the run (a no-op once it has finished)."""
+        """Stop the run (a no-op once it has finished): at its next progress report, or, when none
+        comes within ``GRACE_SECONDS``, by an exception raised asynchronously in the worker thread."""
         if self._finished.is_set() or self.cancelled.is_set():
             return
         self.cancelled.set()
+        timer = threading.Timer(self.GRACE_SECONDS, self._interrupt)
+        timer.daemon = True
+        timer.start()
+
+    def _interrupt(self) -> None:
         ident = self.thread.ident
         if ident is not None and not self._finished.is_set():
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(RunCancelled))
@@ -484,8 +494,9 @@ def _pass_option(stage: Any, compare_results: dict) -> str:
     outcome = compare_results.get(stage.index)
     if outcome is not None:
         badges.append(outcome)
-    tail = ("  · " + " · ".join(badges)) if badges else ""
-    return f"{stage.number:>3} {stage.name}  {P.format_seconds(stage.seconds)}{tail}"
+    # Badges before the time: a narrow list cuts the end of the line, and the bar shows the time too.
+    head = f"{stage.number:>3} {stage.name}"
+    return "  ".join([head] + ([" · ".join(badges)] if badges else []) + [P.format_seconds(stage.seconds)])
 
 
 def _cheap_emulatable(stage: Any) -> bool:

@@ -241,3 +241,7 @@ def test_dark_theme_keeps_text_readable(walk):
         assert ratio >= 4.5, (sample, ratio)
     ex.scroll_into_view_if_needed()
     page.screenshot(path=str(screenshot_dir() / "thn_walk_dark.png"))
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Settings$")).click()  # back to light
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).hover()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^JupyterLab Light$")).click()
+    page.wait_for_function("document.body.dataset.jpThemeLight === 'true'", timeout=30_000)
