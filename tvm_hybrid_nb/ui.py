@@ -87,11 +87,9 @@ def _on_sigint(signum, frame) -> None:
     ipykernel ignores SIGINT between messages and puts Python's default handler in place while it
     handles one (a cell), restoring ours afterwards; so this only sees interrupts meant for runs.
     """
-    runs = list(_ACTIVE_RUNS)
-    for run in runs:
+    for run in list(_ACTIVE_RUNS):
         run.cancel()
-    if not runs and threading.current_thread() is threading.main_thread():
-        raise KeyboardInterrupt
+    # Nothing else: an idle kernel ignores SIGINT, and raising here would hit its event loop.
 
 
 def _install_sigint_handler() -> None:
@@ -253,7 +251,10 @@ class RunControls(widgets.HBox):
             else:
                 self.bar.layout.display = "none"
                 self.eta.value = f"took {P.format_seconds(time.monotonic() - started)}"
-            show(outcome, error)
+            try:
+                show(outcome, error)
+            except Exception as exc:  # on the worker thread: say it here rather than in the kernel log
+                self.eta.value = f"could not show the result: {error_text(exc)}"
 
         self.run = BackgroundRun(work, on_progress, on_done).start()
         return self.run
