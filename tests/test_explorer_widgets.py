@@ -433,3 +433,24 @@ def test_cancel_stops_a_run_that_never_reports_progress():
     controls.cancel()
     assert run.join(1.0) and time.monotonic() - start < 1.0
     assert isinstance(seen[0], KeyboardInterrupt) and controls.eta.value == "cancelled"
+
+
+@pytest.mark.parametrize("mode", ["exact", "fast"])
+def test_an_exception_from_the_progress_callback_stops_the_emulation_unchanged(mode):
+    hm = thn.build(matmul_schedule(64))
+
+    class Stop(Exception):
+        pass
+
+    calls = []
+
+    def progress(fraction):
+        calls.append(fraction)
+        if len(calls) == 2:
+            raise Stop("enough")
+
+    a, b, c = hm.random_inputs(seed=0)
+    with pytest.raises(Stop, match="enough"):
+        hm.emulate(a, b, c, mode=mode, progress=progress)
+    assert len(calls) == 2  # nothing ran after the stop was asked for
+    assert not np.allclose(c, a @ b)  # and the output is unfinished

@@ -173,7 +173,10 @@ class Stage:
                 callback = state["callback"]
                 # Chunks of a parallel loop on other threads progress alike; the caller's chunk reports.
                 if callback is not None and extent and threading.get_ident() == state["thread"]:
-                    callback(min(1.0, (loop_no + (int(done) + 1) / int(extent)) / total))
+                    try:
+                        callback(min(1.0, (loop_no + (int(done) + 1) / int(extent)) / total))
+                    except Exception as exc:  # the caller's own stop: it reaches the caller unchanged
+                        raise _ProgressCallbackRaised(exc) from exc
 
             fn = load_kernel(gen.source, self._owner.name, label=f"{self.label} {mode}",
                              namespace={"__progress__": report})
@@ -280,7 +283,8 @@ class HybridModule:
         Outputs are written into the given arrays and returned (one array or a tuple).  ``mode``
         is ``"exact"`` (the IR interpreted as written) or ``"fast"`` (independent loops as numpy
         array operations, bit-identical).  ``progress(fraction)`` is called as the outermost loops
-        advance; KeyboardInterrupt stops the emulation and propagates unchanged.
+        advance; an exception it raises stops the emulation and reaches the caller unchanged, and so
+        does KeyboardInterrupt.
         """
         if mode not in EMULATION_MODES:
             raise ValueError(f"mode must be one of {EMULATION_MODES}, got {mode!r}")
@@ -532,12 +536,22 @@ def _same_dim(got, want) -> bool:
         return tvm_ffi.structural_equal(got, want)
 
 
+class _ProgressCallbackRaised(Exception):
+    """Carries an exception raised by a ``progress`` callback out of the kernel."""
+
+    def __init__(self, original: Exception):
+        super().__init__(str(original))
+        self.original = original
+
+
 def _run_kernel(kernel: Callable, values: list, stage: Stage, progress=None) -> None:
     try:
         with np.errstate(all="ignore"):
             kernel(*values, progress=progress)
     except (KeyboardInterrupt, HybridError):
         raise
+    except _ProgressCallbackRaised as exc:
+        raise exc.original from None
     except MemoryError as exc:
         raise InsufficientMemoryError(f"emulation of stage {stage.label} refused: {exc}") from None
     except Exception as exc:
