@@ -34,6 +34,8 @@ from . import runtime
 from .errors import UnsupportedConstructError
 from .signature import ParamSpec
 
+#: An outermost loop of at most this many iterations lets the first loop inside it report progress.
+_FEW_ITERATIONS = 16
 _FOR_KIND_ITERATORS = {0: "range", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread_binding"}
 _INT64_MAX = (1 << 63) - 1
 
@@ -271,6 +273,7 @@ class HybridCodegen:
         self.progress = progress
         self.serial_depth = 0
         self.progress_loops = 0
+        self.progress_outer: dict | None = None  # the outermost reporting loop being generated
         self.function_name = function_name
         self.stage = stage
         self.fast = mode == "fast"
@@ -1286,12 +1289,26 @@ class HybridCodegen:
         self.var_kinds[_key(node.loop_var)] = ("py", _dtype(node.loop_var), False)
         frame = _SerialFrame(node.loop_var, node.min, lo.node, extent.node, name, outside, self.guard_depth)
         hook = []
+        done = ast.BinOp(_name(name), ast.Sub(), lo.node) if not _is_zero(node.min) else _name(name)
+        outer = None
         if self.progress and self.serial_depth == 0:
             # __progress__(loop number, iterations done, extent): only in the executed variant.
-            done = ast.BinOp(_name(name), ast.Sub(), lo.node) if not _is_zero(node.min) else _name(name)
-            hook = [ast.Expr(ast.Call(_name("__progress__"),
-                                      [ast.Constant(self.progress_loops), done, extent.node], []))]
+            outer = {"no": self.progress_loops, "done": done, "extent": extent.node,
+                     "few": isinstance(node.extent, tirx.IntImm) and int(node.extent.value) <= _FEW_ITERATIONS,
+                     "inner": False}
             self.progress_loops += 1
+        elif self.progress and self.serial_depth == 1 and self.progress_outer and self.progress_outer["few"] \
+                and not self.progress_outer["inner"]:
+            # Few outer iterations: the first loop inside reports too, as a fraction of one of them
+            # (done = outer - 1 + (inner + 1) / inner extent, so the fraction keeps growing).
+            out = self.progress_outer
+            out["inner"] = True
+            step = ast.BinOp(ast.BinOp(done, ast.Add(), ast.Constant(1)), ast.Div(), extent.node)
+            partial = ast.BinOp(ast.BinOp(out["done"], ast.Sub(), ast.Constant(1)), ast.Add(), step)
+            hook = [ast.Expr(ast.Call(_name("__progress__"), [ast.Constant(out["no"]), partial, out["extent"]], []))]
+        saved_outer = self.progress_outer
+        if outer is not None:
+            self.progress_outer = outer
         self.serial_depth += 1
         self.serial_frames.append(frame)
         try:
@@ -1299,6 +1316,11 @@ class HybridCodegen:
         finally:
             self.serial_depth -= 1
             self.serial_frames.pop()
+            self.progress_outer = saved_outer
+        if outer is not None:
+            # With an inner loop reporting, this loop reports the start of each iteration.
+            reported = ast.BinOp(done, ast.Sub(), ast.Constant(1)) if outer["inner"] else done
+            hook = [ast.Expr(ast.Call(_name("__progress__"), [ast.Constant(outer["no"]), reported, extent.node], []))]
         return frame.hoisted + [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]
 
     def _vectorized_for(self, node, lo: Value) -> list[ast.stmt]:

@@ -174,7 +174,7 @@ class Stage:
                 # Chunks of a parallel loop on other threads progress alike; the caller's chunk reports.
                 if callback is not None and extent and threading.get_ident() == state["thread"]:
                     try:
-                        callback(min(1.0, (loop_no + (int(done) + 1) / int(extent)) / total))
+                        callback(min(1.0, (loop_no + (float(done) + 1) / int(extent)) / total))
                     except Exception as exc:  # the caller's own stop: it reaches the caller unchanged
                         raise _ProgressCallbackRaised(exc) from exc
 
