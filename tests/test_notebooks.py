@@ -47,8 +47,12 @@ def test_quickstart_runs():
     assert "emulation agrees with numpy" in text
     assert "MATCH: stage 0 input" in text and "MISMATCH" not in text
     assert "through the hybrid op matches numpy" in text
-    (explorer,) = widget_outputs(nb)
+    explorer, failed = widget_outputs(nb)
     assert "thn-pass-table" in explorer["data"]["text/html"]  # useful without widget state too
+    # The failure view: the name is bound, the failing pass named, the stage before it emulated.
+    assert "TVM lowering failed in pass tirx.VectorizeLoop" in text
+    assert "lowering FAILED in tirx.VectorizeLoop" in failed["data"]["text/plain"]
+    assert "still computes 2 * x" in text
 
 
 def test_pass_explorer_runs_and_finds_the_broken_pass():
@@ -60,3 +64,7 @@ def test_pass_explorer_runs_and_finds_the_broken_pass():
     assert verdicts["FlattenBuffer"] == "MATCH" and verdicts["BrokenConstant"] == "MISMATCH"
     assert "native vs the last emulatable stage: MATCH" in text
     assert len(widget_outputs(nb)) == 2
+    diffs = [o["data"]["text/html"] for c in nb.cells if c.cell_type == "code" for o in c.outputs
+             if "thn-sbs" in o.get("data", {}).get("text/html", "")]
+    assert len(diffs) == 1 and "0 input" in diffs[0] and 'class="diff_' in diffs[0]
+    assert "T.func_attr" not in diffs[0]  # attributes hidden

@@ -122,3 +122,82 @@ def test_module_html_of_an_unemulatable_kernel_says_why_and_shows_tvmscript():
     # The signature comes from the parameters, which translate even when the body does not.
     assert "T.prim_func" in visible and "main(A: float32[8], B: float32[8])" in visible
     assert "main(A: float32[8], B: float32[8])" in repr(hm)
+
+
+# -- explorer views ------------------------------------------------------------------------------
+HYBRID = '''"""Hybrid script."""
+import numpy as np
+
+def helper(x):
+    return x
+
+def main(A, B):
+    """Parameters."""
+    for i in range(4):
+        B[i] = helper(A[i])
+
+def after(y):
+    return y
+'''
+
+
+def test_kernel_first_puts_main_on_top_with_file_line_numbers_and_folds_the_helpers():
+    out = P.kernel_first_html(HYBRID, "main")
+    kernel, helpers = out.split('<details class="thn-helpers">')
+    shown = [ln for ln in text_of(kernel).splitlines() if ln.strip()]
+    assert re.match(r"^\s*7\s*def main\(A, B\):", shown[0])  # line 7 of the file, shown first
+    assert "helper(A[i])" in text_of(kernel) and "def helper" not in text_of(kernel)
+    assert "helpers (6 lines)" in helpers  # the 6 non-blank lines outside main
+    assert re.search(r"^\s*4\s*def helper", text_of(helpers), re.M)
+    assert re.search(r"^\s*12\s*def after", text_of(helpers), re.M)
+    assert P.kernel_span(HYBRID, "main") == (7, 10)
+
+
+def test_side_by_side_diff_highlights_within_lines_and_can_hide_attributes():
+    before = 'T.func_attr({"target": T.target("llvm")})\nx = a + b\nsame\n'
+    after = 'T.func_attr({"target": T.target("cuda")})\nx = a * b\nsame\n'
+    out = P.side_by_side_diff_html(before, after, "1 A", "2 B")
+    assert "<table" in out and "1 A" in out and "2 B" in out
+    changed = re.findall(r'<span class="diff_chg">([^<]*)</span>', out)
+    assert sorted(changed) == sorted(["llvm", "cuda", "+", "*"])  # only the changed characters are marked
+    assert 'T.target(' in text_of(out)
+    hidden = P.side_by_side_diff_html(before, after, "1 A", "2 B", attributes=False)
+    assert "func_attr" not in hidden and "a\xa0*\xa0b" in text_of(hidden)
+    assert "No change" in P.side_by_side_diff_html("a\n", "a\n", "x", "y")
+    assert "No change" in P.side_by_side_diff_html(before, before.replace("llvm", "cuda"), "x", "y",
+                                                   attributes=False)
+
+
+def test_error_heat_map_uses_a_log_scale_and_a_transparent_background():
+    errors = np.zeros((8, 8))
+    errors[1, 1], errors[5, 5] = 1e-6, 1e2
+    png = P.heatmap_png(errors, outline=errors > 1e-3)
+    img = _png_pixels(png)
+    assert img.shape[-1] == 4 and img[0, 0, 3] == 0  # transparent corner
+    # On a log scale the 1e-6 cell is visibly coloured too (linear: invisible next to 1e2).
+    reds = img[..., 0] - img[..., 1]
+    assert _red_pixels(img) > 0 and np.count_nonzero(reds > 0.05) > np.count_nonzero(reds > 0.5)
+
+
+def test_theme_css_has_dark_pygments_tokens_and_status_colours_with_enough_contrast():
+    css = P.THEME_CSS
+    assert 'body[data-jp-theme-light="false"] .thn-hl .k' in css
+    dark_bg = (0x11, 0x11, 0x11)  # JupyterLab Dark's --jp-layout-color0
+
+    def luminance(rgb):
+        def channel(v):
+            v /= 255
+            return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+        r, g, b = (channel(c) for c in rgb)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    def contrast(a, b):
+        hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+        return (hi + 0.05) / (lo + 0.05)
+
+    dark = dict(re.findall(r"--thn-(\w+):#([0-9a-f]{6})", css))
+    for name in ("ok", "bad", "warning"):
+        rgb = tuple(int(dark[name][i:i + 2], 16) for i in (0, 2, 4))
+        assert contrast(rgb, dark_bg) >= 4.5, name
+    for light in ("1a7f37", "cf222e", "8a5c00", "595959"):  # the fallbacks, on white
+        assert contrast(tuple(int(light[i:i + 2], 16) for i in (0, 2, 4)), (255, 255, 255)) >= 4.5, light

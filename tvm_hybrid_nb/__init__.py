@@ -21,11 +21,12 @@ __version__ = "0.1.0"
 __all__ = ["build", "load", "resume", "report", "verify", "HybridModule", "load_ipython_extension"]
 
 
-def build(obj: Any, target: Any = "llvm", name: str | None = None, pipeline: str = "default"):
+def build(obj: Any, target: Any = "llvm", name: str | None = None, pipeline: str = "default",
+          on_failure: str = "raise"):
     """Compile ``obj`` with TVM's pipeline and capture every pass (see :func:`tvm_hybrid_nb.module.build`)."""
     from .module import build as _build
 
-    return _build(obj, target=target, name=name, pipeline=pipeline)
+    return _build(obj, target=target, name=name, pipeline=pipeline, on_failure=on_failure)
 
 
 def load(directory):

@@ -114,7 +114,7 @@ class BuildCancelled(Exception):
     """Raised inside the pipeline to stop a build whose caller was interrupted (never reaches users)."""
 
 
-def short_tvm_message(exc: BaseException) -> str:
+def short_tvm_message(exc: BaseException | str) -> str:
     """The one line of a TVM error that says what went wrong, without the C++ backtrace."""
     text = str(exc).strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
@@ -135,11 +135,38 @@ def short_tvm_message(exc: BaseException) -> str:
     return msg[:500]
 
 
+@dataclass
+class BuildFailure:
+    """Where and how TVM's lowering failed: the pass, its stage number and TVM's full message.
+
+    The stages captured before it (input first, up to the last pass that succeeded) are kept;
+    ``stage_number`` is the number the failing pass's stage would have had.
+    """
+
+    pass_name: str | None
+    stage_number: int
+    message: str
+
+    @property
+    def step(self) -> str:
+        """The failing pass, or ``"code generation"`` when every pass ran and the target's code
+        generator failed."""
+        return self.pass_name or "code generation"
+
+    @property
+    def summary(self) -> str:
+        """One line: the pass and the line of TVM's message that says what went wrong."""
+        where = f" in pass {self.pass_name}" if self.pass_name else " in code generation"
+        return f"TVM lowering failed{where}: {short_tvm_message(self.message)}"
+
+
 def run_pipeline(mod: "tvm.IRModule", target: Any,
                  build: Callable[..., Any] | None = None) -> tuple[Any, list[RawStage], float]:
     """Build ``mod`` for ``target`` with TVM's default pipeline while capturing every pass.
 
-    Returns the runtime module, the stages (input first) and the wall time of the build.
+    Returns the runtime module, the stages (input first) and the wall time of the build.  When a
+    pass fails, the :class:`BuildError` raised carries ``stages`` (every stage up to the failing
+    pass) and ``failure`` (a :class:`BuildFailure`).
     """
     capture = PassCapture()
     build = build or tvm.tirx.build  # what tvm.build runs, without its deprecation warning
@@ -148,8 +175,11 @@ def run_pipeline(mod: "tvm.IRModule", target: Any,
         lib = run_interruptibly(lambda: _build_with(capture, build, mod, target), capture.cancel)
     except Exception as exc:  # TVM raises its own error types from C++
         failed = capture._stack[-1].name if capture._stack else None
-        where = f" in pass {failed}" if failed else ""
-        raise BuildError(f"TVM lowering failed{where}: {short_tvm_message(exc)}") from exc
+        stages = [RawStage("input", snapshot_module(mod), 0.0)] + capture.stages
+        failure = BuildFailure(failed, len(stages), str(exc).strip() or type(exc).__name__)
+        error = BuildError(failure.summary)
+        error.stages, error.failure = stages, failure
+        raise error from exc
     elapsed = time.perf_counter() - start
     stages = [RawStage("input", snapshot_module(mod), 0.0)] + capture.stages
     return lib, stages, elapsed

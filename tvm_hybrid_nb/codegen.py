@@ -1354,10 +1354,13 @@ class HybridCodegen:
         if callee is None:
             raise UnsupportedConstructError("call to a function", f"{name} is not in the module")
         if name not in self.launched:
-            sub = HybridCodegen(callee, _python_name(name), self.stage, self.mode,
+            sub = HybridCodegen(callee, _python_name(name), self.stage, self.mode, progress=self.progress,
                                 module_functions=self.module_functions, check=self.check,
                                 synced=self.thread_races)
+            # The kernel's block loops report progress too, numbered after the host's loops so far.
+            sub.progress_loops = self.progress_loops
             fdef, _ = sub.function_def()
+            self.progress_loops = sub.progress_loops
             self.helpers |= sub.helpers
             self.extra_defs.extend(sub.extra_defs + [fdef])
             self.vectorized_loops.extend(sub.vectorized_loops)
@@ -1714,10 +1717,21 @@ class HybridCodegen:
                 self.analyzer.bind(iv.var, tvm.ir.Range.from_min_extent(0, node.value), allow_override=True)
             except Exception:
                 pass
-            body = self.visit_stmt(node.body)
+            hook = []
+            if self.progress and self.serial_depth == 0:
+                # A device kernel's outermost block loop reports progress (one call per block row).
+                hook = [ast.Expr(ast.Call(_name("__progress__"),
+                                          [ast.Constant(self.progress_loops), _name(name), extent.node], []))]
+                self.progress_loops += 1
+                self.progress_outer = hook[0].value  # a loop inside may refine it
+            self.serial_depth += 1
+            try:
+                body = self.visit_stmt(node.body)
+            finally:
+                self.serial_depth -= 1
             call = ast.Call(self._use("thread_binding"), [extent.node],
                             [ast.keyword("thread", ast.Constant(str(iv.thread_tag)))])
-            return [ast.For(_store_name(name), call, body or [ast.Pass()], [])]
+            return [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]
         return self.visit_stmt(node.body)
 
     def _thread_allreduce(self, args) -> list[ast.stmt]:

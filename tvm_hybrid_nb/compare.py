@@ -105,6 +105,10 @@ class OutputComparison:
     rtol: float
     atol: float
     mismatch_mask: np.ndarray | None = field(default=None, repr=False)
+    #: |emulated − reference| per element (kept when some element mismatches, for heat maps).
+    abs_error: np.ndarray | None = field(default=None, repr=False)
+    #: (index, emulated value, reference value) of the element with the largest error.
+    worst: tuple | None = None
 
     @property
     def ok(self) -> bool:
@@ -127,10 +131,13 @@ class CompareResult:
     emulate_seconds: float
     reference_seconds: float
     mode: str = "exact"
+    #: Set when the emulation failed part-way (``compare(..., on_error="partial")``): the outputs
+    #: compared are what it wrote before failing, and the result is never ``ok``.
+    error: str | None = None
 
     @property
     def ok(self) -> bool:
-        return all(o.ok for o in self.outputs)
+        return self.error is None and all(o.ok for o in self.outputs)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -139,7 +146,8 @@ class CompareResult:
         verdict = "MATCH" if self.ok else "MISMATCH"
         head = (f"{verdict}: stage {self.stage} emulated ({self.mode}) vs {self.reference} — "
                 f"emulation {self.emulate_seconds * 1e3:.1f} ms, reference {self.reference_seconds * 1e3:.1f} ms")
-        return "\n".join([head] + ["  " + o.summary() for o in self.outputs])
+        failed = [f"  the emulation failed part-way; compared what it wrote: {self.error}"] if self.error else []
+        return "\n".join([head] + failed + ["  " + o.summary() for o in self.outputs])
 
     __repr__ = __str__
 
@@ -185,13 +193,18 @@ def compare_arrays(name: str, actual: np.ndarray, expected: np.ndarray,
     else:
         diff, rel, bad = _integer_errors(actual, expected, rtol, atol)
     mismatches = int(np.count_nonzero(bad))
+    worst = None
+    if diff.size and mismatches:
+        at = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
+        worst = (at, actual[at].item(), expected[at].item())
     first = tuple(int(i) for i in np.argwhere(bad)[0]) if mismatches else None
     return OutputComparison(
         name=name, dtype=str(actual.dtype), shape=tuple(actual.shape),
         max_abs_error=float(np.max(diff)) if diff.size else 0.0,
         max_rel_error=float(np.max(rel)) if rel.size else 0.0,
         mismatches=mismatches, first_mismatch=first, rtol=rtol, atol=atol,
-        mismatch_mask=np.asarray(bad) if mismatches else None)
+        mismatch_mask=np.asarray(bad) if mismatches else None,
+        abs_error=np.asarray(diff, dtype=np.float64) if mismatches else None, worst=worst)
 
 
 def _float_errors(actual, expected, rtol, atol):

@@ -7,7 +7,15 @@ class HybridError(Exception):
 
 
 class BuildError(HybridError):
-    """The object could not be built (wrong kind, schedule error, TVM lowering error)."""
+    """The object could not be built (wrong kind, schedule error, TVM lowering error).
+
+    When a TVM pass failed, ``stages`` holds every stage captured before it, ``failure`` the pass
+    and TVM's full message, and ``module`` a HybridModule of those stages (``hm.failure`` set).
+    """
+
+    stages = None
+    failure = None
+    module = None
 
 
 class UnsupportedConstructError(HybridError):

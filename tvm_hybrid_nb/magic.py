@@ -31,6 +31,12 @@ class _CellError(Exception):
         self.original = original
 
 
+def rendered_tvm_message(exc: BaseException) -> str | None:
+    """TVM's rendered message when it shows the IR with ``^^^`` markers (schedule errors), else None."""
+    text = str(exc)
+    return text.strip() if "^^^" in text else None
+
+
 def one_line(text: str, limit: int = 400) -> str:
     """Collapse ``text`` to its first non-empty line, at most ``limit`` characters."""
     for line in str(text).splitlines():
@@ -135,6 +141,11 @@ def complete_arguments(params: Sequence[Any], values: Sequence[Any]) -> list:
 class HybridMagics(Magics):
     """Magics of tvm_hybrid_nb."""
 
+    def __init__(self, shell=None, **kwargs):
+        super().__init__(shell=shell, **kwargs)
+        #: The explorer shown for each bound name, closed when a cell binds the name again.
+        self._explorers: dict[str, Any] = {}
+
     @magic_arguments()
     @argument("name", nargs="?", default=None, metavar="NAME",
               help=f"cell form: variable to bind the HybridModule to (default {DEFAULT_NAME}); "
@@ -157,24 +168,26 @@ class HybridMagics(Magics):
     def hybrid_build(self, line: str, cell: str | None = None):
         """Build a TVM schedule with every pass captured and show the pass explorer.
 
-        Cell form::
+        Cell form:
 
             %%hybrid_build [NAME] [--target T] [--reference FUNC] [--inputs EXPR]
                            [--no-widget] [--dump DIR [--overwrite]] [--verbose]
             sch = ...          # runs in the notebook's namespace
             sch                # the last expression is built (anything thn.build takes)
 
-        The HybridModule is bound to NAME (default ``hybrid_mod``) and the explorer is shown.
+        The HybridModule is bound to NAME (default ``hybrid_mod``) and the explorer is shown.  When a
+        TVM pass fails, NAME is bound all the same (``NAME.failure`` says where and why) and the
+        explorer ends with the failed pass.  Re-running the cell closes the explorer it showed before.
 
-        Line form::
+        Line form:
 
             %hybrid_build EXPR [--target T] [--reference FUNC] [--inputs EXPR] ...
 
         explores EXPR: a schedule, IRModule, PrimFunc, list of te.Tensor or HybridModule.  A module
         built from EXPR is bound to ``hybrid_mod``; a HybridModule is shown as it is.
 
-        Errors are one line (``--verbose`` shows the whole traceback) and a failed build leaves
-        NAME as it was.
+        Errors are one line (``--verbose`` shows the whole traceback; a schedule error adds TVM's
+        message with the IR, folded) and a cell that raised leaves NAME as it was.
         """
         if cell is None:
             expr, options = split_line_form(line)
@@ -216,6 +229,13 @@ class HybridMagics(Magics):
         except _CellError as exc:
             if args.verbose:
                 raise exc.original
+            rendered = rendered_tvm_message(exc.original)
+            if rendered is not None:  # the IR with TVM's ^^^ markers, folded under the one line
+                from IPython.display import HTML, display
+
+                from .presentation import tvm_error_html
+
+                display(HTML(tvm_error_html(str(exc), rendered)))
             raise UsageError(str(exc)) from None
         except Exception as exc:  # the one translation of every error into one line
             if args.verbose:
@@ -243,25 +263,31 @@ class HybridMagics(Magics):
         if isinstance(value, HybridModule) and args.target is None:
             hm, built = value, False
         else:
-            hm, built = build(value, target=args.target or "llvm"), True
+            with _quiet_cuda_version_probe():
+                hm, built = build(value, target=args.target or "llvm", on_failure="keep"), True
         arguments = complete_arguments(hm.params, inputs) if inputs is not None else None
         if arguments is not None:
             from .signature import bind_arguments
 
             bind_arguments(hm.params, arguments)  # wrong shape or dtype: one line naming the parameter
 
-        if line_form:
-            if built:
-                self.shell.user_ns[DEFAULT_NAME] = hm
-        else:
-            self.shell.user_ns[name] = hm
+        bound = (DEFAULT_NAME if built else None) if line_form else name
+        if bound is not None:
+            self.shell.user_ns[bound] = hm
 
         from IPython.display import display
 
+        if bound is not None:  # a re-run cell replaces its explorer: close the old one and its widgets
+            previous = self._explorers.pop(bound, None)
+            if previous is not None:
+                previous.close()
         if args.no_widget:
             display(hm)
         else:
-            display(ui.explorer(hm, reference=reference or "native", inputs=arguments))
+            shown = ui.explorer(hm, reference=reference, inputs=arguments)
+            if bound is not None:
+                self._explorers[bound] = shown
+            display(shown)
         if args.dump:
             path = hm.save(args.dump, overwrite=args.overwrite)
             print(f"stages written to {path if path is not None else args.dump}")
@@ -308,6 +334,47 @@ class HybridMagics(Magics):
         if expr is None:
             return None
         return self._eval(expr, option, verbose)
+
+
+class _quiet_cuda_version_probe:
+    """Hide TVM's "Unable to detect CUDA version, default to -arch=sm_50" note (no GPU here).
+
+    TVM's C++ logging writes it to file descriptor 2 while a CUDA target builds; it means nothing
+    to the notebook user.  Everything else written there is passed on to ``sys.stderr``.
+    """
+
+    NOTE = "Unable to detect CUDA version"
+
+    def __enter__(self):
+        import os
+        import sys
+        import tempfile
+
+        self._saved = None
+        try:
+            sys.stderr.flush()
+            self._file = tempfile.TemporaryFile()
+            self._saved = os.dup(2)
+            os.dup2(self._file.fileno(), 2)
+        except (OSError, ValueError, AttributeError):  # no real fd 2 (some test runners): leave it
+            self._saved = None
+        return self
+
+    def __exit__(self, *exc):
+        import os
+        import sys
+
+        if self._saved is None:
+            return False
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        text = self._file.read().decode("utf-8", "replace")
+        self._file.close()
+        kept = "".join(line for line in text.splitlines(keepends=True) if self.NOTE not in line)
+        if kept:
+            sys.stderr.write(kept)
+        return False
 
 
 def _unquote(value: str | None) -> str | None:
@@ -418,6 +485,10 @@ class VerifyMagics(Magics):
         self.shell.user_ns[VERIFY_REPORT_NAME] = report
         view.show(report)
         return None
+
+
+# IPython's magic_arguments starts the help with an RST "::" line; `%%hybrid_build?` shows it as is.
+HybridMagics.hybrid_build.__doc__ = re.sub(r"\A::\s*\n\s*\n\s*", "", HybridMagics.hybrid_build.__doc__ or "")
 
 
 def load_ipython_extension(ipython) -> None:

@@ -27,6 +27,10 @@ from .signature import ParamSpec, bind_arguments, check_native_transfer, random_
 
 EMULATION_MODES = ("exact", "fast")
 _NATIVE_BUILD_LOCK = threading.RLock()
+#: The references :meth:`HybridModule.compare` knows by name (besides a callable).
+REFERENCES = ("native", "input")
+#: How a comparison with ``reference="input"`` names its reference.
+INPUT_REFERENCE_NAME = "input stage (emulated)"
 
 
 class Stage:
@@ -74,14 +78,23 @@ class Stage:
 
     @property
     def changed(self) -> bool:
-        """Whether the IR differs from the previous stage (stage 0 counts as changed)."""
+        """Whether the printed IR (TVMScript) differs from the previous stage's, which is what a diff
+        shows; stage 0 counts as changed.  A pass that rebuilds nodes the printer shows the same
+        (``tirx.FP8StorageLegalize`` does) counts as unchanged: see :attr:`structurally_changed`."""
         if self._changed is None:
             if self.index == 0:
                 self._changed = True
             else:
-                prev = self._owner.stages[self.index - 1].mod
-                self._changed = not tvm_ffi.structural_equal(prev, self.mod)
+                prev = self._owner.stages[self.index - 1]
+                self._changed = self.structurally_changed and prev.script != self.script
         return self._changed
+
+    @property
+    def structurally_changed(self) -> bool:
+        """Whether the module differs structurally (``tvm_ffi.structural_equal``) from the previous stage."""
+        if self.index == 0:
+            return True
+        return not tvm_ffi.structural_equal(self._owner.stages[self.index - 1].mod, self.mod)
 
     @property
     def script(self) -> str:
@@ -187,7 +200,10 @@ class Stage:
                     part = int(done) + (int(inner_done) + 1) / int(inner_extent)
                 fraction = max(last.get(me, 0.0), min(1.0, (loop_no + part / int(extent)) / total))
                 last[me] = fraction
-                callback(fraction)
+                try:
+                    callback(fraction)
+                except Exception as exc:  # the caller's own stop: it reaches the caller unchanged
+                    raise _ProgressCallbackRaised(exc) from exc
 
         fn = load_kernel(gen.source, self._owner.name, label=f"{self.label} {mode}",
                          namespace={"__progress__": report})
@@ -226,7 +242,10 @@ class HybridModule:
 
     def __init__(self, func_name: str, target: Any, raw_stages: Sequence[_capture.RawStage],
                  native=None, build_seconds: float | None = None, name: str | None = None,
-                 first_index: int = 0, packed_api_index: int | None = None):
+                 first_index: int = 0, packed_api_index: int | None = None,
+                 failure: _capture.BuildFailure | None = None):
+        #: Set when TVM's lowering failed: the failing pass, its stage number and TVM's full message.
+        self.failure = failure
         # first_index: number of stage 0 in the pipeline it came from (a resumed module starts mid-way);
         # packed_api_index: override for modules whose stage 0 is already past MakePackedAPI.
         self.first_index = first_index
@@ -311,7 +330,8 @@ class HybridModule:
         Outputs are written into the given arrays and returned (one array or a tuple).  ``mode``
         is ``"exact"`` (the IR interpreted as written) or ``"fast"`` (independent loops as numpy
         array operations, bit-identical).  ``progress(fraction)`` is called as the outermost loops
-        advance; KeyboardInterrupt stops the emulation and propagates unchanged.
+        advance; an exception it raises stops the emulation and reaches the caller unchanged, and so
+        does KeyboardInterrupt.
         """
         if mode not in EMULATION_MODES:
             raise ValueError(f"mode must be one of {EMULATION_MODES}, got {mode!r}")
@@ -331,6 +351,8 @@ class HybridModule:
         """The natively compiled runtime module (built on demand after :func:`load`)."""
         if self._native is not None:
             return self._native
+        if self.failure is not None:
+            raise BuildError(f"no native build: {self.failure.summary}")
         with _NATIVE_BUILD_LOCK:  # threads comparing at once build it once
             if self._native is None:
                 mod = self.stages[0].mod
@@ -396,23 +418,33 @@ class HybridModule:
 
     def compare(self, *arrays, reference: str | Callable = "native", stage: int | str = 0,
                 rtol: float | None = None, atol: float | None = None, mode: str = "exact",
-                seed: int = 0, sizes: dict[str, int] | None = None, check: bool = False) -> CompareResult:
+                seed: int = 0, sizes: dict[str, int] | None = None, check: bool = False,
+                progress: Callable[[float], None] | None = None, on_error: str = "raise") -> CompareResult:
         """Emulate ``stage`` and compare its outputs with ``reference``.
 
-        ``reference`` is ``"native"`` (the compiled kernel) or a callable that takes the input
-        arrays (copies) and returns the expected output(s): one array, or a tuple with one per output.
-        Without arrays, seeded random inputs are made.  Neither run changes the arrays given.
+        ``reference`` is ``"native"`` (the compiled kernel), ``"input"`` (the emulation of stage 0,
+        for any target: does every pass keep the kernel's meaning?) or a callable that takes the
+        input arrays (copies) and returns the expected output(s): one array, or a tuple with one per
+        output.  Without arrays, seeded random inputs are made.  Neither run changes the arrays given.
 
         Each reference output must have its output's shape (nothing is broadcast).  Values are
         compared, never cast: a wider reference dtype is fine (float64 for float32), bfloat16 and
         float8 are compared as decoded floats, but an integer output needs an integer reference
         (:func:`~tvm_hybrid_nb.compare.compare_arrays` has the rules).  ``rtol``/``atol`` must be
         finite and >= 0.  Anything else raises :class:`CompareError` naming the output.
+
+        ``progress(fraction)`` follows the emulation; an exception it raises stops the run.
+        ``on_error="partial"``: when the emulation fails part-way (EmulationError), compare what it
+        wrote before failing; the result carries the error and is a MISMATCH.
         """
+        if on_error not in ("raise", "partial"):
+            raise ValueError(f"on_error must be 'raise' or 'partial', got {on_error!r}")
         s = self.stage(stage)
         rtol, atol = check_tolerance("rtol", rtol), check_tolerance("atol", atol)
         if not (isinstance(reference, str) or callable(reference)):
-            raise CompareError(f"reference must be 'native' or a callable, got {type(reference).__name__}")
+            raise CompareError(f"reference must be one of {REFERENCES} or a callable, got {type(reference).__name__}")
+        if isinstance(reference, str) and reference not in REFERENCES:
+            raise CompareError(f"reference must be one of {REFERENCES} or a callable, got {reference!r}")
         if isinstance(reference, str) and reference == "native":
             self.native_device()  # before emulating: a build for a missing GPU cannot be the reference
         if not arrays:
@@ -421,29 +453,42 @@ class HybridModule:
         # Validate once, with parameter names in errors; on copies, as read-only outputs are never written.
         bind_arguments(self.params, emu_args)
         start = time.perf_counter()
-        self.emulate(*emu_args, stage=s.index, mode=mode, check=check)
+        # With an emulated reference the bar covers both runs: the stage first, then stage 0.
+        share = 0.5 if reference == "input" else 1.0
+        failure = None
+        try:
+            self.emulate(*emu_args, stage=s.index, mode=mode, check=check,
+                         progress=None if progress is None else (lambda f: progress(share * f)))
+        except EmulationError as exc:
+            if on_error != "partial":
+                raise
+            failure = str(exc)
         emulate_seconds = time.perf_counter() - start
         actual = [a for a, p in zip(emu_args, self.params) if p.is_output]
         start = time.perf_counter()
         if isinstance(reference, str):
-            if reference != "native":
-                raise ValueError(f"reference must be 'native' or a callable, got {reference!r}")
             ref_args = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
-            self.run_native(*ref_args)
+            if reference == "native":
+                self.run_native(*ref_args)
+                ref_name = "native"
+            else:
+                self.emulate(*ref_args, stage=0, mode=mode,
+                             progress=None if progress is None else (lambda f: progress(0.5 + 0.5 * f)))
+                ref_name = INPUT_REFERENCE_NAME
             expected = [a for a, p in zip(ref_args, self.params) if p.is_output]
-            ref_name = "native"
         elif callable(reference):
             inputs = [a for a, p in zip(arrays, self.params) if not p.is_output]
             got = reference(*[a.copy() if isinstance(a, np.ndarray) else a for a in inputs])
             ref_name = getattr(reference, "__name__", "reference")
             expected = reference_outputs(got, [p.name for p in self.params if p.is_output], ref_name)
         else:
-            raise CompareError("reference must be 'native' or a callable")
+            raise CompareError(f"reference must be one of {REFERENCES} or a callable, got {reference!r}")
         reference_seconds = time.perf_counter() - start
         names = [p.name for p in self.params if p.is_output]
         result = CompareResult(stage=s.label, reference=ref_name,
                                outputs=compare_outputs(names, actual, expected, rtol, atol),
-                               emulate_seconds=emulate_seconds, reference_seconds=reference_seconds, mode=mode)
+                               emulate_seconds=emulate_seconds, reference_seconds=reference_seconds, mode=mode,
+                               error=failure)
         self.last_compare = result
         return result
 
@@ -493,8 +538,9 @@ class HybridModule:
         except HybridError:
             sig = "?"
         target = getattr(getattr(self.target, "kind", None), "name", self.target)
+        failed = (f"; lowering FAILED in {self.failure.step}" if self.failure is not None else "")
         return (f"<HybridModule {self.name}({sig}) target={target} stages={len(self.stages)} "
-                f"({changed} passes changed the IR)>")
+                f"({changed} passes changed the IR{failed})>")
 
     def _repr_html_(self) -> str:
         from .presentation import module_html
@@ -592,12 +638,22 @@ def _same_dim(got, want) -> bool:
         return tvm_ffi.structural_equal(got, want)
 
 
+class _ProgressCallbackRaised(Exception):
+    """Carries an exception raised by a ``progress`` callback out of the kernel."""
+
+    def __init__(self, original: Exception):
+        super().__init__(str(original))
+        self.original = original
+
+
 def _run_kernel(kernel: Callable, values: list, stage: Stage, progress=None) -> None:
     try:
         with np.errstate(all="ignore"):
             kernel(*values, progress=progress)
     except (KeyboardInterrupt, HybridError):
         raise
+    except _ProgressCallbackRaised as exc:
+        raise exc.original from None
     except MemoryError as exc:
         raise InsufficientMemoryError(f"emulation of stage {stage.label} refused: {exc}") from None
     except Exception as exc:
@@ -715,7 +771,12 @@ def as_ir_module(obj: Any, name: str | None = None) -> tuple[str, "tvm.IRModule"
         f"a tvm.tirx.PrimFunc or a list of te.Tensor")
 
 
-def build(obj: Any, target: Any = "llvm", name: str | None = None, pipeline: str = "default") -> HybridModule:
+#: What :func:`build` does when a TVM pass fails.
+ON_FAILURE = ("raise", "keep")
+
+
+def build(obj: Any, target: Any = "llvm", name: str | None = None, pipeline: str = "default",
+          on_failure: str = "raise") -> HybridModule:
     """Compile ``obj`` with TVM's real pipeline (``tvm.build``) and capture every pass.
 
     Parameters
@@ -728,16 +789,32 @@ def build(obj: Any, target: Any = "llvm", name: str | None = None, pipeline: str
         Which PrimFunc of an IRModule to build.
     pipeline : str
         A TIR pipeline name registered with ``tvm.tirx.register_tir_pipeline`` (default: TVM's own).
+    on_failure : {"raise", "keep"}
+        When a TVM pass fails: ``"raise"`` a :class:`BuildError` whose ``stages``, ``failure`` and
+        ``module`` keep what was captured; ``"keep"`` return that module, with ``hm.failure`` (pass
+        name, stage number, TVM's full message) and every stage up to the failing pass.
 
     Returns
     -------
     HybridModule
     """
+    if on_failure not in ON_FAILURE:
+        raise ValueError(f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}")
     fname, mod = as_ir_module(obj, name)
     try:
         target_obj = tvm.target.Target(target) if not isinstance(target, tvm.target.Target) else target
     except Exception as exc:
         raise BuildError(f"unknown target {target!r}: {_capture.short_tvm_message(exc)}") from exc
-    lib, raw, seconds = _capture.run_pipeline(
-        mod, target_obj, build=lambda m, target: tvm.tirx.build(m, target=target, pipeline=pipeline))
+    start = time.perf_counter()
+    try:
+        lib, raw, seconds = _capture.run_pipeline(
+            mod, target_obj, build=lambda m, target: tvm.tirx.build(m, target=target, pipeline=pipeline))
+    except BuildError as exc:
+        if exc.failure is None:
+            raise
+        exc.module = HybridModule(fname, target_obj, exc.stages, build_seconds=time.perf_counter() - start,
+                                  failure=exc.failure)
+        if on_failure == "keep":
+            return exc.module
+        raise
     return HybridModule(fname, target_obj, raw, native=lib, build_seconds=seconds)

@@ -13,6 +13,7 @@ A :class:`~tvm_hybrid_nb.module.HybridModule` is taken duck-typed (``stages``, `
 from __future__ import annotations
 
 import difflib
+import re
 import html
 import io
 from typing import Any, Iterable, Sequence
@@ -21,15 +22,44 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
-#: pygments style used for every highlighted block (a light style: the block sets its own background).
+#: pygments style of highlighted blocks with inline styles (light), and the two styles of themed
+#: blocks in the explorer (light, and dark when JupyterLab's theme is dark).
 PYGMENTS_STYLE = "default"
+PYGMENTS_DARK_STYLE = "github-dark"
 
-_BLOCK_STYLE = ("background:#f8f8f8;color:#1a1a1a;border:1px solid #ddd;border-radius:3px;"
+# Colours come from JupyterLab's theme variables where it has them; the fallbacks are the light
+# theme's.  The --thn-* variables are set for dark themes by THEME_CSS (all contrasts >= 4.5:1).
+_BLOCK_STYLE = ("background:var(--jp-cell-editor-background,#f8f8f8);color:var(--jp-content-font-color1,#1a1a1a);"
+                "border:1px solid var(--jp-border-color2,#ddd);border-radius:3px;"
                 "padding:4px 8px;margin:2px 0;overflow:auto;max-height:{max_height};"
                 "font-size:12px;line-height:1.35;text-align:left")
-_MUTED = "color:#666"
-_OK_COLOR = "#1a7f37"
-_BAD_COLOR = "#cf222e"
+_MUTED = "color:var(--jp-content-font-color2,#595959)"
+_OK_COLOR = "var(--thn-ok,#1a7f37)"
+_BAD_COLOR = "var(--thn-bad,#cf222e)"
+_WARN_COLOR = "var(--thn-warning,#8a5c00)"
+
+
+def _theme_css() -> str:
+    def scoped(style: str, scope: str) -> list[str]:
+        defs = HtmlFormatter(style=style).get_style_defs(scope)
+        return [ln for ln in defs.splitlines() if ln.startswith(scope) and "{ background" not in ln]
+
+    dark_scope = 'body[data-jp-theme-light="false"] .thn-hl'
+    rules = scoped(PYGMENTS_STYLE, ".thn-hl") + scoped(PYGMENTS_DARK_STYLE, dark_scope)
+    rules += [".thn-hl pre {margin:0;background:transparent;color:inherit}",
+              ".thn-hl span.linenos {color:var(--jp-content-font-color2,#6e6e6e);padding-right:10px;"
+              "user-select:none}",
+              'body[data-jp-theme-light="false"] {--thn-ok:#56d364;--thn-bad:#ff7b72;--thn-warning:#e3b341}',
+              # The pass's panel takes the width left of the list; long lines scroll inside it.
+              ".thn-detail > *, .thn-detail .widget-html, .thn-detail .widget-html-content "
+              "{max-width:100%;min-width:0}",
+              ".thn-detail .widget-html-content {white-space:normal;overflow-wrap:anywhere}"]
+    return "<style>" + "\n".join(rules) + "</style>"
+
+
+#: The explorer's stylesheet: pygments token colours for light and dark JupyterLab themes and the
+#: dark values of the status colours.
+THEME_CSS = _theme_css()
 
 
 def escape(text: Any) -> str:
@@ -46,7 +76,11 @@ def _wrap_block(inner: str, kind: str, max_height: str) -> str:
             f"{inner}</div>")
 
 
-def highlight_python(code: str, max_height: str = "32em") -> str:
+def _themed_formatter(**options) -> HtmlFormatter:
+    return HtmlFormatter(cssclass="thn-hl", **options)
+
+
+def highlight_python(code: str, max_height: str = "32em", themed: bool = False) -> str:
     """Python source as self-contained highlighted HTML (inline styles, scrolls past ``max_height``).
 
     Parameters
@@ -61,7 +95,8 @@ def highlight_python(code: str, max_height: str = "32em") -> str:
     str
         An HTML ``<div>`` holding pygments' ``<pre>``.
     """
-    return _wrap_block(highlight(code, PythonLexer(), _formatter()), "python", max_height)
+    formatter = _themed_formatter() if themed else _formatter()
+    return _wrap_block(highlight(code, PythonLexer(), formatter), "python", max_height)
 
 
 def unified_diff(before: str, after: str, before_name: str = "before", after_name: str = "after",
@@ -104,7 +139,7 @@ def diff_html(before: str, after: str, before_name: str, after_name: str, max_he
 
 def note_html(text: str, kind: str = "info") -> str:
     """A one-paragraph note; ``kind`` is ``"info"``, ``"warning"`` or ``"error"``."""
-    colors = {"info": "#555", "warning": "#9a6700", "error": _BAD_COLOR}
+    colors = {"info": "var(--jp-content-font-color2,#595959)", "warning": _WARN_COLOR, "error": _BAD_COLOR}
     color = colors.get(kind, colors["info"])
     return f'<div class="thn-note thn-{kind}" style="color:{color};padding:2px 0">{escape(text)}</div>'
 
@@ -231,11 +266,17 @@ def compare_html(result: Any) -> str:
         for d in o.shape:
             total *= int(d)
         first = f", first at {o.first_mismatch}" if o.first_mismatch is not None else ""
+        worst = getattr(o, "worst", None)
+        if worst is not None:
+            first += f"; worst at {worst[0]}: emulated {worst[1]!r}, reference {worst[2]!r}"
         rows.append(f'<li class="thn-output">{escape(o.name)} ({escape(o.dtype)}{list(o.shape)}): '
                     f"max abs err {o.max_abs_error:.3g}, max rel err {o.max_rel_error:.3g}, "
                     f"{o.mismatches}/{total} mismatches{escape(first)} "
                     f'<span style="{_MUTED}">(rtol {o.rtol:g}, atol {o.atol:g})</span></li>')
-    return f'<div class="thn-compare">{head}<ul style="margin:2px 0">{"".join(rows)}</ul></div>'
+    error = getattr(result, "error", None)
+    failed = (note_html(f"The emulation failed part-way; compared what it wrote before failing: {error}", "error")
+              if error else "")
+    return f'<div class="thn-compare">{head}{failed}<ul style="margin:2px 0">{"".join(rows)}</ul></div>'
 
 
 def _as_2d(mask):
@@ -251,18 +292,21 @@ def _as_2d(mask):
     return arr
 
 
-def heatmap_png(mask: Any, title: str = "", dpi: int = 90) -> bytes:
-    """A small heat map (PNG bytes) of where ``mask`` is true (or of its magnitude).
+def heatmap_png(values: Any, title: str = "", dpi: int = 90, outline: Any = None) -> bytes:
+    """A small heat map (PNG bytes, transparent background) of a mismatch mask or of error sizes.
 
     Parameters
     ----------
-    mask : array_like
-        Boolean mismatch mask or error magnitudes; more than two dimensions are folded into rows
-        (all leading axes), one dimension becomes one row.
+    values : array_like
+        A boolean mismatch mask, or error magnitudes ``|emulated − reference|`` (with ``outline``:
+        drawn on a log colour scale, exact elements left blank).  More than two dimensions are folded
+        into rows (all leading axes), one dimension becomes one row.
     title : str
         Figure title.
     dpi : int
         Resolution.
+    outline : array_like of bool, optional
+        The mismatches, outlined in black over the error sizes.
 
     Returns
     -------
@@ -271,26 +315,52 @@ def heatmap_png(mask: Any, title: str = "", dpi: int = 90) -> bytes:
     """
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import LogNorm
     from matplotlib.figure import Figure
 
-    data = _as_2d(mask).astype(np.float64)
+    data = _as_2d(values).astype(np.float64)
     rows, cols = data.shape
     width = min(6.0, max(3.5, cols / 8.0))
     height = min(4.5, max(2.2, rows / 8.0 + 1.0))
     fig = Figure(figsize=(width, height), dpi=dpi)
+    fig.patch.set_alpha(0.0)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    image = ax.imshow(data, cmap="Reds", aspect="auto", interpolation="nearest", vmin=0.0,
-                      vmax=max(1.0, float(np.nanmax(data)) if data.size else 1.0))
-    ax.set_xlabel("last axis")
-    ax.set_ylabel("other axes" if np.ndim(mask) > 2 else ("axis 0" if np.ndim(mask) == 2 else ""))
+    ax.patch.set_alpha(0.0)
+    if outline is not None:
+        finite = data[np.isfinite(data) & (data > 0)]
+        low = float(finite.min()) if finite.size else 1e-12
+        high = float(finite.max()) if finite.size else 1.0
+        shown = np.ma.masked_where(~(data > 0), np.where(np.isfinite(data), data, high))
+        image = ax.imshow(shown, cmap="Reds", aspect="auto", interpolation="nearest",
+                          norm=LogNorm(vmin=low, vmax=max(high, low * 10)))
+        mask = _as_2d(outline).astype(np.float64)
+        if min(mask.shape) >= 2 and mask.any():
+            ax.contour(mask, levels=[0.5], colors="black", linewidths=0.9)
+        else:
+            for r, c in np.argwhere(mask > 0)[:2000]:
+                ax.add_patch(_cell_outline(r, c))
+    else:
+        image = ax.imshow(data, cmap="Reds", aspect="auto", interpolation="nearest", vmin=0.0,
+                          vmax=max(1.0, float(np.nanmax(data)) if data.size else 1.0))
+    grey = "#808080"  # readable on light and dark notebook themes
+    ax.set_xlabel("last axis", color=grey)
+    ax.set_ylabel("other axes" if np.ndim(values) > 2 else ("axis 0" if np.ndim(values) == 2 else ""), color=grey)
+    ax.tick_params(colors=grey)
     if title:
-        ax.set_title(title, fontsize=9)
-    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        ax.set_title(title, fontsize=9, color=grey)
+    bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    bar.ax.tick_params(colors=grey, which="both")
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    fig.savefig(buf, format="png", transparent=True)
     return buf.getvalue()
+
+
+def _cell_outline(row: int, col: int):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((col - 0.5, row - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=0.9)
 
 
 def divergence_html(found: Any) -> str:
@@ -326,3 +396,121 @@ def _shorten(text: str, limit: int) -> str:
 def lines_html(lines: Iterable[str]) -> str:
     """Escaped lines joined with ``<br>``."""
     return "<br>".join(escape(x) for x in lines)
+
+
+# ---------------------------------------------------------------------- explorer views
+#: What ``changed`` means everywhere in the explorer (said in its header).
+CHANGED_MEANING = ("changed = the printed TVMScript differs from the stage before "
+                   "(what the Diff shows); unchanged passes are greyed")
+
+
+def kernel_span(source: str, function_name: str) -> tuple[int, int] | None:
+    """The 1-based first and last line of ``def function_name(`` and its body in ``source``."""
+    lines = source.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith(f"def {function_name}(")), None)
+    if start is None:
+        return None
+    end = start
+    for i in range(start + 1, len(lines)):
+        if lines[i].strip() and not lines[i][0].isspace():
+            break
+        if lines[i].strip():
+            end = i
+    return start + 1, end + 1
+
+
+def _numbered(code: str, first_line: int, max_height: str) -> str:
+    formatter = _themed_formatter(linenos="inline", linenostart=first_line)
+    return _wrap_block(highlight(code, PythonLexer(), formatter), "python", max_height)
+
+
+def kernel_first_html(source: str, function_name: str, max_height: str = "32em") -> str:
+    """The hybrid script with the kernel first and the runtime helpers folded.
+
+    Lines keep their numbers in the file (``get_source()``), so an error's line number is the one
+    shown.  The helpers (everything outside ``def function_name``) follow in a collapsed
+    ``helpers (N lines)`` disclosure.
+    """
+    span = kernel_span(source, function_name)
+    lines = source.splitlines()
+    if span is None:
+        return _numbered(source, 1, max_height)
+    start, end = span
+    kernel = "\n".join(lines[start - 1:end]) + "\n"
+    before = "\n".join(lines[:start - 1]).rstrip("\n")
+    after = "\n".join(lines[end:]).strip("\n")
+    helper_lines = sum(1 for ln in lines[:start - 1] + lines[end:] if ln.strip())
+    folded = ""
+    if before.strip():
+        folded += _numbered(before + "\n", 1, "24em")
+    if after.strip():
+        blank = next(i for i, ln in enumerate(lines[end:]) if ln.strip())
+        folded += _numbered(after + "\n", end + 1 + blank, "24em")
+    return (f'<div class="thn-kernel-first">{_numbered(kernel, start, max_height)}'
+            f'<details class="thn-helpers"><summary style="cursor:pointer">helpers ({helper_lines} lines)'
+            f"</summary>{folded}</details></div>")
+
+
+_ATTRIBUTE_LINE = re.compile(r"^\s*(T\.func_attr\(|I\.module_attrs\(|# from tvm\.script import)")
+
+
+def hide_attributes(text: str) -> str:
+    """``text`` without ``T.func_attr(...)`` / module attribute lines (target noise)."""
+    return "\n".join(ln for ln in text.splitlines() if not _ATTRIBUTE_LINE.match(ln))
+
+
+_SIDE_BY_SIDE_CSS = """<style>
+.thn-sbs table.diff {border-collapse:collapse;font-family:var(--jp-code-font-family,monospace);font-size:12px;
+  width:100%;table-layout:fixed;color:var(--jp-content-font-color1,#1a1a1a)}
+.thn-sbs table.diff td {padding:0 4px;white-space:pre-wrap;overflow-wrap:anywhere;vertical-align:top;
+  text-align:left;line-height:1.35}
+.thn-sbs table.diff td.diff_header {color:var(--jp-content-font-color2,#555);text-align:right}
+.thn-sbs table.diff th {text-align:left;font-weight:bold;padding:2px 4px}
+.thn-sbs td.diff_next {display:none}
+.thn-sbs .diff_add {background:rgba(46,160,67,.30)}
+.thn-sbs .diff_chg {background:rgba(210,153,34,.40)}
+.thn-sbs .diff_sub {background:rgba(248,81,73,.30)}
+</style>"""
+
+
+def side_by_side_diff_html(before: str, after: str, before_name: str, after_name: str,
+                           attributes: bool = True, context: int = 3, max_height: str = "32em",
+                           empty_message: str = "No change: the printed IR of both stages is identical.") -> str:
+    """Two texts side by side with intra-line highlighting (:class:`difflib.HtmlDiff`).
+
+    ``attributes=False`` drops ``T.func_attr`` and module attribute lines first.
+    """
+    if not attributes:
+        before, after = hide_attributes(before), hide_attributes(after)
+    if before == after:
+        return f'<div class="thn-diff-empty" style="padding:4px">{escape(empty_message)}</div>'
+    table = difflib.HtmlDiff(tabsize=4).make_table(before.splitlines(), after.splitlines(), escape(before_name),
+                                                   escape(after_name), context=True, numlines=context)
+    # Two columns of text, each half the width, with their line numbers (no navigation links).
+    table = re.sub(r'<t[dh] class="diff_next"[^>]*>.*?</t[dh]>', "", table)
+    table = re.sub(r"<colgroup></colgroup>\s*", "", table).replace(' nowrap="nowrap"', "")
+    table = table.replace("<thead>", '<colgroup><col style="width:3em"><col><col style="width:3em"><col>'
+                                     "</colgroup><thead>", 1)
+    return (f'{_SIDE_BY_SIDE_CSS}<div class="thn-sbs thn-diff" style="overflow:auto;max-height:{max_height};'
+            f'border:1px solid var(--jp-border-color1,#ddd)">{table}</div>')
+
+
+def failure_html(failure: Any, before_label: str | None) -> str:
+    """A failed lowering: the one-line summary, then TVM's full message (monospace, scrollable)."""
+    before = (f" The IR before the pass is stage {escape(before_label)}: its TVMScript and hybrid Python are "
+              f"below." if before_label else "")
+    return (f'<div class="thn-failure"><div style="color:{_BAD_COLOR};font-weight:bold">'
+            f"✗ {escape(failure.summary)}</div>"
+            f'<div style="padding:2px 0">TVM\'s message in full:{before}</div>'
+            f'<pre class="thn-failure-message" style="white-space:pre;overflow:auto;max-height:24em;'
+            f'font-family:var(--jp-code-font-family,monospace);font-size:12px;padding:4px 8px;margin:2px 0;'
+            f'border:1px solid {_BAD_COLOR};border-radius:3px">{escape(failure.message)}</pre></div>')
+
+
+def tvm_error_html(summary: str, message: str) -> str:
+    """A TVM error: its one-line summary, and TVM's rendered message (the IR with ``^^^`` marks) folded."""
+    return (f'<div class="thn-tvm-error"><div style="color:{_BAD_COLOR}">{escape(summary)}</div>'
+            f'<details class="thn-tvm-message"><summary style="cursor:pointer">TVM\'s message with the IR '
+            f"(^^^ marks the problem)</summary>"
+            f'<pre style="white-space:pre;overflow:auto;max-height:32em;font-size:12px;'
+            f'font-family:var(--jp-code-font-family,monospace)">{escape(message)}</pre></details></div>')
