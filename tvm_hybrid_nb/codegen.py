@@ -295,6 +295,8 @@ class HybridCodegen:
         self.axis_plan: dict[int, int] = {}
         self.thread_extents = _thread_extents(func.body)
         self.reducers: list = []
+        #: Thread tag -> loop variable of a thread run serially (inside a cross-thread reduction block).
+        self.serial_thread_lanes: dict[str, str] = {}
         self.analyzer = tvm.sym.Analyzer()
         helper_names = {n for n in vars(runtime) if not n.startswith("__")}
         reserved = (set(dir(builtins)) | helper_names | {"np", "math", "race_log", function_name}
@@ -751,7 +753,11 @@ class HybridCodegen:
         lanes = []
         for tag, _axis in sorted(self.THREAD_AXES.items(), key=lambda kv: kv[1]):
             ax = active.get(tag)
-            lanes.append(_name(ax.name) if ax is not None else ast.Constant(0))
+            if ax is not None:
+                lanes.append(_name(ax.name))
+            else:  # a thread that runs serially (a cross-thread reduction block) still has its own copy
+                serial = self.serial_thread_lanes.get(tag)
+                lanes.append(_name(serial) if serial is not None else ast.Constant(0))
         return lanes + list(info.prefix)
 
     def _subscript(self, info: _BufferInfo, indices, values: list[Value]) -> ast.expr:
@@ -1636,17 +1642,21 @@ class HybridCodegen:
         threads contribute one after another, in thread order, which is one valid order of the
         reduction; everything around it still runs in lockstep."""
         saved = (dict(self.namer._names), dict(self.var_kinds), list(self.axes))
+        saved_serial = self.serial_thread_lanes
+        self.serial_thread_lanes = dict(saved_serial)
         loops = []
         for ax in sorted(threads, key=lambda a: a.axis):
             lane = self.namer.define_name(f"{ax.name}_serial")
             self.namer._names[_key(ax.var)] = lane
             self.var_kinds[_key(ax.var)] = ("py", _dtype(ax.var), False)
+            self.serial_thread_lanes[ax.tag] = lane  # per-thread memory is indexed by the serial thread
             loops.append((lane, ax))
         self.axes = [ax for ax in self.axes if not ax.is_thread]
         try:
             body = self.visit_SBlockRealize(node)
         finally:
             self.namer._names, self.var_kinds, self.axes = saved
+            self.serial_thread_lanes = saved_serial
         for lane, ax in reversed(loops):
             bounds = ([ax.extent] if isinstance(ax.lo, ast.Constant) and ax.lo.value == 0
                       else [ax.lo, ast.BinOp(ax.lo, ast.Add(), ax.extent)])
