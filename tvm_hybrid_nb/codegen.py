@@ -1868,11 +1868,28 @@ class _LoopAccesses:
 
     def expr(self, expr) -> None:
         def visit(node):
-            if _type_key(node) == "ir.TensorLoad":
+            key = _type_key(node)
+            if key == "ir.TensorLoad":
                 self.accesses.append((self.root(node.source), _key(node.source), False, list(node.indices)))
+            elif key == "ir.Call":
+                self.call(node)
             return True
 
         tvm_ffi.structural_walk(expr, visit, order="post")
+
+    def call(self, node) -> None:
+        """Calls that write memory: a kernel launch touches what its kernel touches (no claim of
+        independence), ``tvm_thread_allreduce`` writes its result elements."""
+        op = node.op
+        if isinstance(op, tvm.ir.GlobalVar):
+            self.private = True
+        elif isinstance(op, tvm.ir.Op) and op.name.endswith("tvm_thread_allreduce"):
+            count = int(node.args[0].value)
+            for result in list(node.args)[2 + count:2 + 2 * count]:
+                if _type_key(result) == "ir.TensorLoad":
+                    self.accesses.append((self.root(result.source), _key(result.source), True, list(result.indices)))
+                else:
+                    self.private = True
 
     def stmt(self, stmt) -> None:
         key = _type_key(stmt)
