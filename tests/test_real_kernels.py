@@ -111,3 +111,36 @@ def test_host_loop_around_a_launch_stays_serial():
         expected = expected * np.float32(2) + np.float32(it)
     assert any(s.module_functions for s in _emulated_stages(hm))  # a stage launches a device kernel
     _check_every_stage(hm, [a], [expected])
+
+
+# ---------------------------------------------------------------- G: allreduce of two values (argmax)
+@T.prim_func(s_tir=True)
+def _argmax_over_threads(x: T.Buffer((3, 16), "float32"), x_red: T.Buffer((3,), "int32")):
+    for ax0 in T.thread_binding(3, thread="blockIdx.x"):
+        with T.sblock("row"):
+            vr = T.axis.spatial(3, ax0)
+            t0 = T.sblock_alloc_buffer((1,), "int32", scope="shared")
+            t1 = T.sblock_alloc_buffer((1,), "float32", scope="shared")
+            for k1 in T.thread_binding(16, thread="threadIdx.x"):
+                with T.sblock("x_red_temp"):
+                    v_k1 = T.axis.reduce(16, k1)
+                    with T.init():
+                        t0[0] = -1
+                        t1[0] = T.float32(-3.4028234663852886e38)
+                    v0: T.let[T.int32] = T.Select(t1[0] > x[vr, v_k1] or t1[0] == x[vr, v_k1] and t0[0] < v_k1,
+                                                  t0[0], v_k1)
+                    v1: T.let[T.float32] = T.Select(t1[0] > x[vr, v_k1], t1[0], x[vr, v_k1])
+                    t0[0] = v0
+                    t1[0] = v1
+            for tx in T.thread_binding(16, thread="threadIdx.x"):
+                with T.sblock("x_red"):
+                    T.where(tx == 0)
+                    x_red[vr] = t0[0]
+
+
+def test_thread_allreduce_of_two_values():
+    """Class G: argmax's value/index pair reduced across threads (``tvm_thread_allreduce`` with two
+    values) was refused; ties pick the lowest index."""
+    hm = thn.build(_argmax_over_threads, target="cuda")
+    x = np.random.default_rng(0).integers(0, 4, (3, 16)).astype("float32")  # many ties
+    _check_every_stage(hm, [x, np.zeros(3, "int32")], [np.argmax(x, axis=1).astype("int32")])

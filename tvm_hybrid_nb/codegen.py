@@ -1530,6 +1530,8 @@ class HybridCodegen:
 
     def _thread_allreduce(self, args) -> list[ast.stmt]:
         count = int(args[0].value)
+        if count > 1 and self.reducers:
+            return self._thread_allreduce_values(args, count)
         if count != 1 or not self.reducers:
             raise UnsupportedConstructError("tirx.tvm_thread_allreduce", f"{count} values or no reduce_scope")
         value, cond, result, threads = args[1], args[2], args[3], args[4:]
@@ -1555,6 +1557,42 @@ class HybridCodegen:
         reduced = self._call("thread_allreduce", combine, self.to_np(self.visit_expr(value)).node,
                              ast.Tuple(axes, ast.Load()), ast.Tuple(extents, ast.Load()))
         return self._assign_element(result, reduced)
+
+    def _thread_allreduce_values(self, args, count: int) -> list[ast.stmt]:
+        """``tvm_thread_allreduce`` of several values at once (argmax's value and index, group
+        norm's sum and sum of squares): the reducer's combiner maps two tuples to one."""
+        args = list(args)
+        values, cond = args[1:1 + count], args[1 + count]
+        results, threads = args[2 + count:2 + 2 * count], args[2 + 2 * count:]
+        if not _is_true(cond):
+            raise UnsupportedConstructError("tirx.tvm_thread_allreduce", "with a lane condition")
+        if any(_type_key(r) != "ir.TensorLoad" for r in results):
+            raise UnsupportedConstructError("tirx.tvm_thread_allreduce", "result is not a buffer element")
+        reducer = self.reducers[-1]
+        if len(reducer.lhs) != count:
+            raise UnsupportedConstructError("tirx.tvm_thread_allreduce", f"{count} values, reducer of {len(reducer.lhs)}")
+        names = []
+        for var in list(reducer.lhs) + list(reducer.rhs):
+            names.append(self.namer.define(var, var.name))
+            self.var_kinds[_key(var)] = ("np", _dtype(var), True)
+        combined = ast.Tuple([self.to_np(self.visit_expr(r)).node for r in reducer.result], ast.Load())
+        combine = ast.Lambda(ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names], kwonlyargs=[],
+                                           kw_defaults=[], defaults=[]), combined)
+        axes, extents = [], []
+        for var in threads:
+            name = self.namer.lookup(var)
+            axis = next((ax for ax in self.axes if ax.is_thread and ax.name == name), None)
+            if axis is None:
+                raise UnsupportedConstructError("tirx.tvm_thread_allreduce", f"over {var}, not a running thread")
+            axes.append(ast.Constant(axis.axis))
+            extents.append(axis.extent)
+        operands = ast.Tuple([self.to_np(self.visit_expr(v)).node for v in values], ast.Load())
+        reduced = self.namer.define_name("reduced")
+        out: list[ast.stmt] = [ast.Assign([_store_name(reduced)], self._call(
+            "thread_allreduce_values", combine, operands, ast.Tuple(axes, ast.Load()), ast.Tuple(extents, ast.Load())))]
+        for k, result in enumerate(results):
+            out.extend(self._assign_element(result, ast.Subscript(_name(reduced), ast.Constant(k), ast.Load())))
+        return out
 
     def _assign_element(self, load, value: ast.expr) -> list[ast.stmt]:
         """``buffer[indices] = value`` for the element ``load`` names."""
