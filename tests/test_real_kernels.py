@@ -165,3 +165,32 @@ def test_scalar_size_parameter_in_a_shape_expression():
     expected = hm.run_native(a, 3, 2, np.zeros((2, 5), "float32")).copy()
     np.testing.assert_array_equal(expected, a.T)
     _check_every_stage(hm, [a, 3, 2, np.zeros((2, 5), "float32")], [expected])
+
+
+# ---------------------------------------------------------------- J: a size a device kernel declares but is not passed
+@T.prim_func(s_tir=True)
+def _concat_symbolic(a: T.handle, b: T.handle, c: T.handle):
+    m, n = T.int64(), T.int64()
+    A = T.match_buffer(a, (m, T.int64(4)), "float32")
+    B = T.match_buffer(b, (n, T.int64(4)), "float32")
+    C = T.match_buffer(c, (m + n, T.int64(4)), "float32")
+    for i, j in T.grid(m + n, T.int64(4)):
+        with T.sblock("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = T.if_then_else(vi < m, A[vi, vj], B[vi - m, vj])
+
+
+def test_device_kernel_declares_a_size_it_is_not_passed():
+    """Class J: after SplitHostDevice the kernel declares ``B`` with a size ``cse_v2`` (n * 4) that it
+    is not passed and never reads ("free variable" at ConvertSSA); the view's size comes from the
+    storage the host passes."""
+    import tvm
+    from tvm.s_tir import dlight as dl
+
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
+    with target:
+        mod = dl.ApplyDefaultSchedule(dl.gpu.Fallback())(tvm.IRModule({"main": _concat_symbolic}))
+    hm = thn.build(mod, target=target)
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-1, 1, (3, 4)).astype("float32"), rng.uniform(-1, 1, (2, 4)).astype("float32")
+    _check_every_stage(hm, [a, b, np.zeros((5, 4), "float32")], [np.concatenate([a, b])])

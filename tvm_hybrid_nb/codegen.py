@@ -1060,7 +1060,7 @@ class HybridCodegen:
             self._declare_buffer(buf, name)
             offset = self.visit_expr(buf.elem_offset) if buf.elem_offset is not None else Value(
                 ast.Constant(0), "py", "int32")
-            shape = ast.Tuple([self.visit_expr(d).node for d in buf.shape], ast.Load())
+            shape = ast.Tuple(self._view_shape(buf, storage.node, offset.node), ast.Load())
             value = self._call("view", storage.node, ast.Constant(str(buf.dtype)), shape, offset.node)
             return [ast.Assign([_store_name(name)], value)]
         if data is None or _type_key(data) != "ir.Call" or data.op.name != "tirx.buffer_data":
@@ -1092,6 +1092,26 @@ class HybridCodegen:
                 "view", _name(source.shadow), ast.Constant("bool"), ast.Tuple(shape_nodes, ast.Load()),
                 offset_value.node)))
         return out
+
+    def _view_shape(self, buf, storage: ast.expr, offset: ast.expr) -> list[ast.expr]:
+        """The dimensions of a view over a kernel's pointer parameter.  After SplitHostDevice a
+        device kernel may declare a size it is not passed (``reshape1 = T.decl_buffer((cse_v2,),
+        data=reshape1_ptr)`` with ``cse_v2`` free): a size used only in the declaration needs no
+        value, the storage the host passes has exactly that size, so the dimension is derived from it."""
+        free = [self._has_free_var(d) for d in buf.shape]
+        if sum(free) != 1:
+            return [self.visit_expr(d).node for d in buf.shape]  # none free, or too many to derive
+        dims = [None if f else self.visit_expr(d).node for d, f in zip(buf.shape, free)]
+        known = [d for d in dims if d is not None]
+        derived = self._call("storage_extent", storage, ast.Constant(str(buf.dtype)), offset,
+                             ast.Tuple(known, ast.Load()))
+        return [derived if d is None else d for d in dims]
+
+    def _has_free_var(self, expr) -> bool:
+        found = []
+        tvm_ffi.structural_walk(expr, lambda n: found.append(_type_key(n) == "ir.Var" and self.namer.lookup(n) is None)
+                                or True, order="post")
+        return any(found)
 
     def _same_size(self, shape_a, shape_b) -> bool:
         prod_a = 1

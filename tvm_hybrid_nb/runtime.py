@@ -491,6 +491,17 @@ def view(data, dtype, shape, elem_offset=0):
     return out
 
 
+def storage_extent(data, dtype, elem_offset, known):
+    """The one dimension of a view over ``data`` that the kernel declares without its value: the
+    storage after ``elem_offset`` divided by the product of the ``known`` dimensions."""
+    flat = data.reshape(-1)
+    count = flat.size * flat.dtype.itemsize // np.dtype(dtype).itemsize - int(elem_offset)
+    rest = int(np.prod(known, dtype=np.int64))
+    if count < 0 or (rest and count % rest):
+        raise IndexError(f"storage of {flat.size} elements does not hold whole rows of {rest} at offset {elem_offset}")
+    return count // rest if rest else 0
+
+
 def _bounds_error(kind, name, buffer, index, mask=None):
     """The first offending element (of all lanes) named in one line."""
     arrays = [np.asarray(i) for i in index]
