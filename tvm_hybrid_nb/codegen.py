@@ -295,8 +295,10 @@ class HybridCodegen:
         self.axis_plan: dict[int, int] = {}
         self.thread_extents = _thread_extents(func.body)
         self.reducers: list = []
-        #: Thread tag -> loop variable of a thread run serially (inside a cross-thread reduction block).
+        #: Thread tag -> loop variable of a thread run serially (inside a cross-thread reduction block),
+        #: and the per-thread buffers that block reduces into -> the tags it reduces across.
         self.serial_thread_lanes: dict[str, str] = {}
+        self.accumulator_tags: dict[str, set] = {}
         self.analyzer = tvm.sym.Analyzer()
         helper_names = {n for n in vars(runtime) if not n.startswith("__")}
         reserved = (set(dir(builtins)) | helper_names | {"np", "math", "race_log", function_name}
@@ -755,8 +757,11 @@ class HybridCodegen:
             ax = active.get(tag)
             if ax is not None:
                 lanes.append(_name(ax.name))
-            else:  # a thread that runs serially (a cross-thread reduction block) still has its own copy
+            else:  # a thread that runs serially (a cross-thread reduction block) still has its own copy,
+                # except of the accumulator it reduces into: thread 0's copy, shared afterwards
                 serial = self.serial_thread_lanes.get(tag)
+                if tag in self.accumulator_tags.get(info.name, ()):
+                    serial = None
                 lanes.append(_name(serial) if serial is not None else ast.Constant(0))
         return lanes + list(info.prefix)
 
@@ -1633,7 +1638,10 @@ class HybridCodegen:
     def visit_SBlockRealize(self, node) -> list[ast.stmt]:
         block = node.block
         threads = [ax for ax in self.axes if ax.is_thread]
-        if threads and self._reduces_across(node, threads) and not self._writes_only_per_thread(block):
+        # A reduction into per-thread memory is across the threads too when the block has its init
+        # (as scheduled); LowerCrossThreadReduction's in-thread blocks (no init) keep each thread's own.
+        if (threads and self._reduces_across(node, threads) and not _calls_allreduce(block)
+                and (block.init is not None or not self._writes_only_per_thread(block))):
             return self._serialized_block(node, threads)
         out: list[ast.stmt] = []
         reduce_checks: list[Value] = []
@@ -1684,16 +1692,21 @@ class HybridCodegen:
     @staticmethod
     def _reduces_across(node, threads: list["_Axis"]) -> bool:
         """Whether a reduction axis of the block is bound to one of the running threads."""
+        return bool(HybridCodegen._cross_thread_tags(node, threads))
+
+    @staticmethod
+    def _cross_thread_tags(node, threads: list["_Axis"]) -> set[str]:
+        """Tags of the running threads that the block reduces across: their variable appears in a
+        reduction iterator's binding and in no spatial one (as LowerCrossThreadReduction reads it;
+        a thread that also picks the block's spatial element, as in an rfactor, keeps its own)."""
+        in_reduce, in_spatial = set(), set()
         keys = {_key(ax.var) for ax in threads}
         for iv, value in zip(node.block.iter_vars, node.iter_values):
-            if int(iv.iter_type) != 2:
-                continue
-            found = []
-            tvm_ffi.structural_walk(value, lambda n: found.append(_type_key(n) == "ir.Var" and _key(n) in keys)
-                                    or True, order="post")
-            if any(found):
-                return True
-        return False
+            found = set()
+            tvm_ffi.structural_walk(value, lambda n: (found.add(_key(n)) if _type_key(n) == "ir.Var"
+                                                      and _key(n) in keys else None) or True, order="post")
+            (in_reduce if int(iv.iter_type) == 2 else in_spatial).update(found)
+        return {ax.tag for ax in threads if _key(ax.var) in in_reduce - in_spatial}
 
     def _serialized_block(self, node, threads: list["_Axis"]) -> list[ast.stmt]:
         """A block that reduces across threads (before LowerCrossThreadReduction lowers it): its
@@ -1702,6 +1715,12 @@ class HybridCodegen:
         saved = (dict(self.namer._names), dict(self.var_kinds), list(self.axes))
         saved_serial = self.serial_thread_lanes
         self.serial_thread_lanes = dict(saved_serial)
+        # Per-thread memory the block reduces into is one accumulator for the threads it reduces
+        # across: they update one copy in turn, and all of them hold the result afterwards.
+        across = self._cross_thread_tags(node, threads)
+        accumulators = self._per_thread_writes(node.block)
+        saved_accumulators = self.accumulator_tags
+        self.accumulator_tags = {**saved_accumulators, **{info.name: across for info in accumulators}}
         loops = []
         for ax in sorted(threads, key=lambda a: a.axis):
             lane = self.namer.define_name(f"{ax.name}_serial")
@@ -1714,12 +1733,40 @@ class HybridCodegen:
             body = self.visit_SBlockRealize(node)
         finally:
             self.namer._names, self.var_kinds, self.axes = saved
-            self.serial_thread_lanes = saved_serial
+            self.serial_thread_lanes, self.accumulator_tags = saved_serial, saved_accumulators
         for lane, ax in reversed(loops):
             bounds = ([ax.extent] if isinstance(ax.lo, ast.Constant) and ax.lo.value == 0
                       else [ax.lo, ast.BinOp(ax.lo, ast.Add(), ax.extent)])
             body = [ast.For(_store_name(lane), ast.Call(_name("range"), bounds, []), body, [])]
-        return body
+        return body + self._share_accumulators(accumulators, across)
+
+    def _per_thread_writes(self, block) -> list[_BufferInfo]:
+        """The per-thread buffers (allocated outside ``block``) that ``block`` stores to."""
+        stores = []
+        for part in (block.init, block.body):
+            if part is not None:
+                tvm_ffi.structural_walk(part, lambda n: stores.append(n) or True
+                                        if _type_key(n) == "tirx.BufferStore" else True, order="post")
+        infos = {}
+        for st in stores:
+            info = self.buffers.get(_key(st.buffer))
+            if info is not None and info.per_thread:
+                infos[info.name] = info
+        return list(infos.values())
+
+    def _share_accumulators(self, accumulators: list[_BufferInfo], across: set[str]) -> list[ast.stmt]:
+        """``acc[all threads] = acc[thread 0]`` along the thread axes reduced across."""
+        reduced = {self.THREAD_AXES["vthread" if t.startswith("vthread") else t] for t in across}
+        out = []
+        for info in accumulators:
+            for name in [info.name] + ([info.shadow] if info.shadow else []):
+                every = ast.Tuple([ast.Slice(None, None, None)] * len(self.THREAD_AXES), ast.Load())
+                first = ast.Tuple([ast.Slice(ast.Constant(0), ast.Constant(1), None) if axis in reduced
+                                   else ast.Slice(None, None, None) for axis in range(len(self.THREAD_AXES))],
+                                  ast.Load())
+                out.append(ast.Assign([ast.Subscript(_name(name), every, ast.Store())],
+                                      ast.Subscript(_name(name), first, ast.Load())))
+        return out
 
     def _writes_only_per_thread(self, block) -> bool:
         """Whether every store in ``block`` goes to memory private to each thread."""
@@ -2194,6 +2241,21 @@ def _contiguous_strides(buf) -> bool:
 def kernel_signature(func, function_name: str) -> list[ParamSpec]:
     """The parameters of ``func`` as the hybrid script takes them (whether or not its body translates)."""
     return HybridCodegen(func, function_name)._signature()[2]
+
+
+def _calls_allreduce(block) -> bool:
+    """Whether ``block`` reduces with ``tvm_thread_allreduce`` (LowerCrossThreadReduction's output:
+    the threads run it together, in lockstep)."""
+    found = []
+
+    def visit(node):
+        if _type_key(node) == "ir.Call" and isinstance(node.op, tvm.ir.Op) and node.op.name.endswith(
+                "tvm_thread_allreduce"):
+            found.append(node)
+        return True
+
+    tvm_ffi.structural_walk(block.body, visit, order="post")
+    return bool(found)
 
 
 def _has_storage_sync(func) -> bool:
