@@ -231,3 +231,24 @@ def test_reduction_across_threads_into_local_memory_is_one_accumulator():
     args = [a, np.zeros(4, "float32")]
     hm.emulate(*args, stage=0, mode="exact")
     np.testing.assert_array_equal(args[1], stage0 * np.float32(0.0625))  # thread order, bit for bit
+
+
+# ---------------------------------------------------------------- C: a view of a buffer of vectors
+@T.prim_func
+def _vector_view(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    buf = T.alloc_buffer((4,), "float32x16")
+    view = T.decl_buffer((4,), "float32x16", data=buf.data)
+    for i in range(4):
+        view[i] = A[T.Ramp(i * 16, 1, 16)]
+    for i in range(4):
+        B[T.Ramp(i * 16, 1, 16)] = buf[i] * T.Broadcast(T.float32(2), 16)
+
+
+def test_view_of_a_buffer_of_vectors():
+    """Class C (dlight.cpu rms_norm after StorageRewrite): a float32x16 view of a float32x16
+    allocation keeps its row of lanes (it became ``buf.reshape(4)`` of a (4, 16) array)."""
+    hm = thn.build(_vector_view)
+    a = np.random.default_rng(0).uniform(-1, 1, 64).astype("float32")
+    expected = hm.run_native(a, np.zeros(64, "float32")).copy()
+    np.testing.assert_array_equal(expected, a * 2)
+    _check_every_stage(hm, [a, np.zeros(64, "float32")], [expected])

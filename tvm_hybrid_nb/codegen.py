@@ -1085,7 +1085,8 @@ class HybridCodegen:
             raise _CannotVectorize("buffer view that differs between iterations")
         shape_nodes = [v.node for v in shape_values]
         if str(buf.dtype) == source.dtype and _is_zero(offset) and self._same_size(buf.shape, source.shape):
-            value = ast.Call(ast.Attribute(_name(source.name), "reshape", ast.Load()), shape_nodes, [])
+            vector_lanes = [ast.Constant(_lanes(source.dtype))] if _lanes(source.dtype) > 1 else []  # row of lanes
+            value = ast.Call(ast.Attribute(_name(source.name), "reshape", ast.Load()), shape_nodes + vector_lanes, [])
         else:
             value = self._call("view", _name(source.name), ast.Constant(str(buf.dtype)),
                                ast.Tuple(shape_nodes, ast.Load()), offset_value.node)
@@ -1093,9 +1094,10 @@ class HybridCodegen:
         if source.shadow is not None and str(buf.dtype) == source.dtype:
             info = self.buffers[_key(buf)]
             info.shadow = self.namer.define_name(f"{name}_written")
+            vector_lanes = [ast.Constant(_lanes(source.dtype))] if _lanes(source.dtype) > 1 else []
             out.append(ast.Assign([_store_name(info.shadow)], self._call(
-                "view", _name(source.shadow), ast.Constant("bool"), ast.Tuple(shape_nodes, ast.Load()),
-                offset_value.node)))
+                "view", _name(source.shadow), ast.Constant("bool"), ast.Tuple(shape_nodes + vector_lanes, ast.Load()),
+                ast.BinOp(offset_value.node, ast.Mult(), vector_lanes[0]) if vector_lanes else offset_value.node)))
         return out
 
     def _view_shape(self, buf, storage: ast.expr, offset: ast.expr) -> list[ast.expr]:
