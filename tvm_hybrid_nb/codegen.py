@@ -1291,7 +1291,8 @@ class HybridCodegen:
                                        tag=f"parallel {node.loop_var.name}", race=True)
             except _CannotVectorize:
                 self._restore_state(saved)
-        if self.fast and independent and self._free_loop_axis() is not None:
+        if (self.fast and independent and self._free_loop_axis() is not None
+                and self._lanes_can_win(extent, node.body)):
             saved = self._save_state()
             try:
                 if kind == 1 and self._can_split_parallel():
@@ -1330,6 +1331,27 @@ class HybridCodegen:
             self.serial_depth -= 1
             self.serial_frames.pop()
         return frame.hoisted + [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]
+
+    #: Fast mode runs a loop as lanes only when the statements in it then act on at least this many
+    #: lanes: a numpy operation on a few elements costs more than the Python scalar operations.
+    FAST_MIN_LANES = 8
+
+    def _lanes_can_win(self, extent: Value, body) -> bool:
+        """Whether running this loop as array lanes can beat running it serially (fast mode must
+        never be slower than exact): never a unit loop (dlight.cpu's loop nests are full of them),
+        and an innermost loop only when its statements then act on enough lanes."""
+        if isinstance(extent.node, ast.Constant) and extent.node.value <= 1:
+            return False
+        inner = []
+        tvm_ffi.structural_walk(body, lambda n: inner.append(_type_key(n) == "tirx.For") or True, order="post")
+        if any(inner):
+            return True  # the loops inside may add lanes
+        lanes = 1
+        for size in [ax.extent for ax in self.axes] + [extent.node]:
+            if not isinstance(size, ast.Constant):
+                return True  # a symbolic extent: assume it is large
+            lanes *= size.value
+        return lanes >= self.FAST_MIN_LANES
 
     def _vectorized_for(self, node, lo: Value) -> list[ast.stmt]:
         """All iterations at once: the loop variable becomes an array along its own axis."""
@@ -1969,8 +1991,11 @@ class _LoopAccesses:
         self.private = False
         #: Allocations made inside the body: each iteration has its own (fast mode gives one per lane).
         self.local: set[int] = set()
+        #: Shape of each accessed buffer (for the flattened-index test).
+        self.shapes: dict[int, object] = {}
 
     def root(self, buf) -> int:
+        self.shapes[_key(buf)] = buf.shape
         return self.roots.get(_key(buf), _key(buf))
 
     def expr(self, expr) -> None:
@@ -2079,8 +2104,26 @@ def _loop_is_independent(loop, roots: dict[int, int]) -> bool:
         x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
         if not any(_separates_iterations([ix[d] for _, _, ix in items], loop.loop_var, acc, expand, x_extent)
                    for d in range(ndim)):
-            return False
+            flat = _flat_indices(items, acc.shapes.get(items[0][0]))
+            if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent):
+                return False
     return True
+
+
+def _flat_indices(items, shape) -> list | None:
+    """Row-major flat indices of multi-dimensional accesses (``v0 = x // 128``, ``v1 = x % 128``
+    keep iterations apart only together: ``v0 * 128 + v1 = x``); None for vector indices."""
+    if shape is None or len(shape) < 2:
+        return None
+    flats = []
+    for _, _, indices in items:
+        if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for i in indices):
+            return None
+        flat = indices[0]
+        for index, dim in zip(indices[1:], list(shape)[1:]):
+            flat = flat * dim + index
+        flats.append(flat)
+    return flats
 
 
 def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int | None = None) -> bool:
