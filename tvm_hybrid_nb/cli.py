@@ -256,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-record", dest="record", action="store_false",
                    help="do not store the result in DIR/index.json (the report shows the latest one)")
     p.set_defaults(func=cmd_emulate)
+
+    from . import zoo
+    zoo.add_parser(sub, [common], fmt)
     return parser
 
 
