@@ -157,8 +157,24 @@ def _models():
             c8 = op.matmul(op.astype(a8, "int32"), op.astype(b8, "int32"))
             return c16, c8
 
+    class LMHead(nn.Module):
+        """One decoded token through an RMS norm, a gated MLP and the vocabulary projection (GEMV)."""
+
+        def __init__(self):
+            self.norm = nn.RMSNorm(32, axes=-1)
+            self.gate = nn.Linear(32, 48, bias=False)
+            self.up = nn.Linear(32, 48, bias=False)
+            self.down = nn.Linear(48, 32, bias=False)
+            self.head = nn.Linear(32, 64, bias=False)
+
+        def forward(self, x):
+            h = self.norm(x)
+            h = x + self.down(op.silu(self.gate(h)) * self.up(h))
+            return self.head(h)
+
     f32 = "float32"
     return [
+        ("lm_head", LMHead(), {"x": spec.Tensor((1, 1, 32), f32)}),
         ("mlp", MLP(), {"x": spec.Tensor((2, 16), f32)}),
         ("mlp_sym", MLP(), {"x": spec.Tensor(("n", 16), f32)}),
         ("attention", Attention(), {"x": spec.Tensor((1, 4, 16), f32), "past_k": spec.Tensor((1, 3, 2, 8), f32),
