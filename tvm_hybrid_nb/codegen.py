@@ -1342,16 +1342,16 @@ class HybridCodegen:
         and an innermost loop only when its statements then act on enough lanes."""
         if isinstance(extent.node, ast.Constant) and extent.node.value <= 1:
             return False
-        inner = []
-        tvm_ffi.structural_walk(body, lambda n: inner.append(_type_key(n) == "tirx.For") or True, order="post")
-        if any(inner):
-            return True  # the loops inside may add lanes
         lanes = 1
         for size in [ax.extent for ax in self.axes] + [extent.node]:
             if not isinstance(size, ast.Constant):
                 return True  # a symbolic extent: assume it is large
             lanes *= size.value
-        return lanes >= self.FAST_MIN_LANES
+        if lanes >= self.FAST_MIN_LANES:
+            return True
+        inner = []
+        tvm_ffi.structural_walk(body, lambda n: inner.append(_type_key(n) == "tirx.For") or True, order="post")
+        return any(inner)  # the loops inside may add lanes
 
     def _vectorized_for(self, node, lo: Value) -> list[ast.stmt]:
         """All iterations at once: the loop variable becomes an array along its own axis."""
