@@ -4,7 +4,6 @@ numpy or the native llvm build."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
