@@ -310,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not store the result in DIR/index.json (the report shows the latest one)")
     p.set_defaults(func=cmd_emulate)
     add_verify_command(sub, common)
+
+    from . import zoo
+    zoo.add_parser(sub, [common], fmt)
     return parser
 
 

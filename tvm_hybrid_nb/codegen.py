@@ -297,6 +297,10 @@ class HybridCodegen:
         self.axis_plan: dict[int, int] = {}
         self.thread_extents = _thread_extents(func.body)
         self.reducers: list = []
+        #: Thread tag -> loop variable of a thread run serially (inside a cross-thread reduction block),
+        #: and the per-thread buffers that block reduces into -> the tags it reduces across.
+        self.serial_thread_lanes: dict[str, str] = {}
+        self.accumulator_tags: dict[str, set] = {}
         self.analyzer = tvm.sym.Analyzer()
         helper_names = {n for n in vars(runtime) if not n.startswith("__")}
         reserved = (set(dir(builtins)) | helper_names | {"np", "math", "race_log", function_name}
@@ -789,7 +793,14 @@ class HybridCodegen:
         lanes = []
         for tag, _axis in sorted(self.THREAD_AXES.items(), key=lambda kv: kv[1]):
             ax = active.get(tag)
-            lanes.append(_name(ax.name) if ax is not None else ast.Constant(0))
+            if ax is not None:
+                lanes.append(_name(ax.name))
+            else:  # a thread that runs serially (a cross-thread reduction block) still has its own copy,
+                # except of the accumulator it reduces into: thread 0's copy, shared afterwards
+                serial = self.serial_thread_lanes.get(tag)
+                if tag in self.accumulator_tags.get(info.name, ()):
+                    serial = None
+                lanes.append(_name(serial) if serial is not None else ast.Constant(0))
         return lanes + list(info.prefix)
 
     def _subscript(self, info: _BufferInfo, indices, values: list[Value]) -> ast.expr:
@@ -1149,7 +1160,7 @@ class HybridCodegen:
             self._declare_buffer(buf, name)
             offset = self.visit_expr(buf.elem_offset) if buf.elem_offset is not None else Value(
                 ast.Constant(0), "py", "int32")
-            value = self._view_call(storage.node, str(buf.dtype), [self.visit_expr(d).node for d in buf.shape],
+            value = self._view_call(storage.node, str(buf.dtype), self._view_shape(buf, storage.node, offset.node),
                                     offset.node)
             return [ast.Assign([_store_name(name)], value)]
         if (data is not None and _type_key(data) == "ir.Call" and data.op.name == "tirx.address_of"
@@ -1262,6 +1273,26 @@ class HybridCodegen:
             offset = ast.BinOp(offset, ast.Mult(), ast.Constant(lanes))
         return self._call("view", storage, ast.Constant(_scalar_dtype(dtype)), ast.Tuple(shape_nodes, ast.Load()),
                           offset)
+
+    def _view_shape(self, buf, storage: ast.expr, offset: ast.expr) -> list[ast.expr]:
+        """The dimensions of a view over a kernel's pointer parameter.  After SplitHostDevice a
+        device kernel may declare a size it is not passed (``reshape1 = T.decl_buffer((cse_v2,),
+        data=reshape1_ptr)`` with ``cse_v2`` free): a size used only in the declaration needs no
+        value, the storage the host passes has exactly that size, so the dimension is derived from it."""
+        free = [self._has_free_var(d) for d in buf.shape]
+        if sum(free) != 1:
+            return [self.visit_expr(d).node for d in buf.shape]  # none free, or too many to derive
+        dims = [None if f else self.visit_expr(d).node for d, f in zip(buf.shape, free)]
+        known = [d for d in dims if d is not None]
+        derived = self._call("storage_extent", storage, ast.Constant(str(buf.dtype)), offset,
+                             ast.Tuple(known, ast.Load()))
+        return [derived if d is None else d for d in dims]
+
+    def _has_free_var(self, expr) -> bool:
+        found = []
+        tvm_ffi.structural_walk(expr, lambda n: found.append(_type_key(n) == "ir.Var" and self.namer.lookup(n) is None)
+                                or True, order="post")
+        return any(found)
 
     def _same_size(self, shape_a, shape_b) -> bool:
         prod_a = 1
@@ -1444,7 +1475,8 @@ class HybridCodegen:
                                        tag=f"parallel {node.loop_var.name}", race=True)
             except _CannotVectorize:
                 self._restore_state(saved)
-        if self.fast and independent and self._free_loop_axis() is not None:
+        if (self.fast and independent and self._free_loop_axis() is not None
+                and self._lanes_can_win(extent, node.body)):
             saved = self._save_state()
             try:
                 if kind == 1 and self._can_split_parallel():
@@ -1498,6 +1530,27 @@ class HybridCodegen:
         outer.args.extend([ast.Constant(0), ast.Constant(0)])
         done = ast.BinOp(_name(name), ast.Sub(), lo.node) if not _is_zero(node.min) else _name(name)
         return [ast.Expr(ast.Call(_name("__progress__"), outer.args[:3] + [done, extent.node], []))]
+
+    #: Fast mode runs a loop as lanes only when the statements in it then act on at least this many
+    #: lanes: a numpy operation on a few elements costs more than the Python scalar operations.
+    FAST_MIN_LANES = 8
+
+    def _lanes_can_win(self, extent: Value, body) -> bool:
+        """Whether running this loop as array lanes can beat running it serially (fast mode must
+        never be slower than exact): never a unit loop (dlight.cpu's loop nests are full of them),
+        and an innermost loop only when its statements then act on enough lanes."""
+        if isinstance(extent.node, ast.Constant) and extent.node.value <= 1:
+            return False
+        lanes = 1
+        for size in [ax.extent for ax in self.axes] + [extent.node]:
+            if not isinstance(size, ast.Constant):
+                return True  # a symbolic extent: assume it is large
+            lanes *= size.value
+        if lanes >= self.FAST_MIN_LANES:
+            return True
+        inner = []
+        tvm_ffi.structural_walk(body, lambda n: inner.append(_type_key(n) == "tirx.For") or True, order="post")
+        return any(inner)  # the loops inside may add lanes
 
     def _vectorized_for(self, node, lo: Value) -> list[ast.stmt]:
         """All iterations at once: the loop variable becomes an array along its own axis."""
@@ -1736,6 +1789,8 @@ class HybridCodegen:
 
     def _thread_allreduce(self, args) -> list[ast.stmt]:
         count = int(args[0].value)
+        if count > 1 and self.reducers:
+            return self._thread_allreduce_values(args, count)
         if count != 1 or not self.reducers:
             raise UnsupportedConstructError("tirx.tvm_thread_allreduce", f"{count} values or no reduce_scope")
         value, cond, result, threads = args[1], args[2], args[3], args[4:]
@@ -1761,6 +1816,42 @@ class HybridCodegen:
         reduced = self._call("thread_allreduce", combine, self.to_np(self.visit_expr(value)).node,
                              ast.Tuple(axes, ast.Load()), ast.Tuple(extents, ast.Load()))
         return self._assign_element(result, reduced)
+
+    def _thread_allreduce_values(self, args, count: int) -> list[ast.stmt]:
+        """``tvm_thread_allreduce`` of several values at once (argmax's value and index, group
+        norm's sum and sum of squares): the reducer's combiner maps two tuples to one."""
+        args = list(args)
+        values, cond = args[1:1 + count], args[1 + count]
+        results, threads = args[2 + count:2 + 2 * count], args[2 + 2 * count:]
+        if not _is_true(cond):
+            raise UnsupportedConstructError("tirx.tvm_thread_allreduce", "with a lane condition")
+        if any(_type_key(r) != "ir.TensorLoad" for r in results):
+            raise UnsupportedConstructError("tirx.tvm_thread_allreduce", "result is not a buffer element")
+        reducer = self.reducers[-1]
+        if len(reducer.lhs) != count:
+            raise UnsupportedConstructError("tirx.tvm_thread_allreduce", f"{count} values, reducer of {len(reducer.lhs)}")
+        names = []
+        for var in list(reducer.lhs) + list(reducer.rhs):
+            names.append(self.namer.define(var, var.name))
+            self.var_kinds[_key(var)] = ("np", _dtype(var), True)
+        combined = ast.Tuple([self.to_np(self.visit_expr(r)).node for r in reducer.result], ast.Load())
+        combine = ast.Lambda(ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names], kwonlyargs=[],
+                                           kw_defaults=[], defaults=[]), combined)
+        axes, extents = [], []
+        for var in threads:
+            name = self.namer.lookup(var)
+            axis = next((ax for ax in self.axes if ax.is_thread and ax.name == name), None)
+            if axis is None:
+                raise UnsupportedConstructError("tirx.tvm_thread_allreduce", f"over {var}, not a running thread")
+            axes.append(ast.Constant(axis.axis))
+            extents.append(axis.extent)
+        operands = ast.Tuple([self.to_np(self.visit_expr(v)).node for v in values], ast.Load())
+        reduced = self.namer.define_name("reduced")
+        out: list[ast.stmt] = [ast.Assign([_store_name(reduced)], self._call(
+            "thread_allreduce_values", combine, operands, ast.Tuple(axes, ast.Load()), ast.Tuple(extents, ast.Load())))]
+        for k, result in enumerate(results):
+            out.extend(self._assign_element(result, ast.Subscript(_name(reduced), ast.Constant(k), ast.Load())))
+        return out
 
     def _assign_element(self, load, value: ast.expr) -> list[ast.stmt]:
         """``buffer[indices] = value`` for the element ``load`` names."""
@@ -1893,7 +1984,10 @@ class HybridCodegen:
     def visit_SBlockRealize(self, node) -> list[ast.stmt]:
         block = node.block
         threads = [ax for ax in self.axes if ax.is_thread]
-        if threads and self._reduces_across(node, threads) and not self._writes_only_per_thread(block):
+        # A reduction into per-thread memory is across the threads too when the block has its init
+        # (as scheduled); LowerCrossThreadReduction's in-thread blocks (no init) keep each thread's own.
+        if (threads and self._reduces_across(node, threads) and not _calls_allreduce(block)
+                and (block.init is not None or not self._writes_only_per_thread(block))):
             return self._serialized_block(node, threads)
         out: list[ast.stmt] = []
         reduce_checks: list[Value] = []
@@ -1944,38 +2038,81 @@ class HybridCodegen:
     @staticmethod
     def _reduces_across(node, threads: list["_Axis"]) -> bool:
         """Whether a reduction axis of the block is bound to one of the running threads."""
+        return bool(HybridCodegen._cross_thread_tags(node, threads))
+
+    @staticmethod
+    def _cross_thread_tags(node, threads: list["_Axis"]) -> set[str]:
+        """Tags of the running threads that the block reduces across: their variable appears in a
+        reduction iterator's binding and in no spatial one (as LowerCrossThreadReduction reads it;
+        a thread that also picks the block's spatial element, as in an rfactor, keeps its own)."""
+        in_reduce, in_spatial = set(), set()
         keys = {_key(ax.var) for ax in threads}
         for iv, value in zip(node.block.iter_vars, node.iter_values):
-            if int(iv.iter_type) != 2:
-                continue
-            found = []
-            tvm_ffi.structural_walk(value, lambda n: found.append(_type_key(n) == "ir.Var" and _key(n) in keys)
-                                    or True, order="post")
-            if any(found):
-                return True
-        return False
+            found = set()
+            tvm_ffi.structural_walk(value, lambda n: (found.add(_key(n)) if _type_key(n) == "ir.Var"
+                                                      and _key(n) in keys else None) or True, order="post")
+            (in_reduce if int(iv.iter_type) == 2 else in_spatial).update(found)
+        return {ax.tag for ax in threads if _key(ax.var) in in_reduce - in_spatial}
 
     def _serialized_block(self, node, threads: list["_Axis"]) -> list[ast.stmt]:
         """A block that reduces across threads (before LowerCrossThreadReduction lowers it): its
         threads contribute one after another, in thread order, which is one valid order of the
         reduction; everything around it still runs in lockstep."""
         saved = (dict(self.namer._names), dict(self.var_kinds), list(self.axes))
+        saved_serial = self.serial_thread_lanes
+        self.serial_thread_lanes = dict(saved_serial)
+        # Per-thread memory the block reduces into is one accumulator for the threads it reduces
+        # across: they update one copy in turn, and all of them hold the result afterwards.
+        across = self._cross_thread_tags(node, threads)
+        accumulators = self._per_thread_writes(node.block)
+        saved_accumulators = self.accumulator_tags
+        self.accumulator_tags = {**saved_accumulators, **{info.name: across for info in accumulators}}
         loops = []
         for ax in sorted(threads, key=lambda a: a.axis):
             lane = self.namer.define_name(f"{ax.name}_serial")
             self.namer._names[_key(ax.var)] = lane
             self.var_kinds[_key(ax.var)] = ("py", _dtype(ax.var), False)
+            self.serial_thread_lanes[ax.tag] = lane  # per-thread memory is indexed by the serial thread
             loops.append((lane, ax))
         self.axes = [ax for ax in self.axes if not ax.is_thread]
         try:
             body = self.visit_SBlockRealize(node)
         finally:
             self.namer._names, self.var_kinds, self.axes = saved
+            self.serial_thread_lanes, self.accumulator_tags = saved_serial, saved_accumulators
         for lane, ax in reversed(loops):
             bounds = ([ax.extent] if isinstance(ax.lo, ast.Constant) and ax.lo.value == 0
                       else [ax.lo, ast.BinOp(ax.lo, ast.Add(), ax.extent)])
             body = [ast.For(_store_name(lane), ast.Call(_name("range"), bounds, []), body, [])]
-        return body
+        return body + self._share_accumulators(accumulators, across)
+
+    def _per_thread_writes(self, block) -> list[_BufferInfo]:
+        """The per-thread buffers (allocated outside ``block``) that ``block`` stores to."""
+        stores = []
+        for part in (block.init, block.body):
+            if part is not None:
+                tvm_ffi.structural_walk(part, lambda n: stores.append(n) or True
+                                        if _type_key(n) == "tirx.BufferStore" else True, order="post")
+        infos = {}
+        for st in stores:
+            info = self.buffers.get(_key(st.buffer))
+            if info is not None and info.per_thread:
+                infos[info.name] = info
+        return list(infos.values())
+
+    def _share_accumulators(self, accumulators: list[_BufferInfo], across: set[str]) -> list[ast.stmt]:
+        """``acc[all threads] = acc[thread 0]`` along the thread axes reduced across."""
+        reduced = {self.THREAD_AXES["vthread" if t.startswith("vthread") else t] for t in across}
+        out = []
+        for info in accumulators:
+            for name in [info.name] + ([info.shadow] if info.shadow else []):
+                every = ast.Tuple([ast.Slice(None, None, None)] * len(self.THREAD_AXES), ast.Load())
+                first = ast.Tuple([ast.Slice(ast.Constant(0), ast.Constant(1), None) if axis in reduced
+                                   else ast.Slice(None, None, None) for axis in range(len(self.THREAD_AXES))],
+                                  ast.Load())
+                out.append(ast.Assign([ast.Subscript(_name(name), every, ast.Store())],
+                                      ast.Subscript(_name(name), first, ast.Load())))
+        return out
 
     def _writes_only_per_thread(self, block) -> bool:
         """Whether every store in ``block`` goes to memory private to each thread."""
@@ -2286,17 +2423,37 @@ class _LoopAccesses:
         self.private = False
         #: Allocations made inside the body: each iteration has its own (fast mode gives one per lane).
         self.local: set[int] = set()
+        #: Shape of each accessed buffer (for the flattened-index test).
+        self.shapes: dict[int, object] = {}
 
     def root(self, buf) -> int:
+        self.shapes[_key(buf)] = buf.shape
         return self.roots.get(_key(buf), _key(buf))
 
     def expr(self, expr) -> None:
         def visit(node):
-            if _type_key(node) == "ir.TensorLoad":
+            key = _type_key(node)
+            if key == "ir.TensorLoad":
                 self.accesses.append((self.root(node.source), _key(node.source), False, list(node.indices)))
+            elif key == "ir.Call":
+                self.call(node)
             return True
 
         tvm_ffi.structural_walk(expr, visit, order="post")
+
+    def call(self, node) -> None:
+        """Calls that write memory: a kernel launch touches what its kernel touches (no claim of
+        independence), ``tvm_thread_allreduce`` writes its result elements."""
+        op = node.op
+        if isinstance(op, tvm.ir.GlobalVar):
+            self.private = True
+        elif isinstance(op, tvm.ir.Op) and op.name.endswith("tvm_thread_allreduce"):
+            count = int(node.args[0].value)
+            for result in list(node.args)[2 + count:2 + 2 * count]:
+                if _type_key(result) == "ir.TensorLoad":
+                    self.accesses.append((self.root(result.source), _key(result.source), True, list(result.indices)))
+                else:
+                    self.private = True
 
     def stmt(self, stmt) -> None:
         key = _type_key(stmt)
@@ -2379,8 +2536,26 @@ def _loop_is_independent(loop, roots: dict[int, int]) -> bool:
         x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
         if not any(_separates_iterations([ix[d] for _, _, ix in items], loop.loop_var, acc, expand, x_extent)
                    for d in range(ndim)):
-            return False
+            flat = _flat_indices(items, acc.shapes.get(items[0][0]))
+            if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent):
+                return False
     return True
+
+
+def _flat_indices(items, shape) -> list | None:
+    """Row-major flat indices of multi-dimensional accesses (``v0 = x // 128``, ``v1 = x % 128``
+    keep iterations apart only together: ``v0 * 128 + v1 = x``); None for vector indices."""
+    if shape is None or len(shape) < 2:
+        return None
+    flats = []
+    for _, _, indices in items:
+        if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for i in indices):
+            return None
+        flat = indices[0]
+        for index, dim in zip(indices[1:], list(shape)[1:]):
+            flat = flat * dim + index
+        flats.append(flat)
+    return flats
 
 
 def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int | None = None) -> bool:
@@ -2543,6 +2718,21 @@ def _contiguous_strides(buf) -> bool:
 def kernel_signature(func, function_name: str) -> list[ParamSpec]:
     """The parameters of ``func`` as the hybrid script takes them (whether or not its body translates)."""
     return HybridCodegen(func, function_name)._signature()[2]
+
+
+def _calls_allreduce(block) -> bool:
+    """Whether ``block`` reduces with ``tvm_thread_allreduce`` (LowerCrossThreadReduction's output:
+    the threads run it together, in lockstep)."""
+    found = []
+
+    def visit(node):
+        if _type_key(node) == "ir.Call" and isinstance(node.op, tvm.ir.Op) and node.op.name.endswith(
+                "tvm_thread_allreduce"):
+            found.append(node)
+        return True
+
+    tvm_ffi.structural_walk(block.body, visit, order="post")
+    return bool(found)
 
 
 def _has_storage_sync(func) -> bool:

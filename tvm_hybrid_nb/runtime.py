@@ -293,6 +293,25 @@ def thread_allreduce(combine, value, axes, extents, ndim=12):
     return np.expand_dims(acc, tuple(axes))
 
 
+def thread_allreduce_values(combine, values, axes, extents, ndim=12):
+    """``tvm_thread_allreduce`` of several values: fold the threads' value tuples along ``axes`` with
+    ``combine(*acc, *next)`` (which returns a tuple) in thread order, and give every thread the result."""
+    flats = []
+    for value in values:
+        full = _lane_array(value, ndim)
+        shape = list(full.shape)
+        for axis, extent in zip(axes, extents):
+            shape[axis] = extent
+        full = np.broadcast_to(full, shape)
+        moved = np.moveaxis(full, list(axes), list(range(len(axes))))
+        flats.append(moved.reshape((-1,) + moved.shape[len(axes):]))
+    count = max(f.shape[0] for f in flats)
+    acc = tuple(f[0] for f in flats)
+    for k in range(1, count):
+        acc = tuple(combine(*acc, *(f[k] for f in flats)))
+    return tuple(np.expand_dims(np.asarray(a), tuple(axes)) for a in acc)
+
+
 def warp_shuffle(kind, value, offset, width, extents, ndim=12):
     """``tvm_warp_shuffle`` (kind "idx"), ``_down`` and ``_up`` over threads numbered x fastest,
     warps of 32 consecutive threads split into segments of ``width`` lanes."""
@@ -571,6 +590,17 @@ def rows_view(data, lead, dtype, shape, elem_offset=0):
     return out
 
 
+def storage_extent(data, dtype, elem_offset, known):
+    """The one dimension of a view over ``data`` that the kernel declares without its value: the
+    storage after ``elem_offset`` divided by the product of the ``known`` dimensions."""
+    flat = data.reshape(-1)
+    count = flat.size * flat.dtype.itemsize // np.dtype(dtype).itemsize - int(elem_offset)
+    rest = int(np.prod(known, dtype=np.int64))
+    if count < 0 or (rest and count % rest):
+        raise IndexError(f"storage of {flat.size} elements does not hold whole rows of {rest} at offset {elem_offset}")
+    return count // rest if rest else 0
+
+
 def _bounds_error(kind, name, buffer, index, mask=None):
     """The first offending element (of all lanes) named in one line."""
     arrays = [np.asarray(i) for i in index]
@@ -692,6 +722,7 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "maximum": ("select",),
     "load": ("_in_bounds", "_bounds_error"),
     "thread_allreduce": ("_lane_array",),
+    "thread_allreduce_values": ("_lane_array",),
     "RaceLog": ("_lane_text",),
     "access": ("_lane_ids",),
     "warp_shuffle": ("_lane_array",),

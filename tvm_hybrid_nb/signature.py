@@ -126,11 +126,14 @@ def bind_arguments(params: Sequence[ParamSpec], args: Sequence, *, copy_inputs: 
         raise ArgumentCountError(
             f"expected {len(params)} arguments ({expected}), got {len(args)}")
     sizes: dict[str, int] = {}
+    scalars: dict[str, int] = {}
     values: list = []
     write_back: list[tuple[np.ndarray, np.ndarray]] = []
     for spec, arg in zip(params, args):
         if not spec.is_buffer:
             values.append(_scalar_argument(spec, arg))
+            if isinstance(values[-1], int) and not isinstance(values[-1], bool):
+                scalars[spec.name] = values[-1]  # a size parameter may appear in shape expressions
             continue
         if not isinstance(arg, np.ndarray):
             raise ArgumentTypeError(
@@ -168,9 +171,10 @@ def bind_arguments(params: Sequence[ParamSpec], args: Sequence, *, copy_inputs: 
     for spec, arg in zip(params, args):
         for axis, dim in enumerate(spec.shape or ()):
             if isinstance(dim, str) and not dim.isidentifier():
-                want = dim_value(dim, sizes)  # the generator only emits expressions over bound sizes
+                known = {**scalars, **sizes}
+                want = dim_value(dim, known)  # expressions over bound sizes and scalar size parameters
                 if arg.shape[axis] != want:
-                    bound = ", ".join(f"{n}={sizes[n]}" for n in dim_symbols(dim))
+                    bound = ", ".join(f"{n}={known[n]}" for n in dim_symbols(dim))
                     raise ArgumentShapeError(
                         f"parameter {spec.name}: dimension {axis} must be {dim} = {want} ({bound}), "
                         f"got {arg.shape[axis]}")

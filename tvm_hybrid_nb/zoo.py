@@ -1,0 +1,441 @@
+"""The real-model zoo: kernels that TVM's own Relax pipeline and dlight schedules produce, emulated at
+every stage and compared with the native build.
+
+Small ``tvm.relax.frontend.nn`` models (MLP, attention with a causal mask and KV-cache shapes, RoPE,
+GELU/SiLU, group/layer/RMS norm, softmax/log_softmax, conv2d and pooling, argmax/topk/sort/cumsum,
+float16 and int8 matmuls, symbolic sizes) are lowered as TVM's CPU and CUDA backends do
+(``DispatchSortScan``, ``LegalizeOps``, ``AnnotateTIROpPattern``, ``FoldConstant``, ``FuseOps``,
+``FuseTIR`` under the target), their PrimFuncs collected and deduplicated structurally, and each is
+scheduled three ways (:data:`FLAVOURS`).  Every changed stage before ``MakePackedAPI`` is emulated in
+fast mode on seeded inputs and compared with the native llvm build of the *unscheduled* PrimFunc (the
+reference for the cuda schedules too: no GPU is needed).
+
+``python -m tvm_hybrid_nb zoo`` prints the table; ``tests/test_zoo.py`` asserts it.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+#: Sizes bound to the symbolic dimensions of the models.
+SYMBOLIC_SIZES = {"n": 5, "m": 3}
+
+#: How each kernel is scheduled (see :func:`schedule`): unscheduled for llvm, dlight.cpu rules for llvm,
+#: dlight's GPU default rules for cuda.
+FLAVOURS = ("none", "dlight-cpu", "dlight-gpu")
+
+#: Refusals allowed by the zoo test: (flavour, kernel name prefix, construct substring) -> why.
+#: Each entry names the failure class of issue 12 that another branch fixes; remove it once merged.
+ALLOWED_REFUSALS: dict[tuple[str, str, str], str] = {
+    **{(flavour, kernel, "tirx.tvm_call_packed"): "I: tvm.contrib.sort.sort/argsort/topk packed calls"
+       for flavour in ("none", "dlight-cpu") for kernel in ("sortscan.sort", "sortscan.topk")},
+    **{(flavour, "sortscan.", "strided or offset parameter buffer"):
+       "H: parameter buffers with a symbolic elem_offset (topi sort and scan)" for flavour in FLAVOURS},
+    ("dlight-gpu", "", "strided buffer at stage"): "E: dlight Matmul pads its shared tiles with storage_align",
+    ("dlight-gpu", "", "of per-thread buffer"): "K: a DeclBuffer view of a thread's local allocation (StorageRewrite)",
+}
+
+
+@dataclass
+class KernelOutcome:
+    """How one kernel fared in one flavour."""
+
+    flavour: str
+    kernel: str
+    outcome: str  # "ok" | "refused" | "crash" | "wrong"
+    stage: str = ""
+    reason: str = ""
+    seconds: float = 0.0
+    stages_checked: int = 0
+
+
+@dataclass
+class ZooReport:
+    """Every outcome of a zoo run, with the table per flavour."""
+
+    outcomes: list[KernelOutcome] = field(default_factory=list)
+
+    def counts(self, flavour: str) -> dict[str, int]:
+        counts = {k: 0 for k in ("ok", "refused", "crash", "wrong")}
+        for o in self.outcomes:
+            if o.flavour == flavour:
+                counts[o.outcome] += 1
+        return counts
+
+    def table(self) -> str:
+        lines = ["| flavour | ok | refused | crash | wrong |", "|---|---|---|---|---|"]
+        for flavour in dict.fromkeys(o.flavour for o in self.outcomes):
+            c = self.counts(flavour)
+            lines.append(f"| {flavour} | {c['ok']} | {c['refused']} | {c['crash']} | {c['wrong']} |")
+        return "\n".join(lines)
+
+    def problems(self) -> list[KernelOutcome]:
+        return [o for o in self.outcomes if o.outcome != "ok"]
+
+
+# ---------------------------------------------------------------------- models
+def _models():
+    """(name, nn.Module, spec) of every zoo model; small sizes, some symbolic."""
+    from tvm import relax
+    from tvm.relax.frontend import nn
+    from tvm.relax.frontend.nn import op, spec
+    from tvm.relax.frontend.nn.core import wrap_nested
+
+    class MLP(nn.Module):
+        def __init__(self):
+            self.fc1 = nn.Linear(16, 32)
+            self.fc2 = nn.Linear(32, 8, bias=False)
+
+        def forward(self, x):
+            return self.fc2(op.gelu(self.fc1(x)) + op.silu(self.fc1(x)))
+
+    class Attention(nn.Module):
+        """One causal self-attention head with a KV cache: past (m) plus new (n) positions."""
+
+        def __init__(self):
+            self.q = nn.Linear(16, 16, bias=False)
+            self.k = nn.Linear(16, 16, bias=False)
+            self.v = nn.Linear(16, 16, bias=False)
+            self.o = nn.Linear(16, 16, bias=False)
+
+        def forward(self, x, past_k, past_v):
+            b, n, _ = x.shape
+            q = op.reshape(self.q(x), (b, n, 2, 8))
+            k = op.concat([past_k, op.reshape(self.k(x), (b, n, 2, 8))], dim=1)
+            v = op.concat([past_v, op.reshape(self.v(x), (b, n, 2, 8))], dim=1)
+            q, k, v = (op.permute_dims(t, [0, 2, 1, 3]) for t in (q, k, v))
+            scores = op.matmul(q, op.permute_dims(k, [0, 1, 3, 2])) * (1.0 / 8 ** 0.5)
+            total = k.shape[2]
+            mask = op.triu(op.full((n, total), -1e4, "float32"), 1)  # future positions masked
+            probs = op.softmax(scores + mask, axis=-1)
+            out = op.permute_dims(op.matmul(probs, v), [0, 2, 1, 3])
+            return self.o(op.reshape(out, (b, n, 16)))
+
+    class RoPE(nn.Module):
+        def forward(self, x, cos, sin):
+            x1, x2 = op.split(x, 2, axis=-1)
+            rotated = op.concat([op.negative(x2), x1], dim=-1)
+            return x * cos + rotated * sin
+
+    class Norms(nn.Module):
+        def __init__(self):
+            self.ln = nn.LayerNorm(16)
+            self.rms = nn.RMSNorm(16, axes=-1)
+            self.gn = nn.GroupNorm(4, 8)
+
+        def forward(self, x, img):
+            return self.rms(self.ln(x)), self.gn(img)
+
+    class Softmaxes(nn.Module):
+        def forward(self, x):
+            return op.softmax(x, axis=-1), wrap_nested(relax.op.nn.log_softmax(x._expr, axis=-1), "log_softmax")
+
+    class ConvNet(nn.Module):
+        def __init__(self):
+            self.conv = nn.Conv2D(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            y = op.relu(self.conv(x))
+            pooled = wrap_nested(relax.op.nn.max_pool2d(y._expr, (2, 2), (2, 2)), "max_pool")
+            avg = wrap_nested(relax.op.nn.avg_pool2d(y._expr, (3, 3), (1, 1), (1, 1)), "avg_pool")
+            ada = wrap_nested(relax.op.nn.adaptive_avg_pool2d(pooled._expr, (1, 1)), "adaptive")
+            return ada, avg
+
+    class SortScan(nn.Module):
+        def forward(self, x):
+            idx = wrap_nested(relax.op.argmax(x._expr, axis=-1), "argmax")
+            values, indices = op.topk(x, k=3, axis=-1)
+            return idx, values, indices, op.sort(x, axis=-1), op.cumsum(x, axis=-1)
+
+    class LowPrecision(nn.Module):
+        def forward(self, a16, b16, a8, b8):
+            c16 = op.matmul(a16, b16)
+            c8 = op.matmul(op.astype(a8, "int32"), op.astype(b8, "int32"))
+            return c16, c8
+
+    class LMHead(nn.Module):
+        """One decoded token through an RMS norm, a gated MLP and the vocabulary projection (GEMV)."""
+
+        def __init__(self):
+            self.norm = nn.RMSNorm(32, axes=-1)
+            self.gate = nn.Linear(32, 48, bias=False)
+            self.up = nn.Linear(32, 48, bias=False)
+            self.down = nn.Linear(48, 32, bias=False)
+            self.head = nn.Linear(32, 64, bias=False)
+
+        def forward(self, x):
+            h = self.norm(x)
+            h = x + self.down(op.silu(self.gate(h)) * self.up(h))
+            return self.head(h)
+
+    f32 = "float32"
+    return [
+        ("lm_head", LMHead(), {"x": spec.Tensor((1, 1, 32), f32)}),
+        ("mlp", MLP(), {"x": spec.Tensor((2, 16), f32)}),
+        ("mlp_sym", MLP(), {"x": spec.Tensor(("n", 16), f32)}),
+        ("attention", Attention(), {"x": spec.Tensor((1, 4, 16), f32), "past_k": spec.Tensor((1, 3, 2, 8), f32),
+                                    "past_v": spec.Tensor((1, 3, 2, 8), f32)}),
+        ("attention_sym", Attention(), {"x": spec.Tensor((1, "n", 16), f32),
+                                        "past_k": spec.Tensor((1, "m", 2, 8), f32),
+                                        "past_v": spec.Tensor((1, "m", 2, 8), f32)}),
+        ("rope", RoPE(), {"x": spec.Tensor((1, "n", 8), f32), "cos": spec.Tensor(("n", 8), f32),
+                          "sin": spec.Tensor(("n", 8), f32)}),
+        ("norms", Norms(), {"x": spec.Tensor((3, 16), f32), "img": spec.Tensor((1, 8, 4, 4), f32)}),
+        ("softmax", Softmaxes(), {"x": spec.Tensor((4, 24), f32)}),
+        ("convnet", ConvNet(), {"x": spec.Tensor((1, 3, 8, 8), f32)}),
+        ("sortscan", SortScan(), {"x": spec.Tensor((3, 10), f32)}),
+        ("lowprec", LowPrecision(), {"a16": spec.Tensor((4, 16), "float16"), "b16": spec.Tensor((16, 8), "float16"),
+                                     "a8": spec.Tensor((4, 16), "int8"), "b8": spec.Tensor((16, 8), "int8")}),
+    ]
+
+
+def _lower(mod, target):
+    import tvm
+    from tvm import relax
+
+    with target:
+        mod = relax.backend.DispatchSortScan()(mod)
+        mod = relax.transform.LegalizeOps()(mod)
+        mod = relax.transform.AnnotateTIROpPattern()(mod)
+        mod = relax.transform.FoldConstant()(mod)
+        mod = relax.transform.FuseOps()(mod)
+        mod = relax.transform.FuseTIR()(mod)
+    return [(gv.name_hint, f) for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
+
+
+def cuda_target():
+    import tvm
+    return tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
+
+
+@dataclass
+class ZooKernel:
+    """One distinct PrimFunc: as lowered for llvm and for cuda, and the reference run natively.
+
+    The two lowerings differ only where a backend dispatches differently (sort and scan); a cuda
+    kernel that llvm cannot build (a GPU sort) is checked against its llvm twin of the same model
+    and signature.
+    """
+
+    name: str
+    llvm: object = None
+    cuda: object = None
+    reference: object = None
+
+
+def collect_kernels(models: list | None = None) -> list[ZooKernel]:
+    """Distinct PrimFuncs of the zoo models, lowered for llvm and for cuda."""
+    import tvm
+    import tvm_ffi
+
+    kernels: list[ZooKernel] = []
+    for model_name, model, spec in models if models is not None else _models():
+        mod, _ = model.export_tvm(spec={"forward": spec})
+        own: list[ZooKernel] = []
+        for target, attr in ((tvm.target.Target("llvm"), "llvm"), (cuda_target(), "cuda")):
+            for name, func in _lower(mod, target):
+                func = func.with_attr("global_symbol", "main")
+                known = next((k for k in kernels + own if any(
+                    f is not None and tvm_ffi.structural_equal(func, f) for f in (k.llvm, k.cuda))), None)
+                if known is not None:
+                    if getattr(known, attr) is None:
+                        setattr(known, attr, func)
+                    continue
+                own.append(ZooKernel(f"{model_name}.{name}", **{attr: func}))
+        for k in own:
+            k.reference = k.llvm
+            if k.llvm is None:
+                op = k.name.split(".", 1)[1]
+                twins = [t for t in own if t.llvm is not None and t.cuda is None
+                         and t.name.split(".", 1)[1] == op and _param_types(t.llvm) == _param_types(k.cuda)]
+                numpy_ref = next((fn for key, fn in NUMPY_REFERENCES.items() if key in op), None)
+                k.reference = twins[0].llvm if twins else numpy_ref or k.cuda
+        kernels += own
+    return kernels
+
+
+def _param_types(func) -> list:
+    return [(str(getattr(p.ty, "shape", None)), str(getattr(p.ty, "dtype", None))) for p in func.params]
+
+
+#: Kernels that only the cuda lowering has and that llvm cannot build (topi's GPU scan launches its
+#: own threads): their numpy meaning, compared with a tolerance (a parallel scan adds in another order).
+NUMPY_REFERENCES = {"cumsum": lambda x: np.cumsum(x, axis=-1, dtype=x.dtype)}
+
+
+def schedule(func, flavour: str):
+    """``(target, IRModule)`` of ``func`` scheduled the ``flavour`` way, on a fresh module."""
+    import tvm
+    from tvm.s_tir import dlight as dl
+
+    mod = tvm.IRModule({"main": func})
+    if flavour == "none":
+        return tvm.target.Target("llvm"), mod
+    if flavour == "dlight-cpu":
+        target = tvm.target.Target("llvm")
+        with target:
+            mod = dl.ApplyDefaultSchedule(dl.cpu.GEMV(), dl.cpu.Reduction())(mod)
+        return target, mod
+    if flavour == "dlight-gpu":
+        target = cuda_target()
+        with target:
+            mod = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
+                                          dl.gpu.GeneralReduction(), dl.gpu.Fallback())(mod)
+        return target, mod
+    raise ValueError(f"flavour must be one of {FLAVOURS}, got {flavour!r}")
+
+
+def _outputs_equal(got, want) -> str | None:
+    """None when every output matches the reference (integers exactly, floats within 1e-5 relative:
+    a schedule may reduce in another order than the unscheduled kernel), else the first difference."""
+    for g, w in zip(got, want):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return f"output {g.dtype}{list(g.shape)} vs native {w.dtype}{list(w.shape)}"
+        if np.issubdtype(g.dtype, np.floating):
+            close = np.isclose(g, w, rtol=1e-5, atol=1e-6, equal_nan=True)
+        else:
+            close = g == w
+        if not close.all():
+            where = np.argwhere(~close)[0]
+            return f"differs from native at {tuple(int(i) for i in where)}: {g[tuple(where)]} vs {w[tuple(where)]}"
+    return None
+
+
+def _inputs(params, seed: int) -> list:
+    """Seeded inputs; symbolic sizes and scalar size parameters (``m``) from :data:`SYMBOLIC_SIZES`."""
+    from .signature import dim_value, seeded_values
+
+    specs = []
+    for p in params:
+        shape = [dim_value(d, SYMBOLIC_SIZES) for d in p.shape] if p.is_buffer else None
+        specs.append((p.name, p.dtype, shape, p.is_output))
+    return seeded_values(specs, seed, SYMBOLIC_SIZES, scalars=SYMBOLIC_SIZES)
+
+
+def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 0,
+                 reference=None, check: bool = False) -> KernelOutcome:
+    """Build ``func`` scheduled the ``flavour`` way and emulate every changed stage before
+    MakePackedAPI against the native llvm build of ``reference`` (default: the unscheduled ``func``;
+    a Python function is a numpy reference).  ``check`` runs the sanitizers: an alarm is a crash."""
+    import tvm
+
+    from . import module as hmodule
+    from .errors import StageNotEmulatableError, UnsupportedConstructError
+
+    start = time.perf_counter()
+    outcome = KernelOutcome(flavour, name, "ok")
+    stage_label = "build"
+    try:
+        target, mod = schedule(func, flavour)
+        hm = hmodule.build(mod, target=target)
+        if reference is not None and not isinstance(reference, tvm.tirx.PrimFunc):  # a numpy function
+            inputs = _inputs(hm.params, seed)
+            outs = reference(*[a for a, p in zip(inputs, hm.params) if not p.is_output])
+            expected = list(outs) if isinstance(outs, tuple) else [outs]
+        else:
+            native = hmodule.build(reference if reference is not None else func, target="llvm")
+            inputs = _inputs(native.params, seed)
+            expected_args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
+            native.run_native(*expected_args)
+            expected = [a for a, p in zip(expected_args, native.params) if p.is_output]
+        for stage in hm.stages:
+            if hm.packed_api_index is not None and stage.index >= hm.packed_api_index:
+                break
+            if not stage.changed:
+                continue
+            stage_label = stage.label
+            if not stage.emulatable:
+                reason = stage.reason or ""
+                kind = "refused" if reason.startswith("unsupported construct") else "crash"
+                outcome.outcome, outcome.stage, outcome.reason = kind, stage.label, reason
+                break
+            args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
+            try:
+                hm.emulate(*args, stage=stage.index, mode=mode, check=check)
+            except (UnsupportedConstructError, StageNotEmulatableError) as exc:
+                outcome.outcome, outcome.stage, outcome.reason = "refused", stage.label, str(exc)
+                break
+            got = [a for a, p in zip(args, hm.params) if p.is_output]
+            problem = _outputs_equal(got, expected)
+            outcome.stages_checked += 1
+            if problem:
+                outcome.outcome, outcome.stage, outcome.reason = "wrong", stage.label, problem
+                break
+    except (UnsupportedConstructError, StageNotEmulatableError) as exc:  # the parameters, at build
+        outcome.outcome, outcome.stage, outcome.reason = "refused", stage_label, str(exc)
+    except Exception as exc:  # the zoo reports every failure rather than stopping at the first
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
+        outcome.outcome, outcome.stage = "crash", stage_label
+        outcome.reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{where}"
+    outcome.seconds = time.perf_counter() - start
+    return outcome
+
+
+def refusal_allowed(outcome: KernelOutcome) -> bool:
+    """Whether a refusal is on the documented allow-list (:data:`ALLOWED_REFUSALS`)."""
+    return any(outcome.flavour == flavour and outcome.kernel.startswith(prefix) and construct in outcome.reason
+               for flavour, prefix, construct in ALLOWED_REFUSALS)
+
+
+def run_zoo(flavours=FLAVOURS, mode: str = "fast", progress: Callable[[KernelOutcome], None] | None = None,
+            kernels: list | None = None, check: bool = False) -> ZooReport:
+    """Check every zoo kernel in every flavour; ``progress(outcome)`` is called after each."""
+    report = ZooReport()
+    for kernel in kernels if kernels is not None else collect_kernels():
+        for flavour in flavours:
+            func = kernel.cuda if flavour == "dlight-gpu" else kernel.llvm
+            if func is None:
+                continue
+            outcome = check_kernel(kernel.name, func, flavour, mode=mode, reference=kernel.reference, check=check)
+            report.outcomes.append(outcome)
+            if progress is not None:
+                progress(outcome)
+    return report
+
+
+def cli_main(args) -> int:
+    """``python -m tvm_hybrid_nb zoo``: the table, then every kernel that is not ok."""
+    flavours = args.flavour or list(FLAVOURS)
+    start = time.perf_counter()
+
+    def show(outcome: KernelOutcome) -> None:
+        if args.verbose:
+            print(f"{outcome.flavour:11s} {outcome.outcome:8s} {outcome.seconds:6.1f} s  {outcome.kernel}", flush=True)
+
+    kernels = collect_kernels()
+    if args.kernel:
+        kernels = [k for k in kernels if any(k.name.startswith(prefix) for prefix in args.kernel)]
+    report = run_zoo(flavours, mode=args.mode, progress=show, check=args.check, kernels=kernels)
+    print(report.table())
+    print(f"\n{len(report.outcomes)} kernel builds, {sum(o.stages_checked for o in report.outcomes)} stages "
+          f"compared with the native build in {time.perf_counter() - start:.0f} s ({args.mode} mode"
+          + (", sanitizers on" if args.check else "") + ")")
+    problems = report.problems()
+    if problems:
+        print("\nnot ok:")
+    for o in problems:
+        allowed = " [allowed]" if o.outcome == "refused" and refusal_allowed(o) else ""
+        print(f"  {o.flavour} {o.kernel}: {o.outcome}{allowed} at stage {o.stage}: {o.reason}")
+    return 1 if any(o.outcome in ("crash", "wrong") for o in problems) else 0
+
+
+def add_parser(sub, parents, formatter_class) -> None:
+    """The ``zoo`` subcommand of the command line."""
+    p = sub.add_parser("zoo", parents=parents, formatter_class=formatter_class,
+                       help="emulate every kernel of the real-model zoo at every stage",
+                       description="Lower small tvm.relax.frontend.nn models as TVM's backends do, schedule "
+                                   "each kernel three ways (none/llvm, dlight.cpu, dlight GPU rules for cuda), "
+                                   "emulate every changed stage before MakePackedAPI and compare it with the "
+                                   "native llvm build.  Exit status 1 when a kernel crashes or is wrong.")
+    p.add_argument("--flavour", action="append", choices=FLAVOURS, help="only this flavour (repeatable)")
+    p.add_argument("--kernel", action="append", metavar="PREFIX",
+                   help="only kernels whose name (model.function) starts with PREFIX (repeatable)")
+    p.add_argument("--mode", choices=("fast", "exact"), default="fast", help="emulation mode (default fast)")
+    p.add_argument("--check", action="store_true", help="run the sanitizers too (an alarm counts as a crash)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print each kernel as it finishes")
+    p.set_defaults(func=cli_main)
