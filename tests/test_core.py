@@ -350,3 +350,23 @@ def test_shapes_given_by_expressions_are_checked_against_the_plain_sizes():
         hm.random_inputs()
     a, c = hm.random_inputs(sizes={"n": 3, "m": 8})
     assert a.shape == (5, 10) and c.shape == (3, 8)
+
+
+def test_build_lowers_under_the_callers_pass_context():
+    """``with PassContext(config=..., disabled_pass=...)`` around thn.build lowers as tvm.build would
+    there (TVM's current context is per thread, and the capture runs the build on a worker thread)."""
+    ex = get_example("matmul_parallel_vectorize")
+
+    def has_ramp(hm):
+        last = hm.stage("tirx.VectorizeLoop")
+        return "T.Ramp" in last.script
+
+    assert has_ramp(thn.build(ex.obj))
+    with tvm.transform.PassContext(config={"tirx.disable_vectorize": True}):
+        hm = thn.build(ex.obj)
+    assert not has_ramp(hm)
+    args = hm.random_inputs(seed=3)
+    assert hm.compare(*args, stage="tirx.VectorizeLoop").ok
+    outputs = hm.emulate(*[a.copy() for a in args], stage="tirx.VectorizeLoop", mode="fast")
+    expected = ex.reference(*[a for a, p in zip(args, hm.params) if not p.is_output])
+    np.testing.assert_allclose(outputs, expected, rtol=1e-5, atol=1e-5)

@@ -171,8 +171,9 @@ def run_pipeline(mod: "tvm.IRModule", target: Any,
     capture = PassCapture()
     build = build or tvm.tirx.build  # what tvm.build runs, without its deprecation warning
     start = time.perf_counter()
+    context = _context_with(capture)  # read here: TVM's current PassContext is per thread
     try:
-        lib = run_interruptibly(lambda: _build_with(capture, build, mod, target), capture.cancel)
+        lib = run_interruptibly(lambda: _build_in(context, build, mod, target), capture.cancel)
     except Exception as exc:  # TVM raises its own error types from C++
         failed = capture._stack[-1].name if capture._stack else None
         stages = [RawStage("input", snapshot_module(mod), 0.0)] + capture.stages
@@ -185,8 +186,19 @@ def run_pipeline(mod: "tvm.IRModule", target: Any,
     return lib, stages, elapsed
 
 
-def _build_with(capture: PassCapture, build: Callable[..., Any], mod, target):
-    with tvm.transform.PassContext(instruments=[capture]):
+def _context_with(capture: PassCapture) -> "tvm.transform.PassContext":
+    """The caller's current PassContext (opt_level, config such as ``tirx.disable_vectorize`` or
+    ``tirx.add_lower_pass``, required/disabled passes, instruments) plus the capture, so a build
+    under ``with PassContext(...)`` lowers as ``tvm.build`` would there."""
+    outer = tvm.transform.PassContext.current()
+    return tvm.transform.PassContext(
+        opt_level=outer.opt_level, required_pass=list(outer.required_pass),
+        disabled_pass=list(outer.disabled_pass), instruments=list(outer.instruments) + [capture],
+        config=dict(outer.config) or None)
+
+
+def _build_in(context: "tvm.transform.PassContext", build: Callable[..., Any], mod, target):
+    with context:
         return build(mod, target=target)
 
 
