@@ -34,6 +34,9 @@ from . import runtime
 from .errors import UnsupportedConstructError
 from .signature import ParamSpec
 
+#: An outermost loop of at most this many iterations lets the first loop inside it report progress
+#: even when that loop is innermost (each outer iteration may take long).
+_FEW_OUTER_ITERATIONS = 16
 _FOR_KIND_ITERATORS = {0: "range", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread_binding"}
 _INT64_MAX = (1 << 63) - 1
 
@@ -1519,13 +1522,16 @@ class HybridCodegen:
         return frame.hoisted + [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]
 
     def _inner_progress_hook(self, name: str, lo: Value, node, extent: Value, body: list) -> list[ast.stmt]:
-        """Progress inside the outermost loop (one that runs long per iteration, or only once): the
-        first loop nested in it that itself holds a loop reports ``__progress__(loop, done, extent,
+        """Progress inside the outermost loop (one that runs long per iteration, or only a few times):
+        the first loop nested in it that itself holds a loop (or any first loop, under an outer loop
+        of few iterations) reports ``__progress__(loop, done, extent,
         inner done, inner extent)``, so slow can be told from hung; the loop inside keeps the cost of
         a call per iteration negligible.  The outer loop then reports the iterations it completed."""
         outer = self.progress_outer
-        if (not self.progress or self.serial_depth != 1 or outer is None or len(outer.args) > 3
-                or not any(isinstance(n, (ast.For, ast.While)) for st in body for n in ast.walk(st))):
+        if not self.progress or self.serial_depth != 1 or outer is None or len(outer.args) > 3:
+            return []
+        few = isinstance(outer.args[2], ast.Constant) and outer.args[2].value <= _FEW_OUTER_ITERATIONS
+        if not few and not any(isinstance(n, (ast.For, ast.While)) for st in body for n in ast.walk(st)):
             return []
         outer.args.extend([ast.Constant(0), ast.Constant(0)])
         done = ast.BinOp(_name(name), ast.Sub(), lo.node) if not _is_zero(node.min) else _name(name)
