@@ -24,6 +24,7 @@ import builtins
 import contextlib
 import keyword
 import math
+import unicodedata
 from dataclasses import dataclass, field
 
 import tvm
@@ -160,6 +161,14 @@ def _np(attr: str) -> ast.expr:
     return ast.Attribute(_name("np"), attr, ast.Load())
 
 
+def ascii_identifier(text: str) -> str:
+    """``text`` as an ASCII identifier body: NFKC-normalised as Python normalises identifiers
+    (``ﬁ`` is ``fi``, ``Ⅻ`` is ``XII``, ``x²`` is ``x2``), every other character an underscore.
+    ASCII names are their own NFKC form, so distinct names stay distinct in Python."""
+    text = unicodedata.normalize("NFKC", str(text))
+    return "".join(c if (c.isascii() and (c.isalnum() or c == "_")) else "_" for c in text)
+
+
 class _Namer:
     """Distinct objects get distinct names, chosen like TVMScript's printer (``A``, ``A_1``)."""
 
@@ -168,9 +177,11 @@ class _Namer:
         self._names: dict[int, str] = {}
 
     def define(self, obj, hint: str) -> str:
-        hint = "".join(c if (c.isalnum() or c == "_") else "_" for c in (hint or "v")) or "v"
+        hint = ascii_identifier(hint or "v") or "v"
         if hint[0].isdigit():
             hint = "v_" + hint
+        if hint.startswith("__"):  # dunders are the script's own hooks (``__progress__``)
+            hint = "v" + hint
         name, n = hint, 0
         while name in self._used or keyword.iskeyword(name):
             n += 1
@@ -304,6 +315,9 @@ class HybridCodegen:
         self.buffers: dict[int, _BufferInfo] = {}
         self.var_kinds: dict[int, tuple[str, str]] = {}
         self.masks: list[ast.expr] = []
+        #: Lane conditions of the lazy ``if_then_else`` arms being generated: lanes outside them
+        #: do not evaluate the arm, so they must not trap (divide by zero) there.
+        self.lazy_masks: list[ast.expr] = []
 
     # ------------------------------------------------------------------ entry
     def function_def(self) -> tuple[ast.FunctionDef, list[ParamSpec]]:
@@ -313,6 +327,8 @@ class HybridCodegen:
             body = self.visit_stmt(self.func.body)
         except UnsupportedConstructError as exc:
             raise exc.at_stage(self.stage) if self.stage and not exc.stage else exc
+        except _CannotVectorize as exc:  # lanes that no serial fallback encloses (threads of a block)
+            raise UnsupportedConstructError("lanes", str(exc), self.stage) from None
         doc = ast.Expr(ast.Constant(self._docstring(params)))
         if self.check:
             prologue = [ast.Assign([_store_name("race_log")], ast.Call(self._use("RaceLog"), [], []))] + prologue
@@ -555,7 +571,9 @@ class HybridCodegen:
         if b_lo >= 1 and (floor_family or a_lo >= 0):
             out = ast.BinOp(a.node, plain_op(), b.node)
         else:
-            out = self._call(int_helper, a.node, b.node)
+            extra = [ast.Constant(_scalar_dtype(dtype))] if _scalar_dtype(dtype).startswith("int") else []
+            mask = self._mask_expr(self.stmt_masks + self.lazy_masks)
+            out = self._call(int_helper, a.node, b.node, *extra, kw={"mask": mask} if mask is not None else None)
         kind = self._result_kind(a, b)
         if kind == "py" and key == "prim.Div" and not self._fits(node, dtype):
             out = self._call("wrap", out, ast.Constant(dtype))  # INT_MIN / -1
@@ -652,12 +670,17 @@ class HybridCodegen:
             return Value(ast.IfExp(cond.node, t.node, f.node), t.kind, dtype, _varying(t, f))
         # Vector condition: both sides evaluated, lanes picked; reads in a side may be out of bounds
         # only in lanes that side does not supply.
-        self.masks.append(cond.node)
-        t = self.visit_expr(true_expr)
-        self.masks.pop()
-        self.masks.append(ast.UnaryOp(ast.Invert(), cond.node))
-        f = self.visit_expr(false_expr)
-        self.masks.pop()
+        saved_masks, saved_lazy = list(self.masks), list(self.lazy_masks)
+        try:
+            for arm_mask, arm in ((cond.node, true_expr), (ast.UnaryOp(ast.Invert(), cond.node), false_expr)):
+                self.masks = saved_masks + [arm_mask]
+                self.lazy_masks = saved_lazy + [arm_mask] if lazy else saved_lazy
+                if arm is true_expr:
+                    t = self.visit_expr(arm)
+                else:
+                    f = self.visit_expr(arm)
+        finally:
+            self.masks, self.lazy_masks = saved_masks, saved_lazy
         return Value(self._call("select", cond.node, t.node, f.node), "np", dtype, _varying(cond, t, f))
 
     def _unify_arms(self, t: Value, f: Value) -> tuple[Value, Value]:
@@ -952,7 +975,10 @@ class HybridCodegen:
             if views is not None:
                 return Value(self._call("read_written", *views, ast.Constant(info.name), _name(info.shadow)),
                              "np", _dtype(node), True)
-            return Value(self._access_call(info, values, write=False), "np", _dtype(node), True)
+            # ``access`` returns one value per lane only where lanes, lane indices or masks are involved.
+            varying = (_varying(*values) or bool(info.prefix) or info.per_thread or bool(self._race_lanes())
+                       or bool(self.stmt_masks or self.masks))
+            return Value(self._access_call(info, values, write=False), "np", _dtype(node), varying)
         view = self._lane_view(info, indices, values)
         if view is not None:
             return Value(view, "np", _dtype(node), True)
@@ -2067,8 +2093,9 @@ def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lane
 
 
 def _python_name(name: str) -> str:
-    clean = "".join(c if (c.isalnum() or c == "_") else "_" for c in name) or "kernel"
-    if clean[0].isdigit() or keyword.iskeyword(clean) or hasattr(builtins, clean):
+    clean = ascii_identifier(name) or "kernel"
+    if (clean[0].isdigit() or keyword.iskeyword(clean) or hasattr(builtins, clean) or clean.startswith("_")
+            or clean in vars(runtime) or clean == "race_log"):
         clean = "k_" + clean
     return clean
 

@@ -340,14 +340,30 @@ def wrap(value, dtype):
     return (value - info.min) % span + info.min
 
 
-def _check_divisor(b):
-    if np.any(np.asarray(b) == 0):
+def _check_divisor(a, b, dtype=None, mask=None):
+    """Raise where the hardware traps: a zero divisor, or ``INT_MIN / -1`` of a signed dtype
+    (x86's ``idiv`` raises SIGFPE for both; LLVM calls the overflow undefined).  Lanes where
+    ``mask`` is false (the untaken arm of a lazy ``if_then_else``, a branch not taken) do not
+    divide: a zero divisor there becomes 1.  Returns the divisor to use."""
+    taken = True if mask is None else np.asarray(mask, dtype=bool)
+    zero = np.asarray(b) == 0
+    if np.any(zero & taken):
         raise ZeroDivisionError("integer division by zero")
+    if dtype is None and not (isinstance(a, int) and isinstance(b, int)):
+        dtype = np.result_type(a, b)
+    if dtype is not None and np.dtype(dtype).kind == "i":
+        low = np.iinfo(dtype).min
+        if np.any((np.asarray(a) == low) & (np.asarray(b) == -1) & taken):
+            raise OverflowError(f"integer division overflow: {low} / -1 does not fit {np.dtype(dtype)} "
+                                f"(the native kernel traps with SIGFPE)")
+    if mask is not None and np.any(zero):
+        b = np.where(taken, b, np.ones((), np.asarray(b).dtype))
+    return b
 
 
-def truncdiv(a, b):
+def truncdiv(a, b, dtype=None, mask=None):
     """Integer division rounding toward zero (TIR ``Div`` on integers, C semantics)."""
-    _check_divisor(b)
+    b = _check_divisor(a, b, dtype, mask)
     if isinstance(a, int) and isinstance(b, int):
         q = abs(a) // abs(b)
         return q if (a < 0) == (b < 0) else -q
@@ -355,24 +371,24 @@ def truncdiv(a, b):
     return (a - r) // b
 
 
-def truncmod(a, b):
+def truncmod(a, b, dtype=None, mask=None):
     """Remainder with the sign of the dividend (TIR ``Mod`` on integers, C ``%``)."""
-    _check_divisor(b)
+    b = _check_divisor(a, b, dtype, mask)
     if isinstance(a, int) and isinstance(b, int):
         r = abs(a) % abs(b)
         return r if a >= 0 else -r
     return np.fmod(a, b)
 
 
-def floordiv(a, b):
+def floordiv(a, b, dtype=None, mask=None):
     """Integer division rounding toward minus infinity (TIR ``FloorDiv``)."""
-    _check_divisor(b)
+    b = _check_divisor(a, b, dtype, mask)
     return a // b
 
 
-def floormod(a, b):
+def floormod(a, b, dtype=None, mask=None):
     """Remainder with the sign of the divisor (TIR ``FloorMod``)."""
-    _check_divisor(b)
+    b = _check_divisor(a, b, dtype, mask)
     return a % b
 
 
@@ -387,10 +403,51 @@ def float_floormod(a, b):
 
 
 # --------------------------------------------------------------------------- conversions
+def _float_to_int32_or_64(x, bits):
+    """x86 ``cvttss2si``/``cvttsd2si``: truncate toward zero; NaN and out-of-range values give
+    the "integer indefinite" ``INT_MIN`` of the width.  Returns int64."""
+    t = np.trunc(np.asarray(x, np.float64))
+    limit = 2.0 ** (bits - 1)
+    ok = (t >= -limit) & (t < limit)  # False for NaN
+    return np.where(ok, t, -limit).astype(np.int64)
+
+
+def _float_to_int(x, dtype):
+    """Float → integer as the native LLVM kernel computes it on x86-64 (measured, vectorised
+    loops): in-range values truncate; NaN, infinities and out-of-range values follow the
+    instruction sequences LLVM emits (``fptosi``/``fptoui`` of such values are poison in LLVM
+    IR, so scalar remainder iterations of a native loop may differ)."""
+    dtype = np.dtype(dtype)
+    src = np.asarray(x).dtype
+    if dtype.itemsize == 8:
+        t1 = _float_to_int32_or_64(x, 64)
+        if dtype.kind == "i":
+            return t1
+        t2 = _float_to_int32_or_64(np.asarray(x, np.float64) - 2.0 ** 63, 64)
+        return (t1 | (t2 & (t1 >> 63))).view(np.uint64)
+    t1 = _float_to_int32_or_64(x, 32)
+    if dtype == np.uint32:
+        t2 = _float_to_int32_or_64(np.asarray(x, np.float64) - 2.0 ** 31, 32)
+        sign = np.where(t1 < 0, np.int64(-1), np.int64(0))
+        return ((t1 | (t2 & sign)) & 0xFFFFFFFF).astype(np.uint32)
+    if dtype == np.int32:
+        return t1.astype(np.int32)
+    if dtype == np.uint16 or (dtype == np.int16 and src == np.float16):
+        return t1.astype(dtype)  # the low bits (wrap)
+    info = np.iinfo(dtype)
+    return np.clip(t1, info.min, info.max).astype(dtype)  # packed with saturation
+
+
 def cast(value, dtype):
-    """Convert like TVM's ``Cast``: integers wrap, floats round to nearest, float→int truncates."""
+    """Convert like TVM's ``Cast``: integers wrap, floats round to nearest, float→int truncates
+    (NaN and out-of-range values as the native kernel converts them, see ``_float_to_int``)."""
     arr = np.asarray(value)
-    out = (arr != 0) if dtype == "bool" else arr.astype(dtype)
+    if dtype == "bool":
+        out = arr != 0
+    elif arr.dtype.kind == "f" and np.dtype(dtype).kind in "iu":
+        out = _float_to_int(arr, dtype)
+    else:
+        out = arr.astype(dtype)
     return out[()] if out.ndim == 0 else out
 
 
@@ -566,6 +623,8 @@ def popcount(x):
 
 #: Which helpers each helper calls, so a script gets everything it needs.
 HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "cast": ("_float_to_int",),
+    "_float_to_int": ("_float_to_int32_or_64",),
     "truncdiv": ("_check_divisor",),
     "truncmod": ("_check_divisor",),
     "floordiv": ("_check_divisor",),
