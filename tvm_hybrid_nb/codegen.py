@@ -812,9 +812,20 @@ class HybridCodegen:
     def _race_lanes(self) -> list["_Axis"]:
         return [ax for ax in self.axes if ax.race]
 
+    def _statement_lanes(self) -> list["_Axis"]:
+        """Sanitizer: threads of a block before explicit barriers (``s_tir.ThreadSync``).  The IR
+        implies a barrier between statements, none inside one: conflicting accesses of one
+        statement by different threads are a race at every stage."""
+        if not self.check or self._race_lanes():
+            return []
+        return [ax for ax in self.axes if ax.is_thread]
+
+    def _logged_lanes(self) -> list["_Axis"]:
+        return self._race_lanes() or self._statement_lanes()
+
     def _sanitized(self, info: _BufferInfo) -> bool:
         # Copies made per fast-mode lane are still shared by the threads (race lanes) of that lane.
-        return self.check and (info.shadow is not None or (not info.per_thread and bool(self._race_lanes())))
+        return self.check and (info.shadow is not None or (not info.per_thread and bool(self._logged_lanes())))
 
     def _access_call(self, info: _BufferInfo, values: list[Value], write: bool, value: ast.expr | None = None):
         keywords = {}
@@ -826,8 +837,10 @@ class HybridCodegen:
             keywords["mask"] = self._mask_expr(masks)
         if info.shadow is not None:
             keywords["shadow"] = _name(info.shadow)
-        lanes = self._race_lanes()
+        lanes = self._logged_lanes()
         if lanes and not info.per_thread:
+            if not self._race_lanes():
+                keywords["statement"] = ast.Constant(True)
             keywords["log"] = _name("race_log")
             keywords["lanes"] = ast.Tuple([ast.Tuple([ast.Constant(ax.axis), ax.extent, ast.Constant(ax.tag)],
                                                      ast.Load()) for ax in lanes], ast.Load())
@@ -837,7 +850,7 @@ class HybridCodegen:
     def _checked_views(self, info: _BufferInfo, indices, values: list[Value]) -> tuple | None:
         """Sanitizer, fast mode: an allocation's access as lane views of the buffer and of its
         written-marks, where no race record is needed (no racing lanes) and the access is a view."""
-        if info.shadow is None or self._race_lanes():
+        if info.shadow is None or self._logged_lanes():
             return None
         view = self._lane_view(info, indices, values)
         if view is None:
@@ -976,7 +989,7 @@ class HybridCodegen:
                 return Value(self._call("read_written", *views, ast.Constant(info.name), _name(info.shadow)),
                              "np", _dtype(node), True)
             # ``access`` returns one value per lane only where lanes, lane indices or masks are involved.
-            varying = (_varying(*values) or bool(info.prefix) or info.per_thread or bool(self._race_lanes())
+            varying = (_varying(*values) or bool(info.prefix) or info.per_thread or bool(self._logged_lanes())
                        or bool(self.stmt_masks or self.masks))
             return Value(self._access_call(info, values, write=False), "np", _dtype(node), varying)
         view = self._lane_view(info, indices, values)
@@ -999,7 +1012,17 @@ class HybridCodegen:
         indices = list(node.indices)
         values = [self.visit_expr(i) for i in indices]
         self._check_vector_buffer(info, values)
-        return self._store(info, indices, values, self.visit_expr(node.value).node)
+        stored = self.visit_expr(node.value)
+        value = stored.node
+        if (stored.varying and self.axes and not _varying(*values) and not info.prefix and not info.per_thread
+                and not self._sanitized(info)):
+            # Every lane writes this one element (a race between threads): the last lane's value is
+            # one valid outcome.  (The sanitizer reports it as a race.)
+            value = self._call("last_lane", value, ast.Constant(_lanes(_dtype(node.value)) > 1))
+        out = self._store(info, indices, values, value)
+        if self._statement_lanes() and self._sanitized(info) and not info.per_thread:
+            out.insert(0, ast.Expr(ast.Call(ast.Attribute(_name("race_log"), "new_statement", ast.Load()), [], [])))
+        return out
 
     def _store(self, info: _BufferInfo, indices, values: list[Value], value: ast.expr) -> list[ast.stmt]:
         """``buffer[indices] = value`` by the access rules: sanitizer, lane view, proven subscript or

@@ -75,18 +75,29 @@ class RaceLog:
     """Sanitizer: the elements each lane touched since the last barrier, per buffer.
 
     Two different lanes touching one element, at least one of them writing, with no barrier in
-    between, is a race, whatever order the emulator ran them in.
+    between, is a race, whatever order the emulator ran them in.  Lanes that only write, all the
+    same value (bit for bit), are not: whichever write lands last, the element holds that value
+    (dlight's CPU schedules recompute a shared value in several parallel iterations).
+
+    ``statement=True`` records are kept for one statement only (threads before
+    ``s_tir.ThreadSync``, where the IR implies a barrier between statements but none inside one).
     """
 
     def __init__(self):
         self.records = {}
+        self.statement = {}
 
-    def record(self, name, shape, index, lane_ids, write, lanes):
+    def new_statement(self):
+        self.statement = {}
+
+    def record(self, name, shape, index, lane_ids, write, lanes, values=None, statement=False):
         elems = np.ravel_multi_index(index, shape) if index else np.zeros(lane_ids.shape, np.int64)
-        entry = self.records.setdefault(name, (shape, lanes, []))
-        entry[2].append((elems, lane_ids, write))
+        book = self.statement if statement else self.records
+        entry = book.setdefault(name, (shape, lanes, []))
+        item = (elems, lane_ids, write, values)
+        entry[2].append(item)
         if write:
-            self._check(name, shape, lanes, [(elems, lane_ids, True)])
+            self._check(name, shape, lanes, entry[2] if statement else [item])
 
     def flush(self, where="end of the parallel region"):
         try:
@@ -95,31 +106,63 @@ class RaceLog:
         finally:
             self.records = {}
 
+    @staticmethod
+    def _value_keys(items, sizes):
+        """The bits of each written value (one key per access), or None when some write has no
+        comparable value (buffers of vectors)."""
+        keys = []
+        for (_, _, write, values), size in zip(items, sizes):
+            if not write:
+                keys.append(np.zeros(size, np.uint64))
+                continue
+            values = None if values is None else np.ascontiguousarray(values)
+            if values is None or values.ndim != 1 or values.dtype.itemsize not in (1, 2, 4, 8):
+                return None
+            keys.append(values.view(f"u{values.dtype.itemsize}").astype(np.uint64))
+        return np.concatenate(keys)
+
     def _check(self, name, shape, lanes, items, where="one statement"):
-        elems = np.concatenate([e for e, _, _ in items])
-        ids = np.concatenate([l for _, l, _ in items])
-        writes = np.concatenate([np.full(e.shape, w) for e, _, w in items])
+        elems = np.concatenate([e for e, _, _, _ in items])
+        ids = np.concatenate([l for _, l, _, _ in items])
+        writes = np.concatenate([np.full(e.shape, w) for e, _, w, _ in items])
+        keys = self._value_keys(items, [e.size for e, _, _, _ in items])
         written = np.unique(elems[writes])
         if written.size == 0:
             return
         keep = np.isin(elems, written)
         elems, ids, writes = elems[keep], ids[keep], writes[keep]
+        keys = keys[keep] if keys is not None else None
         order = np.lexsort((ids, elems))
         elems, ids, writes = elems[order], ids[order], writes[order]
         starts = np.flatnonzero(np.r_[True, elems[1:] != elems[:-1]])
         low = np.minimum.reduceat(ids, starts)
         high = np.maximum.reduceat(ids, starts)
-        bad = np.flatnonzero(low != high)
+        conflict = low != high
+        if keys is not None:  # only writes, all of one value: no harm in any order
+            keys = keys[order]
+            same = ((np.minimum.reduceat(keys, starts) == np.maximum.reduceat(keys, starts))
+                    & np.logical_and.reduceat(writes, starts))
+            conflict &= ~same
+        bad = np.flatnonzero(conflict)
         if bad.size:
             k = starts[bad[0]]
             where_index = np.unravel_index(elems[k], shape)
             raise RuntimeError(
                 f"data race on {name}{[int(i) for i in where_index]}: lanes ({_lane_text(lanes, int(low[bad[0]]))}) "
-                f"and ({_lane_text(lanes, int(high[bad[0]]))}) both access it, at least one writing, "
-                f"with no barrier in between (checked at {where})")
+                f"and ({_lane_text(lanes, int(high[bad[0]]))}) both access it, at least one writing "
+                f"(different values), with no barrier in between (checked at {where})")
 
 
-def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=()):
+def last_lane(value, vector=False):
+    """Many lanes writing one element in one statement (a race): the value of the last lane in
+    thread order, one valid outcome.  ``vector``: the last axis holds a vector's lanes."""
+    value = np.asarray(value)
+    lead = value.ndim - (1 if vector else 0)
+    return value[(-1,) * lead] if lead > 0 else value[()]
+
+
+def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=(),
+           statement=False):
     """Sanitizer access (``check=True``): bounds, reads of never-written allocation elements, and
     the per-lane record for race detection; then the read (returned) or write itself."""
     index = tuple(np.asarray(i) for i in index)
@@ -144,10 +187,12 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
         raise IndexError(f"out-of-bounds {'write' if write else 'read'} of {name}{list(first)} "
                          f"(shape {tuple(buffer.shape)})")
     sel = tuple(f[keep] for f in full)
+    written = np.broadcast_to(value, shape + extra)[keep] if write else None
     if log is not None and lanes:
-        log.record(name, buffer.shape[:len(index)], sel, _lane_ids(lanes, shape)[keep], write, lanes)
+        log.record(name, buffer.shape[:len(index)], sel, _lane_ids(lanes, shape)[keep], write, lanes, written,
+                   statement)
     if write:
-        buffer[sel] = np.broadcast_to(value, shape + extra)[keep]
+        buffer[sel] = written
         if shadow is not None:
             shadow[sel] = True
         return None
