@@ -318,6 +318,9 @@ class HybridCodegen:
         #: Lane conditions of the lazy ``if_then_else`` arms being generated: lanes outside them
         #: do not evaluate the arm, so they must not trap (divide by zero) there.
         self.lazy_masks: list[ast.expr] = []
+        #: Sanitizer: generating the value of a store to thread-local memory, where reads of
+        #: never-written thread-local elements are deferred (see runtime.access, ``poison``).
+        self.defer_poison = False
 
     # ------------------------------------------------------------------ entry
     def function_def(self) -> tuple[ast.FunctionDef, list[ParamSpec]]:
@@ -657,7 +660,11 @@ class HybridCodegen:
 
     # ------------------------------------------------------------------ conditionals
     def _conditional(self, cond_expr, true_expr, false_expr, dtype: str, lazy: bool) -> Value:
-        cond = self.visit_expr(cond_expr)
+        saved_defer, self.defer_poison = self.defer_poison, False  # a branch must be decided by initialised values
+        try:
+            cond = self.visit_expr(cond_expr)
+        finally:
+            self.defer_poison = saved_defer
         lanes = _lanes(dtype)
         if self._scalar_lanes(cond) and (lazy or lanes == 1):
             # Scalar condition: only the chosen side runs (identical values; the unchosen side of a
@@ -809,6 +816,10 @@ class HybridCodegen:
         if _lanes(info.dtype) > 1 and (_varying(*values) or info.prefix or info.per_thread):
             raise _CannotVectorize(f"buffer of vectors {info.name} indexed per lane")
 
+    def _defers_poison(self, info: _BufferInfo) -> bool:
+        """Whether uninitialised thread-local values may flow into ``info`` without an error yet."""
+        return self.check and info.per_thread and info.shadow is not None
+
     def _race_lanes(self) -> list["_Axis"]:
         return [ax for ax in self.axes if ax.race]
 
@@ -837,6 +848,8 @@ class HybridCodegen:
             keywords["mask"] = self._mask_expr(masks)
         if info.shadow is not None:
             keywords["shadow"] = _name(info.shadow)
+        if self._defers_poison(info) and (write or self.defer_poison):
+            keywords["poison"] = _name("race_log")
         lanes = self._logged_lanes()
         if lanes and not info.per_thread:
             if not self._race_lanes():
@@ -981,7 +994,11 @@ class HybridCodegen:
     def visit_TensorLoad(self, node) -> Value:
         info = self._buffer(node.source)
         indices = list(node.indices)
-        values = [self.visit_expr(i) for i in indices]
+        saved_defer, self.defer_poison = self.defer_poison, False  # an address must be initialised
+        try:
+            values = [self.visit_expr(i) for i in indices]
+        finally:
+            self.defer_poison = saved_defer
         self._check_vector_buffer(info, values)
         if self._sanitized(info):
             views = self._checked_views(info, indices, values)
@@ -1012,7 +1029,12 @@ class HybridCodegen:
         indices = list(node.indices)
         values = [self.visit_expr(i) for i in indices]
         self._check_vector_buffer(info, values)
-        stored = self.visit_expr(node.value)
+        saved_defer = self.defer_poison
+        self.defer_poison = self._defers_poison(info)
+        try:
+            stored = self.visit_expr(node.value)
+        finally:
+            self.defer_poison = saved_defer
         value = stored.node
         if (stored.varying and self.axes and not _varying(*values) and not info.prefix and not info.per_thread
                 and not self._sanitized(info)):
@@ -1179,7 +1201,8 @@ class HybridCodegen:
             extents = [ast.Constant(self.thread_extents.get(tag, 1))
                        for tag in ("threadIdx.z", "threadIdx.y", "threadIdx.x")]
             call = self._call("warp_shuffle", ast.Constant(kind), self.to_np(value).node, offset.node, width.node,
-                              ast.Tuple(extents, ast.Load()))
+                              ast.Tuple(extents, ast.Load()),
+                              kw={"poison": _name("race_log")} if self.defer_poison else None)
             return Value(call, "np", dtype, True)
         if short == "tvm_warp_activemask":
             if self.stmt_masks:

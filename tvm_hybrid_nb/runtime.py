@@ -86,6 +86,12 @@ class RaceLog:
     def __init__(self):
         self.records = {}
         self.statement = {}
+        #: Lanes whose value in the statement being run came from never-written memory (see ``access``).
+        self.pending = None
+
+    def taint(self, lanes):
+        """Mark ``lanes`` (a boolean lane array) as carrying an uninitialised value."""
+        self.pending = lanes if self.pending is None else (self.pending | lanes)
 
     def new_statement(self):
         self.statement = {}
@@ -125,32 +131,41 @@ class RaceLog:
         elems = np.concatenate([e for e, _, _, _ in items])
         ids = np.concatenate([l for _, l, _, _ in items])
         writes = np.concatenate([np.full(e.shape, w) for e, _, w, _ in items])
+        seq = np.concatenate([np.full(e.shape, k) for k, (e, _, _, _) in enumerate(items)])
         keys = self._value_keys(items, [e.size for e, _, _, _ in items])
         written = np.unique(elems[writes])
         if written.size == 0:
             return
         keep = np.isin(elems, written)
-        elems, ids, writes = elems[keep], ids[keep], writes[keep]
+        elems, ids, writes, seq = elems[keep], ids[keep], writes[keep], seq[keep]
         keys = keys[keep] if keys is not None else None
         order = np.lexsort((ids, elems))
-        elems, ids, writes = elems[order], ids[order], writes[order]
+        elems, ids, writes, seq = elems[order], ids[order], writes[order], seq[order]
         starts = np.flatnonzero(np.r_[True, elems[1:] != elems[:-1]])
         low = np.minimum.reduceat(ids, starts)
         high = np.maximum.reduceat(ids, starts)
         conflict = low != high
-        if keys is not None:  # only writes, all of one value: no harm in any order
+        if keys is not None and conflict.any():
+            # Harmless: every write of the element stores one value (bit for bit), and every lane
+            # reading it wrote it itself before, so each read sees that value in any order.
             keys = keys[order]
-            same = ((np.minimum.reduceat(keys, starts) == np.maximum.reduceat(keys, starts))
-                    & np.logical_and.reduceat(writes, starts))
-            conflict &= ~same
+            big = np.iinfo(np.uint64).max
+            write_keys = np.where(writes, keys, 0)
+            same = (np.minimum.reduceat(np.where(writes, keys, big), starts)
+                    == np.maximum.reduceat(write_keys, starts))
+            pairs = np.unique(np.stack([elems, ids]), axis=1, return_inverse=True)[1].reshape(-1)
+            first_write = np.full(pairs.max() + 1, np.iinfo(np.int64).max)
+            np.minimum.at(first_write, pairs[writes], seq[writes])
+            read_ok = writes | (first_write[pairs] < seq)
+            conflict &= ~(same & np.logical_and.reduceat(read_ok, starts))
         bad = np.flatnonzero(conflict)
         if bad.size:
             k = starts[bad[0]]
             where_index = np.unravel_index(elems[k], shape)
             raise RuntimeError(
                 f"data race on {name}{[int(i) for i in where_index]}: lanes ({_lane_text(lanes, int(low[bad[0]]))}) "
-                f"and ({_lane_text(lanes, int(high[bad[0]]))}) both access it, at least one writing "
-                f"(different values), with no barrier in between (checked at {where})")
+                f"and ({_lane_text(lanes, int(high[bad[0]]))}) both access it, at least one writing, with no "
+                f"barrier in between (checked at {where})")
 
 
 def last_lane(value, vector=False):
@@ -162,9 +177,15 @@ def last_lane(value, vector=False):
 
 
 def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=(),
-           statement=False):
+           statement=False, poison=None):
     """Sanitizer access (``check=True``): bounds, reads of never-written allocation elements, and
-    the per-lane record for race detection; then the read (returned) or write itself."""
+    the per-lane record for race detection; then the read (returned) or write itself.
+
+    ``poison`` (a :class:`RaceLog`) follows MemorySanitizer's rule for a thread's registers: a
+    never-written element read into a value that is only stored to thread-local memory is no error
+    yet; the lanes carrying it are remembered and the stored element stays "never written", so the
+    error comes if and when the value reaches shared or global memory, a branch or an address.
+    """
     index = tuple(np.asarray(i) for i in index)
     # A buffer of vectors (float32x3 after StorageRewrite): each element is a row of lanes.
     extra = tuple(buffer.shape[len(index):])
@@ -176,6 +197,9 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
         shapes.append(np.shape(mask))
     if write:
         shapes.append(np.shape(value)[:np.ndim(value) - len(extra)])
+    tainted = poison.pending if write and poison is not None else None
+    if tainted is not None:
+        shapes.append(np.shape(tainted))
     shape = np.broadcast_shapes(*shapes)
     full = [np.broadcast_to(i, shape) for i in index]
     keep = np.broadcast_to(np.asarray(True if mask is None else mask, dtype=bool), shape)
@@ -194,12 +218,18 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     if write:
         buffer[sel] = written
         if shadow is not None:
-            shadow[sel] = True
+            shadow[sel] = True if tainted is None else ~np.broadcast_to(tainted, shape)[keep]
+        if poison is not None:
+            poison.pending = None
         return None
     if shadow is not None:
         written = shadow[sel]
         written = written.all(axis=tuple(range(1, written.ndim))) if written.ndim > 1 else written
-        if not np.all(written):
+        if poison is not None and not np.all(written):
+            unset = np.zeros(shape, bool)
+            unset[keep] = ~written
+            poison.taint(unset)
+        elif not np.all(written):
             first = tuple(int(s[~written][0]) for s in sel)
             raise RuntimeError(f"read of {name}{list(first)}, an element of a buffer allocation that was never "
                                f"written")
@@ -337,9 +367,10 @@ def thread_allreduce(combine, value, axes, extents, ndim=12):
     return np.expand_dims(acc, tuple(axes))
 
 
-def warp_shuffle(kind, value, offset, width, extents, ndim=12):
+def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None):
     """``tvm_warp_shuffle`` (kind "idx"), ``_down`` and ``_up`` over threads numbered x fastest,
-    warps of 32 consecutive threads split into segments of ``width`` lanes."""
+    warps of 32 consecutive threads split into segments of ``width`` lanes.  With ``poison``
+    (sanitizer), the lanes carrying uninitialised values move with the values."""
     full = _lane_array(value, ndim)
     shape = list(full.shape)
     shape[:len(extents)] = extents
@@ -354,7 +385,11 @@ def warp_shuffle(kind, value, offset, width, extents, ndim=12):
         src = np.where(pos + offset < width, lane + offset, lane)
     else:
         src = np.where(pos >= offset, lane - offset, lane)
-    return flat[np.minimum(src, count - 1)].reshape(full.shape)
+    src = np.minimum(src, count - 1)
+    if poison is not None and poison.pending is not None:
+        tainted = np.broadcast_to(_lane_array(poison.pending, ndim), full.shape)
+        poison.pending = tainted.reshape(flat.shape)[src].reshape(full.shape)
+    return flat[src].reshape(full.shape)
 
 
 def warp_activemask():
