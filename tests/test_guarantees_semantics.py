@@ -495,3 +495,178 @@ def test_any_names_give_ascii_identifiers_unique_after_nfkc(a_name, b_name, func
         elif not stage.emulatable:
             assert stage.index >= hm.packed_api_index, stage.reason
     assert hm.stages[0].emulatable
+
+
+# =========================================================================== adversarial: emulation vs native
+def _bits(x):
+    x = np.asarray(x)
+    return x.view(f"u{x.itemsize}") if x.dtype != np.bool_ else x.view(np.uint8)
+
+
+def _elementwise(dtype, fn, n, vectorize=False, inputs=1):
+    from tvm import s_tir
+
+    tensors = [te.placeholder((n,), dtype, name=name) for name in "AB"[:inputs]]
+    out = te.compute((n,), lambda i: fn(*[t[i] for t in tensors], i), name="C")
+    sch = s_tir.Schedule(te.create_prim_func(tensors + [out]))
+    if vectorize:
+        (loop,) = sch.get_loops(sch.get_sblock("C"))
+        sch.vectorize(sch.split(loop, [None, 4])[1])
+    return thn.build(sch)
+
+
+def _assert_bit_identical_to_native(hm, args):
+    """Every changed stage, both modes: the outputs' bits equal the native kernel's."""
+    native = hm.run_native(*[a.copy() for a in args])
+    native = native if isinstance(native, tuple) else (native,)
+    for stage in _changed_stages(hm):
+        for mode in MODES:
+            got = hm.emulate(*[a.copy() for a in args], stage=stage.index, mode=mode)
+            got = got if isinstance(got, tuple) else (got,)
+            for g, n in zip(got, native):
+                np.testing.assert_array_equal(_bits(g), _bits(n), err_msg=f"{stage.label} {mode}")
+
+
+_NAN_PAYLOADS = np.array([0x7FC00000, 0xFFC00000, 0x7FC00001, 0xFFC12345, 0x7F800001, 0xFF800001, 0x7FBFFFFF,
+                          0x00000000, 0x80000000, 0x3F800000, 0xBF800000, 0x7F800000, 0xFF800000, 0x00000001,
+                          0x80000001, 0x7F7FFFFF], np.uint32).view(np.float32)
+_NAN_KERNELS = {
+    "negation": lambda x, i: -x,
+    "times minus one": lambda x, i: x * tirx.const(-1.0, "float32"),
+    "select of a negation": lambda x, i: tirx.Select(x > 0, x, -x),
+    "max": lambda x, i: tirx.max(x, tirx.const(0.0, "float32")),
+    "min with -0": lambda x, i: tirx.min(x, tirx.const(-0.0, "float32")),
+    "float64 round trip": lambda x, i: x.astype("float64").astype("float32"),
+    "float16 round trip": lambda x, i: x.astype("float16").astype("float32"),
+    "exp of a NaN": lambda x, i: tirx.if_then_else(x != x, tirx.exp(x), x),
+    "log of a NaN": lambda x, i: tirx.if_then_else(x != x, tirx.log(x), x),
+    "sin of a NaN": lambda x, i: tirx.if_then_else(x != x, tirx.sin(x), x),
+    "tanh of a NaN": lambda x, i: tirx.if_then_else(x != x, tirx.tanh(x), x),
+    "sigmoid of a NaN": lambda x, i: tirx.if_then_else(x != x, tirx.sigmoid(x), x),
+}
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+@pytest.mark.parametrize("kernel", sorted(_NAN_KERNELS))
+def test_nan_payloads_and_signs_are_the_natives_in_both_modes(kernel, vectorize):
+    hm = _elementwise("float32", _NAN_KERNELS[kernel], 16, vectorize)
+    _assert_bit_identical_to_native(hm, [_NAN_PAYLOADS.copy(), np.zeros(16, "float32")])
+
+
+def test_float16_nans_and_edges_are_the_natives():
+    halves = np.array([0x7E00, 0xFE00, 0x7C01, 0xFC01, 0x7DFF, 0x0001, 0x8000, 0x7BFF, 0xFBFF, 0x3C00, 0x0400, 0x03FF],
+                      np.uint16).view(np.float16)
+    for fn in (lambda x, i: x.astype("float64"), lambda x, i: -x, lambda x, i: x * x + x,
+               lambda x, i: x.astype("float32")):
+        _assert_bit_identical_to_native(_elementwise("float16", fn, 12), [halves.copy(), np.zeros(12, "float16")]
+                                        if fn(te.placeholder((1,), "float16")[0], 0).ty.dtype == "float16" else
+                                        [halves.copy(), np.zeros(12, str(fn(te.placeholder((1,), "float16")[0],
+                                                                             0).ty.dtype))])
+    doubles = np.array([0x7FF8000000000000, 0xFFF8000000000000, 0x7FF0000000000001, 0x7FF0000020000000, 1],
+                       np.uint64).view(np.float64)
+    hm = _elementwise("float64", lambda x, i: x.astype("float16"), 5)
+    _assert_bit_identical_to_native(hm, [doubles.copy(), np.zeros(5, "float16")])
+    big = np.array([65504, 65504, 6e-8, -6e-8, 300, 1e-4], "float16")
+    hm = _elementwise("float16", lambda a, b, i: a * b + a, 6, inputs=2)
+    _assert_bit_identical_to_native(hm, [big.copy(), np.array([16, 32, 6e-8, 6e-8, 300, 1e-4], "float16"),
+                                         np.zeros(6, "float16")])
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_negative_zero_survives_as_natively(vectorize):
+    a = np.array([0.0, -0.0, -0.0, 0.0, -0.3, -0.5, 0.4, -0.0], "float32")
+    b = np.array([-0.0, 0.0, -0.0, 0.0, -0.0, -1.0, 0.0, 2.0], "float32")
+    for fn in (lambda x, y, i: x - y, lambda x, y, i: tirx.Select(x == y, x, y), lambda x, y, i: -x * y,
+               lambda x, y, i: tirx.floor(x) * y + tirx.round(x), lambda x, y, i: tirx.max(x, y) + tirx.min(y, x)):
+        _assert_bit_identical_to_native(_elementwise("float32", fn, 8, vectorize, inputs=2),
+                                        [a.copy(), b.copy(), np.zeros(8, "float32")])
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_integer_overflow_wraps_as_natively(vectorize):
+    cases = [("int32", lambda a, b, i: a + b, [2**31 - 1, -2**31, 5, 7], [1, -1, 2**31 - 1, -2**31]),
+             ("int16", lambda a, b, i: a * b, [300, -300, 32767, -32768], [300, 300, 2, -1]),
+             ("uint8", lambda a, b, i: a * b - b, [30, 200, 255, 0], [30, 2, 255, 1]),
+             ("int8", lambda a, b, i: -a + tirx.abs(b), [-128, 127, 0, -1], [-128, 1, 0, -1]),
+             ("int32", lambda a, b, i: i * 1000000007 + a * b, [65536, 1, -65536, 3], [65536, 2, 65536, 4]),
+             ("uint16", lambda a, b, i: ~a + b, [0, 1, 65535, 4], [0, 65535, 1, 2])]
+    for dtype, fn, x, y in cases:
+        _assert_bit_identical_to_native(_elementwise(dtype, fn, 4, vectorize, inputs=2),
+                                        [np.array(x, dtype), np.array(y, dtype), np.zeros(4, dtype)])
+
+
+@T.prim_func
+def _index_overflow(A: T.Buffer((16,), "int32"), B: T.Buffer((16,), "int32")):
+    T.func_attr({"global_symbol": "main"})
+    for i in T.parallel(16):
+        B[i] = A[T.floormod(A[i] * 1000003 + i * 7, 16)] + A[i] * A[i] * 65536 + i * 2147483647
+
+
+def test_index_arithmetic_overflow_wraps_as_natively():
+    hm = thn.build(_index_overflow)
+    _assert_bit_identical_to_native(hm, [np.arange(16, dtype="int32") * 300007, np.zeros(16, "int32")])
+
+
+def test_shift_counts_outside_the_bit_width_are_caught_by_the_sanitizer():
+    hm = _elementwise("int32", lambda a, b, i: a << b, 4, inputs=2)
+    x = np.array([1, -1, 5, -8], "int32")
+    in_range = np.array([0, 1, 31, 30], "int32")
+    native = hm.run_native(x, in_range, np.zeros(4, "int32"))
+    for mode in MODES:
+        np.testing.assert_array_equal(hm.emulate(x, in_range, np.zeros(4, "int32"), mode=mode, check=True), native)
+        with pytest.raises(EmulationError, match="shift by 32 of a 32-bit integer"):
+            hm.emulate(x, np.array([0, 32, 1, 2], "int32"), np.zeros(4, "int32"), mode=mode, check=True)
+
+
+@T.prim_func
+def _bools(A: T.Buffer((8,), "bool"), B: T.Buffer((8,), "bool"), C: T.Buffer((8,), "int32")):
+    T.func_attr({"global_symbol": "main"})
+    for i in T.parallel(8):
+        B[i] = T.Or(T.And(A[i], T.Not(A[7 - i])), T.And(T.Not(A[i]), A[7 - i]))
+    for i in range(8):
+        C[i] = T.Cast("int32", A[i]) + T.Cast("int32", B[i]) * 2 + T.Select(A[i], 5, 6)
+
+
+def test_bool_buffers_as_natively():
+    hm = thn.build(_bools)
+    _assert_bit_identical_to_native(hm, [np.array([1, 0, 1, 1, 0, 0, 1, 0], bool), np.zeros(8, bool),
+                                         np.zeros(8, "int32")])
+
+
+@T.prim_func
+def _empty_loops(A: T.Buffer((4,), "int32"), B: T.Buffer((4,), "int32")):
+    T.func_attr({"global_symbol": "main"})
+    for i in range(4):
+        B[i] = A[i]
+    for j in range(0):
+        B[j] = 99
+    for k in T.parallel(0):
+        B[k] = 98
+    for w in T.serial(2, 2):
+        B[w] = 96
+
+
+def test_zero_size_buffers_and_zero_extent_loops_as_natively():
+    from tvm import s_tir
+
+    _assert_bit_identical_to_native(thn.build(_empty_loops), [np.arange(4, dtype="int32"), np.zeros(4, "int32")])
+    n = te.var("n")
+    for schedule in ("serial", "parallel", "vectorize"):
+        a = te.placeholder((n,), "float32", name="A")
+        c = te.compute((n,), lambda i: a[i] * 2, name="C")
+        sch = s_tir.Schedule(te.create_prim_func([a, c]))
+        (loop,) = sch.get_loops(sch.get_sblock("C"))
+        if schedule == "parallel":
+            sch.parallel(loop)
+        elif schedule == "vectorize":
+            sch.vectorize(sch.split(loop, [None, 4])[1])
+        hm = thn.build(sch)
+        assert [x.shape for x in hm.random_inputs(sizes={"n": 0})] == [(0,), (0,)]
+        for size in (0, 5):
+            _assert_bit_identical_to_native(hm, [np.arange(size, dtype="float32"), np.zeros(size, "float32")])
+    m = te.var("m")
+    a = te.placeholder((4, m), "float32", name="A")
+    k = te.reduce_axis((0, m), name="k")
+    for reduce in (te.sum, te.max):
+        c = te.compute((4,), lambda i: reduce(a[i, k], axis=k), name="C")
+        _assert_bit_identical_to_native(thn.build([a, c]), [np.zeros((4, 0), "float32"), np.full(4, 7, "float32")])

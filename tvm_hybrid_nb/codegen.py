@@ -65,6 +65,11 @@ def _is_float(dtype: str) -> bool:
     return dtype.startswith(("float", "bfloat"))
 
 
+def _float_bits(dtype: str) -> int:
+    digits = "".join(c for c in _scalar_dtype(dtype) if c.isdigit())
+    return int(digits) if digits else 0
+
+
 def _is_int(dtype: str) -> bool:
     return dtype.startswith(("int", "uint"))
 
@@ -253,6 +258,9 @@ class HybridCodegen:
                        "fabs": "abs", "round": "rint", "nearbyint": "rint"})
     #: Intrinsics implemented by a runtime helper of the same meaning.
     HELPER_MATH = {"rsqrt": "rsqrt", "sigmoid": "sigmoid", "erf": "erf", "popcount": "popcount"}
+    #: Unary math whose numpy loops already return a NaN operand as libm does (others: nan_through).
+    NAN_EXACT_MATH = frozenset({"floor", "ceil", "trunc", "round", "nearbyint", "fabs", "sqrt", "rsqrt", "exp2",
+                                "log2", "log1p", "tan", "sinh", "atan", "erf", "popcount"})
     CALL_BITWISE = {"bitwise_and": ast.BitAnd, "bitwise_or": ast.BitOr, "bitwise_xor": ast.BitXor,
                     "shift_left": ast.LShift, "shift_right": ast.RShift}
 
@@ -542,11 +550,24 @@ class HybridCodegen:
 
     # ------------------------------------------------------------------ arithmetic
     def visit_binary(self, node, key: str) -> Value:
-        a, b = self.visit_expr(node.a), self.visit_expr(node.b)
         dtype = _dtype(node)
+        identity = self._float_identity(node, key, dtype) if _is_float(dtype) else None
+        if identity is not None:
+            return identity
+        a, b = self.visit_expr(node.a), self.visit_expr(node.b)
         a, b = self._unify(a, b)
         op = (self.ARITH_OPS.get(key) or self.BITWISE_OPS[key])()
         kind = self._result_kind(a, b)
+        if key in ("prim.LShift", "prim.RShift") and _is_int(dtype):
+            bits = _float_bits(dtype)
+            lo, hi = self._bounds(node.b)
+            if self.check and not (0 <= lo and hi < bits):
+                # A shift by the bit width or more (or by a negative count) is poison in LLVM: the
+                # native result depends on how LLVM compiled it.  Without the sanitizer numpy's
+                # meaning (0, or the sign for >>) is used in both modes.
+                mask = self._mask_expr(self.stmt_masks + self.lazy_masks)
+                b = Value(self._call("shift_count", b.node, ast.Constant(bits),
+                                     kw={"mask": mask} if mask is not None else None), b.kind, b.dtype, b.varying)
         out = ast.BinOp(a.node, op, b.node)
         if kind == "py" and _is_int(dtype) and key in self.OVERFLOWING and not self._fits(node, dtype):
             out = self._call("wrap", out, ast.Constant(dtype))
@@ -554,6 +575,33 @@ class HybridCodegen:
             kind = "np"
         return Value(out, kind, dtype, _varying(a, b))
 
+    def _float_identity(self, node, key: str, dtype: str) -> Value | None:
+        """What LLVM makes of float ``x * 1``, ``x * -1``, ``x - 0`` and ``x + -0``: ``x`` itself
+        and its negation (a sign flip, NaNs included), not an arithmetic operation (which would
+        quiet a signalling NaN and keep a NaN's sign)."""
+        def constant(expr):
+            if _type_key(expr) == "prim.Broadcast":
+                expr = expr.value
+            return float(expr.value) if _type_key(expr) == "ir.FloatImm" else None
+
+        a_const, b_const = constant(node.a), constant(node.b)
+        operand = None
+        if key == "prim.Mul" and b_const in (1.0, -1.0):
+            operand, negate = node.a, b_const < 0
+        elif key == "prim.Mul" and a_const in (1.0, -1.0):
+            operand, negate = node.b, a_const < 0
+        elif key in ("prim.Add", "prim.Sub") and b_const == 0.0 and (
+                math.copysign(1.0, b_const) < 0) == (key == "prim.Add"):
+            operand, negate = node.a, False
+        if operand is None:
+            return None
+        value = self.visit_expr(operand)
+        if value.dtype != dtype:
+            return None
+        value = self.to_np(value)
+        if negate:
+            return Value(ast.UnaryOp(ast.USub(), value.node), "np", dtype, value.varying)
+        return value
     def visit_division(self, node, key: str) -> Value:
         a, b = self.visit_expr(node.a), self.visit_expr(node.b)
         dtype = _dtype(node)
@@ -644,6 +692,10 @@ class HybridCodegen:
         if src == dst:
             return value
         dst_scalar = _scalar_dtype(dst)
+        inner = node.value
+        if (_type_key(inner) == "prim.Cast" and _dtype(inner.value) == dst and _is_float(dst) and _is_float(src)
+                and _float_bits(src) > _float_bits(dst)):
+            return self.visit_expr(inner.value)  # a float widened and narrowed back: LLVM drops both casts
         if dst_scalar == "bool":
             return Value(ast.Compare(value.node, [ast.NotEq()], [ast.Constant(0)]), value.kind, dst, v)
         if _is_int(dst) and _is_int(src) and value.kind == "py":
@@ -652,6 +704,9 @@ class HybridCodegen:
             return Value(self._call("wrap", value.node, ast.Constant(dst)), "py", dst)
         if _is_int(dst) and _scalar_dtype(src) == "bool" and value.kind == "py":
             return Value(ast.Call(_name("int"), [value.node], []), "py", dst)
+        if _is_float(dst) and _is_float(src) and "float16" in (_scalar_dtype(src), dst_scalar):
+            # NaNs through float16 as the hardware converts them (runtime._float_to_float)
+            return Value(self._call("cast", self.to_np(value).node, ast.Constant(dst_scalar)), "np", dst, v)
         if _is_float(dst) and (_is_int(src) or _is_float(src) or src.startswith("bool")):
             return Value(ast.Call(_np(dst_scalar), [value.node], []), "np", dst, v)
         if _is_int(dst) and (_is_int(src) or _is_float(src) or src.startswith("bool")):
@@ -1236,6 +1291,9 @@ class HybridCodegen:
                 call = self._call(self.HELPER_MATH[short], *nodes)
             else:
                 call = ast.Call(_np(self.NUMPY_MATH[short]), nodes, [])
+            if (len(nodes) == 1 and _is_float(dtype) and short not in self.NAN_EXACT_MATH
+                    and _is_float(operands[0].dtype)):
+                call = self._call("nan_through", call, nodes[0])
             return Value(call, "np", dtype, _varying(*operands))
         raise UnsupportedConstructError(name, "no exact numpy translation")
 

@@ -472,6 +472,18 @@ def floormod(a, b, dtype=None, mask=None):
     return a % b
 
 
+def shift_count(count, bits, mask=None):
+    """Sanitizer: a shift count must lie in ``[0, bits)`` (LLVM makes other shifts poison)."""
+    bad = (np.asarray(count) < 0) | (np.asarray(count) >= bits)
+    if mask is not None:
+        bad = bad & np.asarray(mask, dtype=bool)
+    if np.any(bad):
+        first = np.broadcast_to(np.asarray(count), np.shape(bad))[bad].reshape(-1)[0]
+        raise ValueError(f"shift by {int(first)} of a {bits}-bit integer: counts outside [0, {bits}) are "
+                         f"undefined in LLVM (the native result depends on how it was compiled)")
+    return count
+
+
 def float_floordiv(a, b):
     """TIR ``FloorDiv`` on floats: ``floor(a / b)`` in the operands' dtype."""
     return np.floor(a / b)
@@ -518,6 +530,28 @@ def _float_to_int(x, dtype):
     return np.clip(t1, info.min, info.max).astype(dtype)  # packed with saturation
 
 
+def _float_to_float(arr, dtype):
+    """Float → float as the native kernel converts (x86-64, F16C): numpy's values, but a NaN
+    leaves a conversion quiet (its quiet bit set), as ``cvtss2sd``/``vcvtps2ph`` and compiler-rt
+    make it, except float16 → float32 (``vcvtph2ps`` keeps the payload as it is)."""
+    out = arr.astype(dtype)
+    nan = np.isnan(arr)
+    if not nan.any() or (arr.dtype == np.float16 and out.dtype == np.float32):
+        return out
+    out = np.array(out, copy=True)
+    bits = out.view(f"u{out.itemsize}")
+    if out.dtype == np.float16:  # sign, quiet NaN, the top 9 payload bits of the source
+        src_bits = arr.view(f"u{arr.itemsize}").astype(np.uint64)
+        mant_bits = np.finfo(arr.dtype).nmant
+        sign = (src_bits >> (arr.itemsize * 8 - 1)).astype(np.uint16) << 15
+        payload = ((src_bits >> (mant_bits - 10)) & 0x1FF).astype(np.uint16)
+        bits[nan] = (sign | 0x7E00 | payload)[nan]
+    else:
+        quiet = np.array(1 << (np.finfo(out.dtype).nmant - 1), bits.dtype)
+        bits[nan] |= quiet
+    return out
+
+
 def cast(value, dtype):
     """Convert like TVM's ``Cast``: integers wrap, floats round to nearest, float→int truncates
     (NaN and out-of-range values as the native kernel converts them, see ``_float_to_int``)."""
@@ -526,6 +560,8 @@ def cast(value, dtype):
         out = arr != 0
     elif arr.dtype.kind == "f" and np.dtype(dtype).kind in "iu":
         out = _float_to_int(arr, dtype)
+    elif arr.dtype.kind == "f" and np.dtype(dtype).kind == "f":
+        out = _float_to_float(arr, dtype)
     else:
         out = arr.astype(dtype)
     return out[()] if out.ndim == 0 else out
@@ -693,6 +729,16 @@ def _unary_in_dtype(fn, x):
     return out[()] if out.ndim == 0 else out
 
 
+def nan_through(out, x):
+    """A NaN operand comes out as itself, quieted, as libm returns it (numpy's vector loops may
+    give their own NaN instead), so NaN signs and payloads do not depend on how numpy ran."""
+    nan = np.isnan(x)
+    if not np.any(nan):
+        return out
+    res = np.where(nan, x + x, out).astype(np.result_type(out), copy=False)
+    return res[()] if res.ndim == 0 else res
+
+
 def popcount(x):
     """Number of set bits, in ``x``'s dtype."""
     x = np.asarray(x)
@@ -703,7 +749,7 @@ def popcount(x):
 
 #: Which helpers each helper calls, so a script gets everything it needs.
 HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
-    "cast": ("_float_to_int",),
+    "cast": ("_float_to_int", "_float_to_float"),
     "_float_to_int": ("_float_to_int32_or_64",),
     "truncdiv": ("_check_divisor",),
     "truncmod": ("_check_divisor",),
