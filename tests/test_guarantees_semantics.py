@@ -672,3 +672,23 @@ def test_zero_size_buffers_and_zero_extent_loops_as_natively():
     for reduce in (te.sum, te.max):
         c = te.compute((4,), lambda i: reduce(a[i, k], axis=k), name="C")
         _assert_bit_identical_to_native(thn.build([a, c]), [np.zeros((4, 0), "float32"), np.full(4, 7, "float32")])
+
+
+@T.prim_func
+def _row_double(A: T.Buffer((4, 32), "float32"), B: T.Buffer((4, 32), "float32")):
+    for bx in T.thread_binding(4, thread="blockIdx.x"):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            B[bx, tx] = A[bx, tx] * T.float32(2)
+
+
+def test_a_device_kernel_never_takes_its_host_functions_name():
+    """A function named like a builtin (``sum``) becomes ``sum_kernel`` in Python, which is also the
+    name TVM gives its device kernel after SplitHostDevice: the host must call the kernel, not itself."""
+    hm = thn.build(tvm.IRModule({"sum": _row_double.with_attr("global_symbol", "sum")}), target="cuda")
+    a = np.arange(128, dtype="float32").reshape(4, 32)
+    split = [s for s in _changed_stages(hm) if s.module_functions]  # host and device functions
+    assert split
+    for stage in split:
+        for mode in MODES:
+            np.testing.assert_array_equal(hm.emulate(a, np.zeros((4, 32), "float32"), stage=stage.index, mode=mode),
+                                          2 * a, err_msg=f"{stage.label} {mode}")

@@ -1304,14 +1304,16 @@ class HybridCodegen:
         if callee is None:
             raise UnsupportedConstructError("call to a function", f"{name} is not in the module")
         if name not in self.launched:
-            sub = HybridCodegen(callee, _python_name(name), self.stage, self.mode,
+            # Unique in the script: a host function ``sum`` becomes ``sum_kernel``, as TVM names its
+            # device kernel, which must not become a call of the host function itself.
+            self.launched[name] = self.namer.define_name(_python_name(name))
+            sub = HybridCodegen(callee, self.launched[name], self.stage, self.mode,
                                 module_functions=self.module_functions, check=self.check,
                                 synced=self.thread_races)
             fdef, _ = sub.function_def()
             self.helpers |= sub.helpers
             self.extra_defs.extend(sub.extra_defs + [fdef])
             self.vectorized_loops.extend(sub.vectorized_loops)
-            self.launched[name] = _python_name(name)
         values = [self.visit_expr(a) for a in args]
         return Value(ast.Call(_name(self.launched[name]), [v.node for v in values], []), "py", "int32")
 
@@ -1577,7 +1579,7 @@ class HybridCodegen:
 
     def _restore_state(self, saved) -> None:
         (names, used, buffers, kinds, loops, masks, depth, axes, parallel, frames) = saved
-        self.namer._names, self.namer._used = names, used
+        self.namer._names, self.namer._used = names, used | set(self.launched.values())  # defs already made
         self.buffers, self.var_kinds, self.vectorized_loops = buffers, kinds, loops
         self.parallel_loops = parallel
         # Views hoisted by the abandoned attempt go too: their names are free again.
