@@ -261,6 +261,9 @@ class HybridCodegen:
     #: Unary math whose numpy loops already return a NaN operand as libm does (others: nan_through).
     NAN_EXACT_MATH = frozenset({"floor", "ceil", "trunc", "round", "nearbyint", "fabs", "sqrt", "rsqrt", "exp2",
                                 "log2", "log1p", "tan", "sinh", "atan", "erf", "popcount"})
+    #: float32 math that libm rounds correctly and numpy's float32 loops do not (up to 1 ulp off in a
+    #: third of the values): computed in float64 and rounded, as the native kernel's libm results.
+    DOUBLE_MATH = frozenset({"exp", "log", "sin", "cos"})
     CALL_BITWISE = {"bitwise_and": ast.BitAnd, "bitwise_or": ast.BitOr, "bitwise_xor": ast.BitXor,
                     "shift_left": ast.LShift, "shift_right": ast.RShift}
 
@@ -1291,6 +1294,8 @@ class HybridCodegen:
                 call = self._call(self.HELPER_MATH[short], *nodes)
             else:
                 call = ast.Call(_np(self.NUMPY_MATH[short]), nodes, [])
+                if short in self.DOUBLE_MATH and _scalar_dtype(dtype) in ("float16", "float32"):
+                    call = self._call("in_double", _np(self.NUMPY_MATH[short]), *nodes)
             if (len(nodes) == 1 and _is_float(dtype) and short not in self.NAN_EXACT_MATH
                     and _is_float(operands[0].dtype)):
                 call = self._call("nan_through", call, nodes[0])
@@ -1306,7 +1311,12 @@ class HybridCodegen:
         if name not in self.launched:
             # Unique in the script: a host function ``sum`` becomes ``sum_kernel``, as TVM names its
             # device kernel, which must not become a call of the host function itself.
-            self.launched[name] = self.namer.define_name(_python_name(name))
+            python_name = _python_name(name)
+            if python_name == self.function_name or (python_name in self.namer._used
+                                                     and python_name not in self.module_functions):
+                python_name = self.namer.define_name(python_name)
+            self.namer._used.add(python_name)
+            self.launched[name] = python_name
             sub = HybridCodegen(callee, self.launched[name], self.stage, self.mode,
                                 module_functions=self.module_functions, check=self.check,
                                 synced=self.thread_races)

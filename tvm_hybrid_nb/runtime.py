@@ -729,6 +729,15 @@ def _unary_in_dtype(fn, x):
     return out[()] if out.ndim == 0 else out
 
 
+def in_double(fn, x):
+    """``fn`` of a float32 (or float16) ``x`` computed in float64 and rounded to float32 (then to
+    ``x``'s dtype): the correctly rounded value that libm's ``expf``/``logf``/``sinf``/``cosf``
+    give the native kernel."""
+    x = np.asarray(x)
+    out = fn(x.astype(np.float64)).astype(np.float32).astype(x.dtype)
+    return out[()] if out.ndim == 0 else out
+
+
 def nan_through(out, x):
     """A NaN operand comes out as itself, quieted, as libm returns it (numpy's vector loops may
     give their own NaN instead), so NaN signs and payloads do not depend on how numpy ran."""
