@@ -24,6 +24,7 @@ import builtins
 import contextlib
 import keyword
 import math
+import unicodedata
 from dataclasses import dataclass, field
 
 import tvm
@@ -65,6 +66,11 @@ def _lanes(dtype: str) -> int:
 
 def _is_float(dtype: str) -> bool:
     return dtype.startswith(("float", "bfloat"))
+
+
+def _float_bits(dtype: str) -> int:
+    digits = "".join(c for c in _scalar_dtype(dtype) if c.isdigit())
+    return int(digits) if digits else 0
 
 
 def _is_int(dtype: str) -> bool:
@@ -163,6 +169,14 @@ def _np(attr: str) -> ast.expr:
     return ast.Attribute(_name("np"), attr, ast.Load())
 
 
+def ascii_identifier(text: str) -> str:
+    """``text`` as an ASCII identifier body: NFKC-normalised as Python normalises identifiers
+    (``ﬁ`` is ``fi``, ``Ⅻ`` is ``XII``, ``x²`` is ``x2``), every other character an underscore.
+    ASCII names are their own NFKC form, so distinct names stay distinct in Python."""
+    text = unicodedata.normalize("NFKC", str(text))
+    return "".join(c if (c.isascii() and (c.isalnum() or c == "_")) else "_" for c in text)
+
+
 class _Namer:
     """Distinct objects get distinct names, chosen like TVMScript's printer (``A``, ``A_1``)."""
 
@@ -171,9 +185,11 @@ class _Namer:
         self._names: dict[int, str] = {}
 
     def define(self, obj, hint: str) -> str:
-        hint = "".join(c if (c.isalnum() or c == "_") else "_" for c in (hint or "v")) or "v"
+        hint = ascii_identifier(hint or "v") or "v"
         if hint[0].isdigit():
             hint = "v_" + hint
+        if hint.startswith("__"):  # dunders are the script's own hooks (``__progress__``)
+            hint = "v" + hint
         name, n = hint, 0
         while name in self._used or keyword.iskeyword(name):
             n += 1
@@ -245,6 +261,12 @@ class HybridCodegen:
                        "fabs": "abs", "round": "rint", "nearbyint": "rint"})
     #: Intrinsics implemented by a runtime helper of the same meaning.
     HELPER_MATH = {"rsqrt": "rsqrt", "sigmoid": "sigmoid", "erf": "erf", "popcount": "popcount"}
+    #: Unary math whose numpy loops already return a NaN operand as libm does (others: nan_through).
+    NAN_EXACT_MATH = frozenset({"floor", "ceil", "trunc", "round", "nearbyint", "fabs", "sqrt", "rsqrt", "exp2",
+                                "log2", "log1p", "tan", "sinh", "atan", "erf", "popcount"})
+    #: float32 math that libm rounds correctly and numpy's float32 loops do not (up to 1 ulp off in a
+    #: third of the values): computed in float64 and rounded, as the native kernel's libm results.
+    DOUBLE_MATH = frozenset({"exp", "log", "sin", "cos"})
     CALL_BITWISE = {"bitwise_and": ast.BitAnd, "bitwise_or": ast.BitOr, "bitwise_xor": ast.BitXor,
                     "shift_left": ast.LShift, "shift_right": ast.RShift}
 
@@ -315,6 +337,12 @@ class HybridCodegen:
         self.masks: list[ast.expr] = []
         #: Allocations with explicit strides (by buffer key and by name): their flat storage's name.
         self.strided_storage: dict = {}
+        #: Lane conditions of the lazy ``if_then_else`` arms being generated: lanes outside them
+        #: do not evaluate the arm, so they must not trap (divide by zero) there.
+        self.lazy_masks: list[ast.expr] = []
+        #: Sanitizer: generating the value of a store to thread-local memory, where reads of
+        #: never-written thread-local elements are deferred (see runtime.access, ``poison``).
+        self.defer_poison = False
 
     # ------------------------------------------------------------------ entry
     def function_def(self) -> tuple[ast.FunctionDef, list[ParamSpec]]:
@@ -324,6 +352,8 @@ class HybridCodegen:
             body = self.visit_stmt(self.func.body)
         except UnsupportedConstructError as exc:
             raise exc.at_stage(self.stage) if self.stage and not exc.stage else exc
+        except _CannotVectorize as exc:  # lanes that no serial fallback encloses (threads of a block)
+            raise UnsupportedConstructError("lanes", str(exc), self.stage) from None
         doc = ast.Expr(ast.Constant(self._docstring(params)))
         if self.check:
             prologue = [ast.Assign([_store_name("race_log")], ast.Call(self._use("RaceLog"), [], []))] + prologue
@@ -568,11 +598,24 @@ class HybridCodegen:
 
     # ------------------------------------------------------------------ arithmetic
     def visit_binary(self, node, key: str) -> Value:
-        a, b = self.visit_expr(node.a), self.visit_expr(node.b)
         dtype = _dtype(node)
+        identity = self._float_identity(node, key, dtype) if _is_float(dtype) else None
+        if identity is not None:
+            return identity
+        a, b = self.visit_expr(node.a), self.visit_expr(node.b)
         a, b = self._unify(a, b)
         op = (self.ARITH_OPS.get(key) or self.BITWISE_OPS[key])()
         kind = self._result_kind(a, b)
+        if key in ("prim.LShift", "prim.RShift") and _is_int(dtype):
+            bits = _float_bits(dtype)
+            lo, hi = self._bounds(node.b)
+            if self.check and not (0 <= lo and hi < bits):
+                # A shift by the bit width or more (or by a negative count) is poison in LLVM: the
+                # native result depends on how LLVM compiled it.  Without the sanitizer numpy's
+                # meaning (0, or the sign for >>) is used in both modes.
+                mask = self._mask_expr(self.stmt_masks + self.lazy_masks)
+                b = Value(self._call("shift_count", b.node, ast.Constant(bits),
+                                     kw={"mask": mask} if mask is not None else None), b.kind, b.dtype, b.varying)
         out = ast.BinOp(a.node, op, b.node)
         if kind == "py" and _is_int(dtype) and key in self.OVERFLOWING and not self._fits(node, dtype):
             out = self._call("wrap", out, ast.Constant(dtype))
@@ -580,6 +623,33 @@ class HybridCodegen:
             kind = "np"
         return Value(out, kind, dtype, _varying(a, b))
 
+    def _float_identity(self, node, key: str, dtype: str) -> Value | None:
+        """What LLVM makes of float ``x * 1``, ``x * -1``, ``x - 0`` and ``x + -0``: ``x`` itself
+        and its negation (a sign flip, NaNs included), not an arithmetic operation (which would
+        quiet a signalling NaN and keep a NaN's sign)."""
+        def constant(expr):
+            if _type_key(expr) == "prim.Broadcast":
+                expr = expr.value
+            return float(expr.value) if _type_key(expr) == "ir.FloatImm" else None
+
+        a_const, b_const = constant(node.a), constant(node.b)
+        operand = None
+        if key == "prim.Mul" and b_const in (1.0, -1.0):
+            operand, negate = node.a, b_const < 0
+        elif key == "prim.Mul" and a_const in (1.0, -1.0):
+            operand, negate = node.b, a_const < 0
+        elif key in ("prim.Add", "prim.Sub") and b_const == 0.0 and (
+                math.copysign(1.0, b_const) < 0) == (key == "prim.Add"):
+            operand, negate = node.a, False
+        if operand is None:
+            return None
+        value = self.visit_expr(operand)
+        if value.dtype != dtype:
+            return None
+        value = self.to_np(value)
+        if negate:
+            return Value(ast.UnaryOp(ast.USub(), value.node), "np", dtype, value.varying)
+        return value
     def visit_division(self, node, key: str) -> Value:
         a, b = self.visit_expr(node.a), self.visit_expr(node.b)
         dtype = _dtype(node)
@@ -600,7 +670,9 @@ class HybridCodegen:
         if b_lo >= 1 and (floor_family or a_lo >= 0):
             out = ast.BinOp(a.node, plain_op(), b.node)
         else:
-            out = self._call(int_helper, a.node, b.node)
+            extra = [ast.Constant(_scalar_dtype(dtype))] if _scalar_dtype(dtype).startswith("int") else []
+            mask = self._mask_expr(self.stmt_masks + self.lazy_masks)
+            out = self._call(int_helper, a.node, b.node, *extra, kw={"mask": mask} if mask is not None else None)
         kind = self._result_kind(a, b)
         if kind == "py" and key == "prim.Div" and not self._fits(node, dtype):
             out = self._call("wrap", out, ast.Constant(dtype))  # INT_MIN / -1
@@ -668,6 +740,10 @@ class HybridCodegen:
         if src == dst:
             return value
         dst_scalar = _scalar_dtype(dst)
+        inner = node.value
+        if (_type_key(inner) == "prim.Cast" and _dtype(inner.value) == dst and _is_float(dst) and _is_float(src)
+                and _float_bits(src) > _float_bits(dst)):
+            return self.visit_expr(inner.value)  # a float widened and narrowed back: LLVM drops both casts
         if dst_scalar == "bool":
             return Value(ast.Compare(value.node, [ast.NotEq()], [ast.Constant(0)]), value.kind, dst, v)
         if _is_int(dst) and _is_int(src) and value.kind == "py":
@@ -676,6 +752,9 @@ class HybridCodegen:
             return Value(self._call("wrap", value.node, ast.Constant(dst)), "py", dst)
         if _is_int(dst) and _scalar_dtype(src) == "bool" and value.kind == "py":
             return Value(ast.Call(_name("int"), [value.node], []), "py", dst)
+        if _is_float(dst) and _is_float(src) and "float16" in (_scalar_dtype(src), dst_scalar):
+            # NaNs through float16 as the hardware converts them (runtime._float_to_float)
+            return Value(self._call("cast", self.to_np(value).node, ast.Constant(dst_scalar)), "np", dst, v)
         if _is_float(dst) and (_is_int(src) or _is_float(src) or src.startswith("bool")):
             return Value(ast.Call(_np(dst_scalar), [value.node], []), "np", dst, v)
         if _is_int(dst) and (_is_int(src) or _is_float(src) or src.startswith("bool")):
@@ -684,7 +763,11 @@ class HybridCodegen:
 
     # ------------------------------------------------------------------ conditionals
     def _conditional(self, cond_expr, true_expr, false_expr, dtype: str, lazy: bool) -> Value:
-        cond = self.visit_expr(cond_expr)
+        saved_defer, self.defer_poison = self.defer_poison, False  # a branch must be decided by initialised values
+        try:
+            cond = self.visit_expr(cond_expr)
+        finally:
+            self.defer_poison = saved_defer
         lanes = _lanes(dtype)
         if self._scalar_lanes(cond) and (lazy or lanes == 1):
             # Scalar condition: only the chosen side runs (identical values; the unchosen side of a
@@ -697,12 +780,17 @@ class HybridCodegen:
             return Value(ast.IfExp(cond.node, t.node, f.node), t.kind, dtype, _varying(t, f))
         # Vector condition: both sides evaluated, lanes picked; reads in a side may be out of bounds
         # only in lanes that side does not supply.
-        self.masks.append(cond.node)
-        t = self.visit_expr(true_expr)
-        self.masks.pop()
-        self.masks.append(ast.UnaryOp(ast.Invert(), cond.node))
-        f = self.visit_expr(false_expr)
-        self.masks.pop()
+        saved_masks, saved_lazy = list(self.masks), list(self.lazy_masks)
+        try:
+            for arm_mask, arm in ((cond.node, true_expr), (ast.UnaryOp(ast.Invert(), cond.node), false_expr)):
+                self.masks = saved_masks + [arm_mask]
+                self.lazy_masks = saved_lazy + [arm_mask] if lazy else saved_lazy
+                if arm is true_expr:
+                    t = self.visit_expr(arm)
+                else:
+                    f = self.visit_expr(arm)
+        finally:
+            self.masks, self.lazy_masks = saved_masks, saved_lazy
         return Value(self._call("select", cond.node, t.node, f.node), "np", dtype, _varying(cond, t, f))
 
     def _unify_arms(self, t: Value, f: Value) -> tuple[Value, Value]:
@@ -853,12 +941,27 @@ class HybridCodegen:
         if _lanes(info.dtype) > 1 and (_varying(*values) or info.prefix or info.per_thread):
             raise _CannotVectorize(f"buffer of vectors {info.name} indexed per lane")
 
+    def _defers_poison(self, info: _BufferInfo) -> bool:
+        """Whether uninitialised thread-local values may flow into ``info`` without an error yet."""
+        return self.check and info.per_thread and info.shadow is not None
+
     def _race_lanes(self) -> list["_Axis"]:
         return [ax for ax in self.axes if ax.race]
 
+    def _statement_lanes(self) -> list["_Axis"]:
+        """Sanitizer: threads of a block before explicit barriers (``s_tir.ThreadSync``).  The IR
+        implies a barrier between statements, none inside one: conflicting accesses of one
+        statement by different threads are a race at every stage."""
+        if not self.check or self._race_lanes():
+            return []
+        return [ax for ax in self.axes if ax.is_thread]
+
+    def _logged_lanes(self) -> list["_Axis"]:
+        return self._race_lanes() or self._statement_lanes()
+
     def _sanitized(self, info: _BufferInfo) -> bool:
         # Copies made per fast-mode lane are still shared by the threads (race lanes) of that lane.
-        return self.check and (info.shadow is not None or (not info.per_thread and bool(self._race_lanes())))
+        return self.check and (info.shadow is not None or (not info.per_thread and bool(self._logged_lanes())))
 
     def _access_call(self, info: _BufferInfo, values: list[Value], write: bool, value: ast.expr | None = None):
         keywords = {}
@@ -870,8 +973,12 @@ class HybridCodegen:
             keywords["mask"] = self._mask_expr(masks)
         if info.shadow is not None:
             keywords["shadow"] = _name(info.shadow)
-        lanes = self._race_lanes()
+        if self._defers_poison(info) and (write or self.defer_poison):
+            keywords["poison"] = _name("race_log")
+        lanes = self._logged_lanes()
         if lanes and not info.per_thread:
+            if not self._race_lanes():
+                keywords["statement"] = ast.Constant(True)
             keywords["log"] = _name("race_log")
             keywords["lanes"] = ast.Tuple([ast.Tuple([ast.Constant(ax.axis), ax.extent, ast.Constant(ax.tag)],
                                                      ast.Load()) for ax in lanes], ast.Load())
@@ -881,7 +988,7 @@ class HybridCodegen:
     def _checked_views(self, info: _BufferInfo, indices, values: list[Value]) -> tuple | None:
         """Sanitizer, fast mode: an allocation's access as lane views of the buffer and of its
         written-marks, where no race record is needed (no racing lanes) and the access is a view."""
-        if info.shadow is None or self._race_lanes():
+        if info.shadow is None or self._logged_lanes():
             return None
         view = self._lane_view(info, indices, values)
         if view is None:
@@ -1013,7 +1120,11 @@ class HybridCodegen:
     def visit_TensorLoad(self, node) -> Value:
         info = self._buffer(node.source)
         indices = list(node.indices)
-        values = [self.visit_expr(i) for i in indices]
+        saved_defer, self.defer_poison = self.defer_poison, False  # an address must be initialised
+        try:
+            values = [self.visit_expr(i) for i in indices]
+        finally:
+            self.defer_poison = saved_defer
         info, indices, values = self._vector_lanes_as_axis(info, indices, values)
         self._check_vector_buffer(info, values)
         if self._sanitized(info):
@@ -1021,7 +1132,10 @@ class HybridCodegen:
             if views is not None:
                 return Value(self._call("read_written", *views, ast.Constant(info.name), _name(info.shadow)),
                              "np", _dtype(node), True)
-            return Value(self._access_call(info, values, write=False), "np", _dtype(node), True)
+            # ``access`` returns one value per lane only where lanes, lane indices or masks are involved.
+            varying = (_varying(*values) or bool(info.prefix) or info.per_thread or bool(self._logged_lanes())
+                       or bool(self.stmt_masks or self.masks))
+            return Value(self._access_call(info, values, write=False), "np", _dtype(node), varying)
         view = self._lane_view(info, indices, values)
         if view is not None:
             return Value(view, "np", _dtype(node), True)
@@ -1043,7 +1157,22 @@ class HybridCodegen:
         values = [self.visit_expr(i) for i in indices]
         info, indices, values = self._vector_lanes_as_axis(info, indices, values)
         self._check_vector_buffer(info, values)
-        return self._store(info, indices, values, self.visit_expr(node.value).node)
+        saved_defer = self.defer_poison
+        self.defer_poison = self._defers_poison(info)
+        try:
+            stored = self.visit_expr(node.value)
+        finally:
+            self.defer_poison = saved_defer
+        value = stored.node
+        if (stored.varying and self.axes and not _varying(*values) and not info.prefix and not info.per_thread
+                and not self._sanitized(info)):
+            # Every lane writes this one element (a race between threads): the last lane's value is
+            # one valid outcome.  (The sanitizer reports it as a race.)
+            value = self._call("last_lane", value, ast.Constant(_lanes(_dtype(node.value)) > 1))
+        out = self._store(info, indices, values, value)
+        if self._statement_lanes() and self._sanitized(info) and not info.per_thread:
+            out.insert(0, ast.Expr(ast.Call(ast.Attribute(_name("race_log"), "new_statement", ast.Load()), [], [])))
+        return out
 
     def _store(self, info: _BufferInfo, indices, values: list[Value], value: ast.expr) -> list[ast.stmt]:
         """``buffer[indices] = value`` by the access rules: sanitizer, lane view, proven subscript or
@@ -1344,7 +1473,8 @@ class HybridCodegen:
             extents = [ast.Constant(self.thread_extents.get(tag, 1))
                        for tag in ("threadIdx.z", "threadIdx.y", "threadIdx.x")]
             call = self._call("warp_shuffle", ast.Constant(kind), self.to_np(value).node, offset.node, width.node,
-                              ast.Tuple(extents, ast.Load()))
+                              ast.Tuple(extents, ast.Load()),
+                              kw={"poison": _name("race_log")} if self.defer_poison else None)
             return Value(call, "np", dtype, True)
         if short == "tvm_warp_activemask":
             if self.stmt_masks:
@@ -1378,6 +1508,11 @@ class HybridCodegen:
                 call = self._call(self.HELPER_MATH[short], *nodes)
             else:
                 call = ast.Call(_np(self.NUMPY_MATH[short]), nodes, [])
+                if short in self.DOUBLE_MATH and _scalar_dtype(dtype) in ("float16", "float32"):
+                    call = self._call("in_double", _np(self.NUMPY_MATH[short]), *nodes)
+            if (len(nodes) == 1 and _is_float(dtype) and short not in self.NAN_EXACT_MATH
+                    and _is_float(operands[0].dtype)):
+                call = self._call("nan_through", call, nodes[0])
             return Value(call, "np", dtype, _varying(*operands))
         raise UnsupportedConstructError(name, "no exact numpy translation")
 
@@ -1388,7 +1523,15 @@ class HybridCodegen:
         if callee is None:
             raise UnsupportedConstructError("call to a function", f"{name} is not in the module")
         if name not in self.launched:
-            sub = HybridCodegen(callee, _python_name(name), self.stage, self.mode, progress=self.progress,
+            # Unique in the script: a host function ``sum`` becomes ``sum_kernel``, as TVM names its
+            # device kernel, which must not become a call of the host function itself.
+            python_name = _python_name(name)
+            if python_name == self.function_name or (python_name in self.namer._used
+                                                     and python_name not in self.module_functions):
+                python_name = self.namer.define_name(python_name)
+            self.namer._used.add(python_name)
+            self.launched[name] = python_name
+            sub = HybridCodegen(callee, self.launched[name], self.stage, self.mode, progress=self.progress,
                                 module_functions=self.module_functions, check=self.check,
                                 synced=self.thread_races)
             # The kernel's block loops report progress too, numbered after the host's loops so far.
@@ -1398,7 +1541,6 @@ class HybridCodegen:
             self.helpers |= sub.helpers
             self.extra_defs.extend(sub.extra_defs + [fdef])
             self.vectorized_loops.extend(sub.vectorized_loops)
-            self.launched[name] = _python_name(name)
         values = [self.visit_expr(a) for a in args]
         return Value(ast.Call(_name(self.launched[name]), [v.node for v in values], []), "py", "int32")
 
@@ -1707,7 +1849,7 @@ class HybridCodegen:
 
     def _restore_state(self, saved) -> None:
         (names, used, buffers, kinds, loops, masks, depth, axes, parallel, frames) = saved
-        self.namer._names, self.namer._used = names, used
+        self.namer._names, self.namer._used = names, used | set(self.launched.values())  # defs already made
         self.buffers, self.var_kinds, self.vectorized_loops = buffers, kinds, loops
         self.parallel_loops = parallel
         # Views hoisted by the abandoned attempt go too: their names are free again.
@@ -2682,8 +2824,9 @@ def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lane
 
 
 def _python_name(name: str) -> str:
-    clean = "".join(c if (c.isalnum() or c == "_") else "_" for c in name) or "kernel"
-    if clean[0].isdigit() or keyword.iskeyword(clean) or hasattr(builtins, clean):
+    clean = ascii_identifier(name) or "kernel"
+    if (clean[0].isdigit() or keyword.iskeyword(clean) or hasattr(builtins, clean) or clean.startswith("_")
+            or clean in vars(runtime) or clean == "race_log"):
         clean = "k_" + clean
     return clean
 

@@ -131,8 +131,10 @@ class Stage:
                 self._reason = f"the module has no function {self._owner.func_name!r} at this stage"
             else:
                 try:
-                    self._generated = generate_kernel(self.function, self._owner.name, stage=self.label,
-                                                      module_functions=self.module_functions)
+                    generated = generate_kernel(self.function, self._owner.name, stage=self.label,
+                                                module_functions=self.module_functions)
+                    compile(generated.source, f"<hybrid:{self.label}>", "exec")  # emulatable means it loads
+                    self._generated = generated
                 except UnsupportedConstructError as exc:
                     self._reason = str(exc)
                 except Exception as exc:  # a generator bug must not take the session down
@@ -202,11 +204,11 @@ class Stage:
                 last[me] = fraction
                 try:
                     callback(fraction)
-                except Exception as exc:  # the caller's own stop: it reaches the caller unchanged
-                    raise _ProgressCallbackRaised(exc) from exc
+                except Exception as exc:  # the user's error, not the kernel's: see _run_kernel
+                    raise _ProgressCallbackError(exc) from None
 
         fn = load_kernel(gen.source, self._owner.name, label=f"{self.label} {mode}",
-                         namespace={"__progress__": report})
+                         namespace={_PROGRESS_HOOK: report})
         # Its lines stay in linecache (for tracebacks) as long as the kernel lives, not for good.
         weakref.finalize(fn, linecache.cache.pop, fn.__code__.co_filename, None)
 
@@ -335,10 +337,20 @@ class HybridModule:
         """
         if mode not in EMULATION_MODES:
             raise ValueError(f"mode must be one of {EMULATION_MODES}, got {mode!r}")
+        if progress is not None and not callable(progress):
+            raise ArgumentTypeError(f"progress must be a callable taking the fraction done, got "
+                                    f"{type(progress).__name__}")
         s = self.stage(stage)
         kernel = s.kernel(mode, check)
         bound = bind_arguments(self.params, arrays)
-        _run_kernel(kernel, bound.values, s, progress)
+        values = list(bound.values)
+        aliased = _aliased_arguments(self.params, arrays)
+        for k in aliased:  # as run_native: each parameter sees its own copy of what it was given
+            values[k] = np.array(values[k], copy=True)
+        _run_kernel(kernel, values, s, progress)
+        for k in aliased:  # outputs written back in parameter order, as run_native does
+            if self.params[k].is_output:
+                bound.values[k][...] = values[k]
         bound.finish()
         return self._outputs_of(arrays)
 
@@ -362,15 +374,20 @@ class HybridModule:
                     raise BuildError(f"native build failed: {_capture.short_tvm_message(exc)}") from exc
         return self._native
 
-    def run_native(self, *arrays):
+    def run_native(self, *arrays, _emulated: bool = False):
         """Run the natively compiled kernel on numpy arrays, same convention as :meth:`emulate`.
 
         The kernel runs on the target's device (the CPU for ``llvm``); a target whose device this
-        machine lacks (``cuda`` without a GPU) raises :class:`DeviceUnavailableError`.
+        machine lacks (``cuda`` without a GPU) raises :class:`DeviceUnavailableError`.  Inputs on
+        which the emulation traps (integer division by zero or ``INT_MIN / -1``, an out-of-bounds
+        access) are refused with an :class:`EmulationError` before the native kernel runs: it would
+        kill the process (SIGFPE, SIGSEGV) or read outside its buffers.
         """
         dev = self.native_device()
         bound = bind_arguments(self.params, arrays)
         check_native_transfer(self.params)  # int4 & co: one line, not TVM's size mismatch
+        if not _emulated:
+            self._refuse_trapping_inputs(bound.values)
         function = self._native_function()
         tensors = [tvm.runtime.tensor(v, dev) if isinstance(v, np.ndarray) else v for v in bound.values]
         function(*tensors)
@@ -409,6 +426,21 @@ class HybridModule:
             if lib.implements_function(name, query_imports=True):
                 return lib.get_function(name, query_imports=True)
         raise BuildError(f"the native module exports no function {' or '.join(map(repr, candidates))}")
+
+    def _refuse_trapping_inputs(self, values: list) -> None:
+        """Emulate stage 0 (fast mode, on copies) before a native run when its kernel has
+        operations that can trap, and refuse the run when the emulation traps."""
+        s = self.stages[0]
+        gen = s._generate()
+        if gen is None or not set(gen.helpers) & _TRAPPING_HELPERS:
+            return
+        copies = [np.array(v, copy=True) if isinstance(v, np.ndarray) else v for v in values]
+        try:
+            _run_kernel(s.kernel("fast"), copies, s)
+        except EmulationError as exc:
+            if isinstance(exc.__cause__, (ZeroDivisionError, OverflowError, IndexError)):
+                raise EmulationError(f"native run refused: on these inputs {exc}; the native kernel would "
+                                     f"crash the process or touch memory outside its buffers") from None
 
     def random_inputs(self, seed: int = 0, sizes: dict[str, int] | None = None) -> list[np.ndarray]:
         """Seeded random arrays for every parameter (outputs zero-filled); ``seed`` is an integer >= 0."""
@@ -469,7 +501,9 @@ class HybridModule:
         if isinstance(reference, str):
             ref_args = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
             if reference == "native":
-                self.run_native(*ref_args)
+                # The emulation above raised on inputs that make the native kernel trap (unless it was
+                # kept going by on_error='partial': then the native run checks them itself).
+                self.run_native(*ref_args, _emulated=failure is None)
                 ref_name = "native"
             else:
                 self.emulate(*ref_args, stage=0, mode=mode,
@@ -638,22 +672,40 @@ def _same_dim(got, want) -> bool:
         return tvm_ffi.structural_equal(got, want)
 
 
-class _ProgressCallbackRaised(Exception):
-    """Carries an exception raised by a ``progress`` callback out of the kernel."""
+#: The name under which a script calls its progress hook (a dunder: user names never are one).
+_PROGRESS_HOOK = "__progress__"
+#: Helpers of a stage-0 script that mean the native kernel can trap on some inputs.
+_TRAPPING_HELPERS = frozenset({"_check_divisor", "load", "store", "access"})
 
-    def __init__(self, original: Exception):
-        super().__init__(str(original))
-        self.original = original
+
+class _ProgressCallbackError(Exception):
+    """Carries an exception raised by the user's progress callback through the kernel."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _aliased_arguments(params: list[ParamSpec], arrays) -> list[int]:
+    """Indices of buffer arguments that may share memory with another argument where at least one
+    of the two is an output."""
+    buffers = [k for k, (p, a) in enumerate(zip(params, arrays)) if p.is_buffer and isinstance(a, np.ndarray)]
+    found = set()
+    for i, k in enumerate(buffers):
+        for m in buffers[i + 1:]:
+            if (params[k].is_output or params[m].is_output) and np.may_share_memory(arrays[k], arrays[m]):
+                found |= {k, m}
+    return sorted(found)
 
 
 def _run_kernel(kernel: Callable, values: list, stage: Stage, progress=None) -> None:
     try:
         with np.errstate(all="ignore"):
             kernel(*values, progress=progress)
+    except _ProgressCallbackError as exc:
+        raise exc.error from None
     except (KeyboardInterrupt, HybridError):
         raise
-    except _ProgressCallbackRaised as exc:
-        raise exc.original from None
     except MemoryError as exc:
         raise InsufficientMemoryError(f"emulation of stage {stage.label} refused: {exc}") from None
     except Exception as exc:
@@ -667,10 +719,14 @@ def _python_function_name(name: str) -> str:
     import builtins
     import keyword
 
-    clean = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "kernel"
+    from . import runtime
+    from .codegen import ascii_identifier
+
+    clean = ascii_identifier(name) or "kernel"
     if clean[0].isdigit():
         clean = "k_" + clean
-    if keyword.iskeyword(clean) or hasattr(builtins, clean) or clean == "np":
+    if (keyword.iskeyword(clean) or hasattr(builtins, clean) or clean in vars(runtime)
+            or clean.startswith("__") or clean == "race_log"):
         clean += "_kernel"
     return clean
 

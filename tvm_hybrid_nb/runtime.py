@@ -76,18 +76,35 @@ class RaceLog:
     """Sanitizer: the elements each lane touched since the last barrier, per buffer.
 
     Two different lanes touching one element, at least one of them writing, with no barrier in
-    between, is a race, whatever order the emulator ran them in.
+    between, is a race, whatever order the emulator ran them in.  Lanes that only write, all the
+    same value (bit for bit), are not: whichever write lands last, the element holds that value
+    (dlight's CPU schedules recompute a shared value in several parallel iterations).
+
+    ``statement=True`` records are kept for one statement only (threads before
+    ``s_tir.ThreadSync``, where the IR implies a barrier between statements but none inside one).
     """
 
     def __init__(self):
         self.records = {}
+        self.statement = {}
+        #: Lanes whose value in the statement being run came from never-written memory (see ``access``).
+        self.pending = None
 
-    def record(self, name, shape, index, lane_ids, write, lanes):
+    def taint(self, lanes):
+        """Mark ``lanes`` (a boolean lane array) as carrying an uninitialised value."""
+        self.pending = lanes if self.pending is None else (self.pending | lanes)
+
+    def new_statement(self):
+        self.statement = {}
+
+    def record(self, name, shape, index, lane_ids, write, lanes, values=None, statement=False):
         elems = np.ravel_multi_index(index, shape) if index else np.zeros(lane_ids.shape, np.int64)
-        entry = self.records.setdefault(name, (shape, lanes, []))
-        entry[2].append((elems, lane_ids, write))
+        book = self.statement if statement else self.records
+        entry = book.setdefault(name, (shape, lanes, []))
+        item = (elems, lane_ids, write, values)
+        entry[2].append(item)
         if write:
-            self._check(name, shape, lanes, [(elems, lane_ids, True)])
+            self._check(name, shape, lanes, entry[2] if statement else [item])
 
     def flush(self, where="end of the parallel region"):
         try:
@@ -96,33 +113,80 @@ class RaceLog:
         finally:
             self.records = {}
 
+    @staticmethod
+    def _value_keys(items, sizes):
+        """The bits of each written value (one key per access), or None when some write has no
+        comparable value (buffers of vectors)."""
+        keys = []
+        for (_, _, write, values), size in zip(items, sizes):
+            if not write:
+                keys.append(np.zeros(size, np.uint64))
+                continue
+            values = None if values is None else np.ascontiguousarray(values)
+            if values is None or values.ndim != 1 or values.dtype.itemsize not in (1, 2, 4, 8):
+                return None
+            keys.append(values.view(f"u{values.dtype.itemsize}").astype(np.uint64))
+        return np.concatenate(keys)
+
     def _check(self, name, shape, lanes, items, where="one statement"):
-        elems = np.concatenate([e for e, _, _ in items])
-        ids = np.concatenate([l for _, l, _ in items])
-        writes = np.concatenate([np.full(e.shape, w) for e, _, w in items])
+        elems = np.concatenate([e for e, _, _, _ in items])
+        ids = np.concatenate([l for _, l, _, _ in items])
+        writes = np.concatenate([np.full(e.shape, w) for e, _, w, _ in items])
+        seq = np.concatenate([np.full(e.shape, k) for k, (e, _, _, _) in enumerate(items)])
+        keys = self._value_keys(items, [e.size for e, _, _, _ in items])
         written = np.unique(elems[writes])
         if written.size == 0:
             return
         keep = np.isin(elems, written)
-        elems, ids, writes = elems[keep], ids[keep], writes[keep]
+        elems, ids, writes, seq = elems[keep], ids[keep], writes[keep], seq[keep]
+        keys = keys[keep] if keys is not None else None
         order = np.lexsort((ids, elems))
-        elems, ids, writes = elems[order], ids[order], writes[order]
+        elems, ids, writes, seq = elems[order], ids[order], writes[order], seq[order]
         starts = np.flatnonzero(np.r_[True, elems[1:] != elems[:-1]])
         low = np.minimum.reduceat(ids, starts)
         high = np.maximum.reduceat(ids, starts)
-        bad = np.flatnonzero(low != high)
+        conflict = low != high
+        if keys is not None and conflict.any():
+            # Harmless: every write of the element stores one value (bit for bit), and every lane
+            # reading it wrote it itself before, so each read sees that value in any order.
+            keys = keys[order]
+            big = np.iinfo(np.uint64).max
+            write_keys = np.where(writes, keys, 0)
+            same = (np.minimum.reduceat(np.where(writes, keys, big), starts)
+                    == np.maximum.reduceat(write_keys, starts))
+            pairs = np.unique(np.stack([elems, ids]), axis=1, return_inverse=True)[1].reshape(-1)
+            first_write = np.full(pairs.max() + 1, np.iinfo(np.int64).max)
+            np.minimum.at(first_write, pairs[writes], seq[writes])
+            read_ok = writes | (first_write[pairs] < seq)
+            conflict &= ~(same & np.logical_and.reduceat(read_ok, starts))
+        bad = np.flatnonzero(conflict)
         if bad.size:
             k = starts[bad[0]]
             where_index = np.unravel_index(elems[k], shape)
             raise RuntimeError(
                 f"data race on {name}{[int(i) for i in where_index]}: lanes ({_lane_text(lanes, int(low[bad[0]]))}) "
-                f"and ({_lane_text(lanes, int(high[bad[0]]))}) both access it, at least one writing, "
-                f"with no barrier in between (checked at {where})")
+                f"and ({_lane_text(lanes, int(high[bad[0]]))}) both access it, at least one writing, with no "
+                f"barrier in between (checked at {where})")
 
 
-def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=()):
+def last_lane(value, vector=False):
+    """Many lanes writing one element in one statement (a race): the value of the last lane in
+    thread order, one valid outcome.  ``vector``: the last axis holds a vector's lanes."""
+    value = np.asarray(value)
+    lead = value.ndim - (1 if vector else 0)
+    return value[(-1,) * lead] if lead > 0 else value[()]
+
+
+def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=(),
+           statement=False, poison=None):
     """Sanitizer access (``check=True``): bounds, reads of never-written allocation elements, and
-    the per-lane record for race detection; then the read (returned) or write itself."""
+    the per-lane record for race detection; then the read (returned) or write itself.
+
+    ``poison`` (a :class:`RaceLog`) follows MemorySanitizer's rule for a thread's registers: a
+    never-written element read into a value that is only stored to thread-local memory is no error
+    yet; the lanes carrying it are remembered and the stored element stays "never written", so the
+    error comes if and when the value reaches shared or global memory, a branch or an address.
+    """
     index = tuple(np.asarray(i) for i in index)
     # A buffer of vectors (float32x3 after StorageRewrite): each element is a row of lanes.
     extra = tuple(buffer.shape[len(index):])
@@ -134,6 +198,9 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
         shapes.append(np.shape(mask))
     if write:
         shapes.append(np.shape(value)[:np.ndim(value) - len(extra)])
+    tainted = poison.pending if write and poison is not None else None
+    if tainted is not None:
+        shapes.append(np.shape(tainted))
     shape = np.broadcast_shapes(*shapes)
     full = [np.broadcast_to(i, shape) for i in index]
     keep = np.broadcast_to(np.asarray(True if mask is None else mask, dtype=bool), shape)
@@ -145,17 +212,25 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
         raise IndexError(f"out-of-bounds {'write' if write else 'read'} of {name}{list(first)} "
                          f"(shape {tuple(buffer.shape)})")
     sel = tuple(f[keep] for f in full)
+    written = np.broadcast_to(value, shape + extra)[keep] if write else None
     if log is not None and lanes:
-        log.record(name, buffer.shape[:len(index)], sel, _lane_ids(lanes, shape)[keep], write, lanes)
+        log.record(name, buffer.shape[:len(index)], sel, _lane_ids(lanes, shape)[keep], write, lanes, written,
+                   statement)
     if write:
-        buffer[sel] = np.broadcast_to(value, shape + extra)[keep]
+        buffer[sel] = written
         if shadow is not None:
-            shadow[sel] = True
+            shadow[sel] = True if tainted is None else ~np.broadcast_to(tainted, shape)[keep]
+        if poison is not None:
+            poison.pending = None
         return None
     if shadow is not None:
         written = shadow[sel]
         written = written.all(axis=tuple(range(1, written.ndim))) if written.ndim > 1 else written
-        if not np.all(written):
+        if poison is not None and not np.all(written):
+            unset = np.zeros(shape, bool)
+            unset[keep] = ~written
+            poison.taint(unset)
+        elif not np.all(written):
             first = tuple(int(s[~written][0]) for s in sel)
             raise RuntimeError(f"read of {name}{list(first)}, an element of a buffer allocation that was never "
                                f"written")
@@ -312,9 +387,10 @@ def thread_allreduce_values(combine, values, axes, extents, ndim=12):
     return tuple(np.expand_dims(np.asarray(a), tuple(axes)) for a in acc)
 
 
-def warp_shuffle(kind, value, offset, width, extents, ndim=12):
+def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None):
     """``tvm_warp_shuffle`` (kind "idx"), ``_down`` and ``_up`` over threads numbered x fastest,
-    warps of 32 consecutive threads split into segments of ``width`` lanes."""
+    warps of 32 consecutive threads split into segments of ``width`` lanes.  With ``poison``
+    (sanitizer), the lanes carrying uninitialised values move with the values."""
     full = _lane_array(value, ndim)
     shape = list(full.shape)
     shape[:len(extents)] = extents
@@ -329,7 +405,11 @@ def warp_shuffle(kind, value, offset, width, extents, ndim=12):
         src = np.where(pos + offset < width, lane + offset, lane)
     else:
         src = np.where(pos >= offset, lane - offset, lane)
-    return flat[np.minimum(src, count - 1)].reshape(full.shape)
+    src = np.minimum(src, count - 1)
+    if poison is not None and poison.pending is not None:
+        tainted = np.broadcast_to(_lane_array(poison.pending, ndim), full.shape)
+        poison.pending = tainted.reshape(flat.shape)[src].reshape(full.shape)
+    return flat[src].reshape(full.shape)
 
 
 def warp_activemask():
@@ -360,14 +440,30 @@ def wrap(value, dtype):
     return (value - info.min) % span + info.min
 
 
-def _check_divisor(b):
-    if np.any(np.asarray(b) == 0):
+def _check_divisor(a, b, dtype=None, mask=None):
+    """Raise where the hardware traps: a zero divisor, or ``INT_MIN / -1`` of a signed dtype
+    (x86's ``idiv`` raises SIGFPE for both; LLVM calls the overflow undefined).  Lanes where
+    ``mask`` is false (the untaken arm of a lazy ``if_then_else``, a branch not taken) do not
+    divide: a zero divisor there becomes 1.  Returns the divisor to use."""
+    taken = True if mask is None else np.asarray(mask, dtype=bool)
+    zero = np.asarray(b) == 0
+    if np.any(zero & taken):
         raise ZeroDivisionError("integer division by zero")
+    if dtype is None and not (isinstance(a, int) and isinstance(b, int)):
+        dtype = np.result_type(a, b)
+    if dtype is not None and np.dtype(dtype).kind == "i":
+        low = np.iinfo(dtype).min
+        if np.any((np.asarray(a) == low) & (np.asarray(b) == -1) & taken):
+            raise OverflowError(f"integer division overflow: {low} / -1 does not fit {np.dtype(dtype)} "
+                                f"(the native kernel traps with SIGFPE)")
+    if mask is not None and np.any(zero):
+        b = np.where(taken, b, np.ones((), np.asarray(b).dtype))
+    return b
 
 
-def truncdiv(a, b):
+def truncdiv(a, b, dtype=None, mask=None):
     """Integer division rounding toward zero (TIR ``Div`` on integers, C semantics)."""
-    _check_divisor(b)
+    b = _check_divisor(a, b, dtype, mask)
     if isinstance(a, int) and isinstance(b, int):
         q = abs(a) // abs(b)
         return q if (a < 0) == (b < 0) else -q
@@ -375,25 +471,37 @@ def truncdiv(a, b):
     return (a - r) // b
 
 
-def truncmod(a, b):
+def truncmod(a, b, dtype=None, mask=None):
     """Remainder with the sign of the dividend (TIR ``Mod`` on integers, C ``%``)."""
-    _check_divisor(b)
+    b = _check_divisor(a, b, dtype, mask)
     if isinstance(a, int) and isinstance(b, int):
         r = abs(a) % abs(b)
         return r if a >= 0 else -r
     return np.fmod(a, b)
 
 
-def floordiv(a, b):
+def floordiv(a, b, dtype=None, mask=None):
     """Integer division rounding toward minus infinity (TIR ``FloorDiv``)."""
-    _check_divisor(b)
+    b = _check_divisor(a, b, dtype, mask)
     return a // b
 
 
-def floormod(a, b):
+def floormod(a, b, dtype=None, mask=None):
     """Remainder with the sign of the divisor (TIR ``FloorMod``)."""
-    _check_divisor(b)
+    b = _check_divisor(a, b, dtype, mask)
     return a % b
+
+
+def shift_count(count, bits, mask=None):
+    """Sanitizer: a shift count must lie in ``[0, bits)`` (LLVM makes other shifts poison)."""
+    bad = (np.asarray(count) < 0) | (np.asarray(count) >= bits)
+    if mask is not None:
+        bad = bad & np.asarray(mask, dtype=bool)
+    if np.any(bad):
+        first = np.broadcast_to(np.asarray(count), np.shape(bad))[bad].reshape(-1)[0]
+        raise ValueError(f"shift by {int(first)} of a {bits}-bit integer: counts outside [0, {bits}) are "
+                         f"undefined in LLVM (the native result depends on how it was compiled)")
+    return count
 
 
 def float_floordiv(a, b):
@@ -407,10 +515,75 @@ def float_floormod(a, b):
 
 
 # --------------------------------------------------------------------------- conversions
+def _float_to_int32_or_64(x, bits):
+    """x86 ``cvttss2si``/``cvttsd2si``: truncate toward zero; NaN and out-of-range values give
+    the "integer indefinite" ``INT_MIN`` of the width.  Returns int64."""
+    t = np.trunc(np.asarray(x, np.float64))
+    limit = 2.0 ** (bits - 1)
+    ok = (t >= -limit) & (t < limit)  # False for NaN
+    return np.where(ok, t, -limit).astype(np.int64)
+
+
+def _float_to_int(x, dtype):
+    """Float → integer as the native LLVM kernel computes it on x86-64 (measured, vectorised
+    loops): in-range values truncate; NaN, infinities and out-of-range values follow the
+    instruction sequences LLVM emits (``fptosi``/``fptoui`` of such values are poison in LLVM
+    IR, so scalar remainder iterations of a native loop may differ)."""
+    dtype = np.dtype(dtype)
+    src = np.asarray(x).dtype
+    if dtype.itemsize == 8:
+        t1 = _float_to_int32_or_64(x, 64)
+        if dtype.kind == "i":
+            return t1
+        t2 = _float_to_int32_or_64(np.asarray(x, np.float64) - 2.0 ** 63, 64)
+        return (t1 | (t2 & (t1 >> 63))).view(np.uint64)
+    t1 = _float_to_int32_or_64(x, 32)
+    if dtype == np.uint32:
+        t2 = _float_to_int32_or_64(np.asarray(x, np.float64) - 2.0 ** 31, 32)
+        sign = np.where(t1 < 0, np.int64(-1), np.int64(0))
+        return ((t1 | (t2 & sign)) & 0xFFFFFFFF).astype(np.uint32)
+    if dtype == np.int32:
+        return t1.astype(np.int32)
+    if dtype == np.uint16 or (dtype == np.int16 and src == np.float16):
+        return t1.astype(dtype)  # the low bits (wrap)
+    info = np.iinfo(dtype)
+    return np.clip(t1, info.min, info.max).astype(dtype)  # packed with saturation
+
+
+def _float_to_float(arr, dtype):
+    """Float → float as the native kernel converts (x86-64, F16C): numpy's values, but a NaN
+    leaves a conversion quiet (its quiet bit set), as ``cvtss2sd``/``vcvtps2ph`` and compiler-rt
+    make it, except float16 → float32 (``vcvtph2ps`` keeps the payload as it is)."""
+    out = arr.astype(dtype)
+    nan = np.isnan(arr)
+    if not nan.any() or (arr.dtype == np.float16 and out.dtype == np.float32):
+        return out
+    out = np.array(out, copy=True)
+    bits = out.view(f"u{out.itemsize}")
+    if out.dtype == np.float16:  # sign, quiet NaN, the top 9 payload bits of the source
+        src_bits = arr.view(f"u{arr.itemsize}").astype(np.uint64)
+        mant_bits = np.finfo(arr.dtype).nmant
+        sign = (src_bits >> (arr.itemsize * 8 - 1)).astype(np.uint16) << 15
+        payload = ((src_bits >> (mant_bits - 10)) & 0x1FF).astype(np.uint16)
+        bits[nan] = (sign | 0x7E00 | payload)[nan]
+    else:
+        quiet = np.array(1 << (np.finfo(out.dtype).nmant - 1), bits.dtype)
+        bits[nan] |= quiet
+    return out
+
+
 def cast(value, dtype):
-    """Convert like TVM's ``Cast``: integers wrap, floats round to nearest, float→int truncates."""
+    """Convert like TVM's ``Cast``: integers wrap, floats round to nearest, float→int truncates
+    (NaN and out-of-range values as the native kernel converts them, see ``_float_to_int``)."""
     arr = np.asarray(value)
-    out = (arr != 0) if dtype == "bool" else arr.astype(dtype)
+    if dtype == "bool":
+        out = arr != 0
+    elif arr.dtype.kind == "f" and np.dtype(dtype).kind in "iu":
+        out = _float_to_int(arr, dtype)
+    elif arr.dtype.kind == "f" and np.dtype(dtype).kind == "f":
+        out = _float_to_float(arr, dtype)
+    else:
+        out = arr.astype(dtype)
     return out[()] if out.ndim == 0 else out
 
 
@@ -704,6 +877,25 @@ def clz(x, dtype):
     return out[()] if out.ndim == 0 else out
 
 
+def in_double(fn, x):
+    """``fn`` of a float32 (or float16) ``x`` computed in float64 and rounded to float32 (then to
+    ``x``'s dtype): the correctly rounded value that libm's ``expf``/``logf``/``sinf``/``cosf``
+    give the native kernel."""
+    x = np.asarray(x)
+    out = fn(x.astype(np.float64)).astype(np.float32).astype(x.dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+def nan_through(out, x):
+    """A NaN operand comes out as itself, quieted, as libm returns it (numpy's vector loops may
+    give their own NaN instead), so NaN signs and payloads do not depend on how numpy ran."""
+    nan = np.isnan(x)
+    if not np.any(nan):
+        return out
+    res = np.where(nan, x + x, out).astype(np.result_type(out), copy=False)
+    return res[()] if res.ndim == 0 else res
+
+
 def popcount(x):
     """Number of set bits, in ``x``'s dtype."""
     x = np.asarray(x)
@@ -714,6 +906,8 @@ def popcount(x):
 
 #: Which helpers each helper calls, so a script gets everything it needs.
 HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "cast": ("_float_to_int", "_float_to_float"),
+    "_float_to_int": ("_float_to_int32_or_64",),
     "truncdiv": ("_check_divisor",),
     "truncmod": ("_check_divisor",),
     "floordiv": ("_check_divisor",),
