@@ -2637,7 +2637,12 @@ class _LoopAccesses:
             self.stmt(stmt.body)
         elif key == "tirx.DeclBuffer":
             if stmt.data is not None and _type_key(stmt.data) == "ir.Call" and stmt.data.args:
-                self.roots[_key(stmt.buffer)] = self.root(stmt.data.args[0])
+                if _type_key(stmt.data.args[0]) == "ir.TensorLoad":
+                    # A view at an element's address (address_of): where it starts moves with the
+                    # indices, so no claim of independence.
+                    self.private = True
+                else:
+                    self.roots[_key(stmt.buffer)] = self.root(stmt.data.args[0])
         elif key == "s_tir.SBlockRealize":
             block = stmt.block
             for value in stmt.iter_values:
