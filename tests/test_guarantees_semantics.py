@@ -290,6 +290,26 @@ def test_a_racy_kernel_without_sanitizers_runs_deterministically():
         np.testing.assert_array_equal(outs[0], outs[1])
 
 
+@T.prim_func
+def _one_thread_writes_one_element(A: T.Buffer((64,), "float32"), B: T.Buffer((1,), "float32")):
+    T.func_attr({"global_symbol": "main"})
+    for bx in T.thread_binding(1, thread="blockIdx.x"):
+        for tx in T.thread_binding(64, thread="threadIdx.x"):
+            if tx == 5:
+                B[0] = A[tx]
+
+
+def test_a_store_masked_to_one_thread_keeps_that_threads_value():
+    """No race: only thread 5 stores (LowerThreadAllreduce writes its result so, from thread 0).
+    The other lanes' values must not stand in for it (dlight argmax read thread 63's value)."""
+    hm = thn.build(_one_thread_writes_one_element, target="cuda")
+    a = np.arange(64, dtype="float32") * 3 + 1
+    for stage in _changed_stages(hm):
+        for mode in MODES:
+            out = hm.emulate(a, np.zeros(1, "float32"), stage=stage.index, mode=mode)
+            assert out[0] == a[5], (stage.label, mode, out)
+
+
 # =========================================================================== sanitizers
 def test_many_threads_writing_one_shared_element_is_a_race_at_every_stage():
     hm = thn.build(_racy_shared_write, target="cuda")

@@ -1168,7 +1168,9 @@ class HybridCodegen:
                 and not self._sanitized(info)):
             # Every lane writes this one element (a race between threads): the last lane's value is
             # one valid outcome.  (The sanitizer reports it as a race.)
-            value = self._call("last_lane", value, ast.Constant(_lanes(_dtype(node.value)) > 1))
+            mask = self._mask_expr(self.stmt_masks)
+            value = self._call("last_lane", value, ast.Constant(_lanes(_dtype(node.value)) > 1),
+                               *([mask] if mask is not None else []))
         out = self._store(info, indices, values, value)
         if self._statement_lanes() and self._sanitized(info) and not info.per_thread:
             out.insert(0, ast.Expr(ast.Call(ast.Attribute(_name("race_log"), "new_statement", ast.Load()), [], [])))

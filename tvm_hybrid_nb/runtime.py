@@ -169,12 +169,24 @@ class RaceLog:
                 f"barrier in between (checked at {where})")
 
 
-def last_lane(value, vector=False):
+def last_lane(value, vector=False, mask=None):
     """Many lanes writing one element in one statement (a race): the value of the last lane in
-    thread order, one valid outcome.  ``vector``: the last axis holds a vector's lanes."""
+    thread order that writes (``mask``: the lanes whose store is not masked off), one valid
+    outcome.  ``vector``: the last axis holds a vector's lanes."""
     value = np.asarray(value)
     lead = value.ndim - (1 if vector else 0)
-    return value[(-1,) * lead] if lead > 0 else value[()]
+    if lead <= 0:
+        return value[()]
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)
+        mask = mask.reshape(mask.shape[:lead]) if mask.ndim > lead else mask
+        shape = np.broadcast_shapes(value.shape[:lead], mask.shape)
+        writers = np.flatnonzero(np.broadcast_to(mask, shape))
+        if writers.size:
+            index = np.unravel_index(writers[-1], shape)
+            full = np.broadcast_to(value, shape + value.shape[lead:])
+            return full[tuple(int(i) for i in index)]
+    return value[(-1,) * lead]
 
 
 def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=(),
