@@ -1248,8 +1248,9 @@ class HybridCodegen:
     #: Fast mode: the most memory the copies of one allocation made per lane may take; a loop whose
     #: lanes would need more runs serially (one copy at a time), as the compiled kernel does.
     LANE_COPIES_MAX_BYTES = 256 << 20
-    #: Lanes assumed for a loop whose extent is only known at run time.
-    UNKNOWN_LANES = 1 << 16
+    #: Sizes only known at run time are not guessed here (a guess refused every symbolic-size dlight
+    #: GPU matmul): such copies are allocated, and a MemoryError is the InsufficientMemoryError refusal.
+    UNKNOWN_LANES = 1
 
     def _check_lane_copies(self, buf, private: list, dims: list) -> None:
         if not private:
