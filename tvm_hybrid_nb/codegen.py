@@ -1226,11 +1226,16 @@ class HybridCodegen:
                        for ax in private]
         lanes_shape = []
         if info.per_thread:
-            if not self.thread_extents:
+            running = {ax.axis: ax.extent for ax in self.axes if ax.is_thread}
+            if not self.thread_extents and not running:
                 info.per_thread = False
             else:
-                for tag, _axis in sorted(self.THREAD_AXES.items(), key=lambda kv: kv[1]):
-                    lanes_shape.append(ast.Constant(self.thread_extents.get(tag, 1)))
+                for tag, axis in sorted(self.THREAD_AXES.items(), key=lambda kv: kv[1]):
+                    # A thread extent known only at run time (a device kernel launched with a
+                    # computed block size) is the running threads' own.
+                    extent = self.thread_extents.get(tag)
+                    lanes_shape.append(ast.Constant(extent) if extent is not None
+                                       else running.get(axis, ast.Constant(1)))
         # A buffer of vectors (float32x3 after StorageRewrite): each element is a row of lanes.
         vector_lanes = [ast.Constant(_lanes(str(buf.dtype)))] if _lanes(str(buf.dtype)) > 1 else []
         shape = ast.Tuple(lanes_shape + [ax.extent for ax in private] + [d.node for d in dims] + vector_lanes,
@@ -1843,6 +1848,8 @@ class HybridCodegen:
             out = self._lanes_for(var, min_expr, lo, extent_expr, body, is_thread=True, tag=tag)
         except _CannotVectorize as exc:
             self._restore_state(saved)
+            if any(not ax.is_thread for ax in self.axes):
+                raise  # fast mode's lanes around the launch (blocks as lanes) run one after another instead
             raise UnsupportedConstructError("thread-bound loop", f"{tag}: {exc}") from None
         note = ast.Expr(ast.Call(self._use("thread_lanes"), [_name(self.namer.lookup(var)), ast.Constant(tag)], []))
         return out[:1] + [note] + out[1:]
