@@ -375,3 +375,24 @@ def test_barrier_in_a_while_loop_not_all_threads_run_is_an_error():
         np.testing.assert_array_equal(out, same)
         with pytest.raises(Exception, match="not reached by all threads"):
             hm.emulate(np.arange(8, dtype="int32"), np.zeros(8, "int32"), mode=mode)
+
+
+def test_topi_gpu_merge_sort_with_merge_rounds():
+    """topi's GPU sort beyond one block's 128 elements merges sorted runs: a binary search (while)
+    and a serial loop over each thread's share, per thread, in a device kernel launched with a
+    computed block size (its per-thread memory had one copy for all threads after SplitHostDevice)."""
+    from tvm.relax.frontend import nn
+    from tvm.relax.frontend.nn import op, spec
+
+    from tvm_hybrid_nb import zoo
+
+    class Sort(nn.Module):
+        def forward(self, x):
+            return op.sort(x, axis=-1)
+
+    kernel = next(k for k in zoo.collect_kernels([("sort", Sort(), {"x": spec.Tensor((1, 300), "float32")})])
+                  if k.cuda is not None)
+    target, mod = zoo.schedule(kernel.cuda, "dlight-gpu")
+    hm = thn.build(mod, target=target)
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 300)).astype("float32")
+    _check_every_stage(hm, [x, np.zeros_like(x)], [np.sort(x, axis=-1)], check=False)
