@@ -290,3 +290,109 @@ def test_fast_mode_is_not_slower_than_exact_on_a_dlight_cpu_matmul():
         np.testing.assert_array_equal(out, expected, err_msg=mode)
     assert "ax0_ax1_fused" in hm.stage(0).fast_source().split("Fast mode:")[1].split("\n")[0]
     assert seconds["fast"] < seconds["exact"], seconds
+
+
+# ---------------------------------------------------------------- a loop whose trip count differs between threads
+@T.prim_func
+def _double_until_bound(A: T.Buffer((2, 8), "int32"), bound: T.Buffer((2, 8), "int32"),
+                        B: T.Buffer((2, 8), "int32"), trips: T.Buffer((2, 8), "int32")):
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        for tx in T.thread_binding(8, thread="threadIdx.x"):
+            value = T.alloc_buffer((1,), "int32", scope="local")
+            count = T.alloc_buffer((1,), "int32", scope="local")
+            value[0] = A[bx, tx]
+            count[0] = 0
+            while value[0] < bound[bx, tx]:
+                value[0] = value[0] * 2
+                count[0] = count[0] + 1
+            B[bx, tx] = value[0]
+            trips[bx, tx] = count[0]
+
+
+def test_while_loop_whose_trip_count_differs_between_threads():
+    """topi's GPU merge sort: each thread doubles its value until it reaches its own bound, so the
+    threads of a block loop 0 to 6 times; a thread stops for good when its condition fails (it was
+    refused: "while loop whose condition differs between iterations")."""
+    hm = thn.build(_double_until_bound, target="cuda")
+    a = np.array([[1, 1, 2, 3, 1, 5, 2, 7], [1, 2, 3, 4, 5, 6, 7, 8]], "int32")
+    bound = (np.arange(8, dtype="int32") * 9 + 1) * np.array([[1], [2]], "int32")
+    expected_b, expected_trips = a.copy(), np.zeros_like(a)
+    for index in np.ndindex(a.shape):
+        while expected_b[index] < bound[index]:
+            expected_b[index] *= 2
+            expected_trips[index] += 1
+    assert len(set(expected_trips[0].tolist())) > 3  # the threads of a block loop differently often
+    _check_every_stage(hm, [a, bound, np.zeros_like(a), np.zeros_like(a)], [expected_b, expected_trips])
+
+
+@T.prim_func
+def _per_thread_loop_and_branch(A: T.Buffer((16,), "int32"), B: T.Buffer((8,), "int32")):
+    for tx in T.thread_binding(8, thread="threadIdx.x"):
+        total = T.alloc_buffer((1,), "int32", scope="local")
+        total[0] = 0
+        for k in range(tx, tx * 2):  # thread tx sums A[tx:2 tx]
+            if total[0] < 20:  # the branch writes what its condition reads
+                total[0] = total[0] + A[k] * 3
+            else:
+                total[0] = total[0] - A[k]
+        B[tx] = total[0]
+
+
+def test_loop_bounds_and_branch_that_differ_between_threads():
+    """The merge sort's serial loop over each thread's share (bounds that depend on ``threadIdx.x``)
+    with a branch that updates the counter it tests: each thread decides its branch once (the else
+    branch saw the counter the then branch had just written)."""
+    hm = thn.build(_per_thread_loop_and_branch, target="cuda")
+    a = np.arange(16, dtype="int32") % 7 + 1
+    expected = np.zeros(8, "int32")
+    for tx in range(8):
+        for k in range(tx, 2 * tx):
+            expected[tx] += a[k] * 3 if expected[tx] < 20 else -a[k]
+    _check_every_stage(hm, [a, np.zeros(8, "int32")], [expected])
+
+
+@T.prim_func
+def _barrier_in_divergent_while(A: T.Buffer((8,), "int32"), B: T.Buffer((8,), "int32")):
+    for tx in T.thread_binding(8, thread="threadIdx.x"):
+        value = T.alloc_buffer((1,), "int32", scope="local")
+        value[0] = 0
+        while value[0] < A[tx]:
+            T.evaluate(T.tvm_storage_sync("shared"))
+            value[0] = value[0] + 1
+        B[tx] = value[0]
+
+
+def test_barrier_in_a_while_loop_not_all_threads_run_is_an_error():
+    """A barrier inside a loop that threads leave at different trips is one not all threads reach:
+    an error, not a result; with every thread running the same trips it is fine."""
+    import pytest
+
+    hm = thn.build(_barrier_in_divergent_while, target="cuda")
+    for mode in ("exact", "fast"):
+        same = np.full(8, 3, "int32")
+        out = np.zeros(8, "int32")
+        hm.emulate(same, out, mode=mode)
+        np.testing.assert_array_equal(out, same)
+        with pytest.raises(Exception, match="not reached by all threads"):
+            hm.emulate(np.arange(8, dtype="int32"), np.zeros(8, "int32"), mode=mode)
+
+
+def test_topi_gpu_merge_sort_with_merge_rounds():
+    """topi's GPU sort beyond one block's 128 elements merges sorted runs: a binary search (while)
+    and a serial loop over each thread's share, per thread, in a device kernel launched with a
+    computed block size (its per-thread memory had one copy for all threads after SplitHostDevice)."""
+    from tvm.relax.frontend import nn
+    from tvm.relax.frontend.nn import op, spec
+
+    from tvm_hybrid_nb import zoo
+
+    class Sort(nn.Module):
+        def forward(self, x):
+            return op.sort(x, axis=-1)
+
+    kernel = next(k for k in zoo.collect_kernels([("sort", Sort(), {"x": spec.Tensor((1, 300), "float32")})])
+                  if k.cuda is not None)
+    target, mod = zoo.schedule(kernel.cuda, "dlight-gpu")
+    hm = thn.build(mod, target=target)
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 300)).astype("float32")
+    _check_every_stage(hm, [x, np.zeros_like(x)], [np.sort(x, axis=-1)], check=False)

@@ -1226,11 +1226,16 @@ class HybridCodegen:
                        for ax in private]
         lanes_shape = []
         if info.per_thread:
-            if not self.thread_extents:
+            running = {ax.axis: ax.extent for ax in self.axes if ax.is_thread}
+            if not self.thread_extents and not running:
                 info.per_thread = False
             else:
-                for tag, _axis in sorted(self.THREAD_AXES.items(), key=lambda kv: kv[1]):
-                    lanes_shape.append(ast.Constant(self.thread_extents.get(tag, 1)))
+                for tag, axis in sorted(self.THREAD_AXES.items(), key=lambda kv: kv[1]):
+                    # A thread extent known only at run time (a device kernel launched with a
+                    # computed block size) is the running threads' own.
+                    extent = self.thread_extents.get(tag)
+                    lanes_shape.append(ast.Constant(extent) if extent is not None
+                                       else running.get(axis, ast.Constant(1)))
         # A buffer of vectors (float32x3 after StorageRewrite): each element is a row of lanes.
         vector_lanes = [ast.Constant(_lanes(str(buf.dtype)))] if _lanes(str(buf.dtype)) > 1 else []
         shape = ast.Tuple(lanes_shape + [ax.extent for ax in private] + [d.node for d in dims] + vector_lanes,
@@ -1603,7 +1608,9 @@ class HybridCodegen:
         lo = self.visit_expr(node.min)
         extent = self.visit_expr(node.extent)
         if _varying(lo, extent):
-            raise _CannotVectorize("loop bounds that differ between iterations")
+            if kind not in (0, 3):
+                raise _CannotVectorize("loop bounds that differ between iterations")
+            return self._lanes_serial_for(node)
         try:
             self.analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent),
                                allow_override=True)
@@ -1841,6 +1848,8 @@ class HybridCodegen:
             out = self._lanes_for(var, min_expr, lo, extent_expr, body, is_thread=True, tag=tag)
         except _CannotVectorize as exc:
             self._restore_state(saved)
+            if any(not ax.is_thread for ax in self.axes):
+                raise  # fast mode's lanes around the launch (blocks as lanes) run one after another instead
             raise UnsupportedConstructError("thread-bound loop", f"{tag}: {exc}") from None
         note = ast.Expr(ast.Call(self._use("thread_lanes"), [_name(self.namer.lookup(var)), ast.Constant(tag)], []))
         return out[:1] + [note] + out[1:]
@@ -1864,9 +1873,67 @@ class HybridCodegen:
     def visit_While(self, node) -> list[ast.stmt]:
         cond = self.visit_expr(node.condition)
         if cond.varying:
-            raise _CannotVectorize("while loop whose condition differs between iterations")
+            return self._lanes_while(node, cond)
         body = self.visit_stmt(node.body)
         return [ast.While(cond.node, body or [ast.Pass()], [])]
+
+    def _lanes_while(self, node, cond: Value) -> list[ast.stmt]:
+        """A while loop whose condition differs between the threads of a block (in lockstep): it runs
+        while any thread still loops, each trip writing only for the threads whose condition held on
+        every trip so far — a thread leaves for good the first time its condition fails, as on the GPU.
+        Barriers inside see the mask, so one that only the still-looping threads reach stays an error."""
+        self._require_thread_lanes("while loop whose condition differs between iterations")
+        active = self.namer.define_name("looping")
+        outer = self._mask_expr(self.stmt_masks)
+        first = self.to_np(cond).node
+        start = first if outer is None else ast.BinOp(outer, ast.BitAnd(), first)
+        body, again = self._lanes_loop_body(active, node.body, lambda: self.visit_expr(node.condition))
+        narrow = ast.Assign([_store_name(active)], ast.BinOp(_name(active), ast.BitAnd(), again))
+        return [ast.Assign([_store_name(active)], start),
+                ast.While(ast.Call(_np("any"), [_name(active)], []), body + [narrow], [])]
+
+    def _lanes_serial_for(self, node) -> list[ast.stmt]:
+        """A serial loop whose bounds differ between the threads of a block: each thread counts its own
+        loop variable from its own start, the loop running, like a per-thread while loop, until every
+        thread is done."""
+        self._require_thread_lanes("loop bounds that differ between iterations")
+        dtype = _dtype(node.loop_var)
+        end = self.to_np(self.visit_expr(tvm.sym.Analyzer().simplify(node.min + node.extent))).node
+        lo = self.visit_expr(node.min).node
+        name = self.namer.define(node.loop_var, node.loop_var.name)
+        self.var_kinds[_key(node.loop_var)] = ("np", dtype, True)
+        end_name = self.namer.define_name(f"{name}_end")
+        active = self.namer.define_name("looping")
+        outer = self._mask_expr(self.stmt_masks)
+        first = ast.Compare(_name(name), [ast.Lt()], [_name(end_name)])
+        start = first if outer is None else ast.BinOp(outer, ast.BitAnd(), first)
+        body, again = self._lanes_loop_body(active, node.body, lambda: None)
+        step = ast.Assign([_store_name(name)], ast.BinOp(_name(name), ast.Add(), ast.Constant(1)))
+        narrow = ast.Assign([_store_name(active)], ast.BinOp(_name(active), ast.BitAnd(), first))
+        zeros = ast.Call(_np("zeros_like"), [_name(end_name)], [])
+        return [ast.Assign([_store_name(end_name)], end),
+                ast.Assign([_store_name(name)], ast.BinOp(lo, ast.Add(), zeros)),
+                ast.Assign([_store_name(active)], start),
+                ast.While(ast.Call(_np("any"), [_name(active)], []), body + [step, narrow], [])]
+
+    def _require_thread_lanes(self, what: str) -> None:
+        """Per-lane control flow is emulated for threads only: fast mode's vectorised iterations (and
+        the race check's parallel ones) fall back to running one after another."""
+        if not self.axes or not all(ax.is_thread for ax in self.axes):
+            raise _CannotVectorize(what)
+
+    def _lanes_loop_body(self, active: str, body_stmt, condition):
+        """``body_stmt`` (and ``condition()``, re-evaluated at the end of each trip) for the lanes in
+        ``active`` only; no view is hoisted out of such a loop (what it depends on may change per trip)."""
+        frames, self.serial_frames = self.serial_frames, []
+        self.stmt_masks.append(_name(active))
+        try:
+            body = self.visit_stmt(body_stmt)
+            again = condition()  # loads masked to the looping lanes
+            return body, None if again is None else self.to_np(again).node
+        finally:
+            self.stmt_masks.pop()
+            self.serial_frames = frames
 
     def _masked(self, cond: ast.expr, stmt) -> list[ast.stmt]:
         """Run ``stmt`` for all lanes, writing only where ``cond`` holds."""
@@ -1879,9 +1946,15 @@ class HybridCodegen:
     def visit_IfThenElse(self, node) -> list[ast.stmt]:
         cond = self.visit_expr(node.condition)
         if cond.varying:
-            out = self._masked(cond.node, node.then_case)
+            out, taken = [], cond.node
+            if _reads_memory(node.condition):
+                # The branches may write what the condition reads (a thread's counter): each lane's
+                # branch is decided once, before either runs.
+                taken = _name(self.namer.define_name("taken"))
+                out.append(ast.Assign([_store_name(taken.id)], cond.node))
+            out += self._masked(taken, node.then_case)
             if node.else_case is not None:
-                out += self._masked(ast.UnaryOp(ast.Invert(), cond.node), node.else_case)
+                out += self._masked(ast.UnaryOp(ast.Invert(), taken), node.else_case)
             return out
         with self._guarded(node.condition):
             then = self.visit_stmt(node.then_case)
@@ -2889,6 +2962,19 @@ def _calls_allreduce(block) -> bool:
         return True
 
     tvm_ffi.structural_walk(block.body, visit, order="post")
+    return bool(found)
+
+
+def _reads_memory(expr) -> bool:
+    """Whether ``expr`` loads from a buffer (so a store may change its value)."""
+    found = []
+
+    def visit(node):
+        if _type_key(node) in ("ir.TensorLoad", "ir.BufferLoad"):
+            found.append(node)
+        return not found
+
+    tvm_ffi.structural_walk(expr, visit, order="post")
     return bool(found)
 
 

@@ -30,12 +30,7 @@ FLAVOURS = ("none", "dlight-cpu", "dlight-gpu")
 
 #: Refusals allowed by the zoo test: (flavour, kernel name prefix, construct substring) -> why.
 #: Only constructs the emulator cannot run exactly yet belong here; the zoo test fails on any other.
-ALLOWED_REFUSALS: dict[tuple[str, str, str], str] = {
-    ("dlight-gpu", "sortscan.sort", "while loop whose condition differs between iterations"):
-        "topi's GPU merge sort: a while loop whose trip count differs between the threads of a block",
-    ("dlight-gpu", "sortscan.topk", "while loop whose condition differs between iterations"):
-        "topi's GPU merge sort (inside topk): a while loop whose trip count differs between threads",
-}
+ALLOWED_REFUSALS: dict[tuple[str, str, str], str] = {}
 
 
 @dataclass
