@@ -68,6 +68,23 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
 
 
+
+def _run_script(path: Path, run_name: str) -> dict:
+    """Run the user's script with runpy, as ``python SCRIPT.py`` would (sibling imports work), and
+    return its namespace; a missing file, ``sys.exit`` or an exception is one :class:`CliError`."""
+    if not path.is_file():
+        raise CliError(f"{path}: no such script")
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)
+    try:
+        return runpy.run_path(str(path), run_name=run_name)
+    except SystemExit as exc:
+        raise CliError(f"{path}: the script called sys.exit({exc.code!r})") from None
+    except Exception as exc:
+        raise CliError(f"{path}: the script raised {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.path.remove(folder)
+
 def _sizes(pairs: Sequence[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for text in pairs or ():
@@ -133,17 +150,7 @@ def load_script_target(script: str | os.PathLike) -> tuple[Any, str | None]:
         When the file is missing, raises, or defines neither name.
     """
     path = Path(script)
-    if not path.is_file():
-        raise CliError(f"{path}: no such script")
-    sys.path.insert(0, str(path.resolve().parent))  # as `python SCRIPT.py` would: sibling imports work
-    try:
-        namespace = runpy.run_path(str(path), run_name=SCRIPT_RUN_NAME)
-    except SystemExit as exc:
-        raise CliError(f"{path}: the script called sys.exit({exc.code!r})") from None
-    except Exception as exc:
-        raise CliError(f"{path}: the script raised {type(exc).__name__}: {exc}") from exc
-    finally:
-        sys.path.remove(str(path.resolve().parent))
+    namespace = _run_script(path, SCRIPT_RUN_NAME)
     target = namespace.get("target")
     target = target if isinstance(target, (str, dict)) or type(target).__name__ == "Target" else None
     if callable(namespace.get(SCRIPT_CALLABLE)):
@@ -374,17 +381,7 @@ exit status:
 def load_verify_script(script: str | os.PathLike) -> dict:
     """Run ``script`` and return its model, ``target``, ``passes`` and ``sizes`` (see :data:`VERIFY_EPILOG`)."""
     path = Path(script)
-    if not path.is_file():
-        raise CliError(f"{path}: no such script")
-    sys.path.insert(0, str(path.resolve().parent))
-    try:
-        namespace = runpy.run_path(str(path), run_name=VERIFY_RUN_NAME)
-    except SystemExit as exc:
-        raise CliError(f"{path}: the script called sys.exit({exc.code!r})") from None
-    except Exception as exc:
-        raise CliError(f"{path}: the script raised {type(exc).__name__}: {exc}") from exc
-    finally:
-        sys.path.remove(str(path.resolve().parent))
+    namespace = _run_script(path, VERIFY_RUN_NAME)
     if callable(namespace.get(VERIFY_CALLABLE)):
         try:
             model = namespace[VERIFY_CALLABLE]()
