@@ -401,6 +401,102 @@ def test_parallel_iterations_writing_the_same_value_are_no_race():
         assert result.ok, result
 
 
+@T.prim_func(s_tir=True)
+def _parallel_rows_reduced_into_one_block_buffer(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4,), "float32")):
+    T.func_attr({"global_symbol": "main"})
+    with T.sblock("root"):
+        S = T.sblock_alloc_buffer((1,), "float32")
+        for p in T.parallel(4):
+            for j in range(8):
+                with T.sblock("acc"):
+                    vp, vj = T.axis.remap("SR", [p, j])
+                    with T.init():
+                        S[0] = T.float32(0)
+                    S[0] = S[0] + A[vp, vj]
+            with T.sblock("out"):
+                vp = T.axis.spatial(4, p)
+                B[vp] = S[0]
+
+
+def test_a_block_buffer_used_only_inside_a_parallel_loop_is_each_iterations_own():
+    """dlight.cpu's rms_norm/group_norm: a root-block temporary that every parallel iteration
+    reduces into.  PlanAndUpdateBufferAllocationLocation allocates it inside the loop, so the
+    compiled kernel has one per iteration: no race, and each row gets its own sum."""
+    hm = thn.build(_parallel_rows_reduced_into_one_block_buffer, target="llvm")
+    a = (np.arange(32, dtype="float32").reshape(4, 8) % 5) + 1
+    stages = _changed_stages(hm)
+    assert any(s.name == "s_tir.PlanAndUpdateBufferAllocationLocation" for s in stages)
+    for stage in stages:
+        for mode in MODES:
+            out = hm.emulate(a, np.zeros(4, "float32"), stage=stage.index, mode=mode, check=True)
+            np.testing.assert_array_equal(out, a.sum(axis=1), err_msg=f"{stage.label} {mode}")
+
+
+@T.prim_func
+def _every_thread_copies_one_shared_element_onto_itself(A: T.Buffer((32,), "float32"),
+                                                        B: T.Buffer((32,), "float32")):
+    T.func_attr({"global_symbol": "main"})
+    for bx in T.thread_binding(1, thread="blockIdx.x"):
+        S = T.alloc_buffer((32,), "float32", scope="shared")
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            S[tx] = A[tx]
+            T.evaluate(T.tvm_storage_sync("shared"))
+            S[0] = S[0]  # LowerThreadAllreduce's result copy: every thread stores what is there
+            B[tx] = S[0]
+
+
+def test_silent_stores_racing_with_reads_are_no_race():
+    """dlight GEMV after LowerThreadAllreduce: ``red_buf0[tx * 16] = red_buf0[tx * 16]`` in every
+    threadIdx.y, read by threadIdx.y 0.  The element never changes, so every read sees its value."""
+    hm = thn.build(_every_thread_copies_one_shared_element_onto_itself, target="cuda")
+    a = np.arange(32, dtype="float32") + 3
+    for stage in _changed_stages(hm):
+        for mode in MODES:
+            out = hm.emulate(a, np.zeros(32, "float32"), stage=stage.index, mode=mode, check=True)
+            np.testing.assert_array_equal(out, np.full(32, a[0]), err_msg=f"{stage.label} {mode}")
+
+
+@T.prim_func
+def _uninitialised_lanes_decide_a_select_whose_value_is_discarded(A: T.Buffer((32,), "float32"),
+                                                                   B: T.Buffer((32,), "float32")):
+    T.func_attr({"global_symbol": "main"})
+    for bx in T.thread_binding(1, thread="blockIdx.x"):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            r = T.alloc_buffer((1,), "float32", scope="local")
+            t = T.alloc_buffer((1,), "float32", scope="local")
+            if tx < 8:
+                r[0] = A[tx]
+            # garbage in lanes >= 8 only (no load in an arm: RewriteUnsafeSelect keeps it a Select)
+            t[0] = T.Select(r[0] > T.float32(0), T.float32(1), T.float32(0))
+            if tx < 8:
+                B[tx] = t[0]
+
+
+@T.prim_func
+def _uninitialised_select_stored(A: T.Buffer((32,), "float32"), B: T.Buffer((32,), "float32")):
+    T.func_attr({"global_symbol": "main"})
+    for bx in T.thread_binding(1, thread="blockIdx.x"):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            r = T.alloc_buffer((1,), "float32", scope="local")
+            t = T.alloc_buffer((1,), "float32", scope="local")
+            if tx < 8:
+                r[0] = A[tx]
+            t[0] = T.Select(r[0] > T.float32(0), T.float32(1), T.float32(0))
+            B[tx] = t[0]  # the garbage-decided value reaches global memory
+
+
+def test_a_select_decided_by_uninitialised_lanes_only_poisons_its_value():
+    """dlight argmax after LowerThreadAllreduce: ``select(red_buf1 > t1 ..., ...)`` reads registers
+    that only some threads wrote; as in MemorySanitizer, a Select is no branch: the lanes whose
+    condition is uninitialised carry an uninitialised value, an error only where it is used."""
+    hm = thn.build(_uninitialised_lanes_decide_a_select_whose_value_is_discarded, target="cuda")
+    a = np.arange(32, dtype="float32") - 3
+    for stage in _changed_stages(hm):
+        for mode in MODES:
+            out = hm.emulate(a, np.zeros(32, "float32"), stage=stage.index, mode=mode, check=True)
+            np.testing.assert_array_equal(out[:8], (a[:8] > 0).astype("float32"), err_msg=f"{stage.label} {mode}")
+
+
 @T.prim_func
 def _parallel_different_values(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
     T.func_attr({"global_symbol": "main"})
@@ -471,6 +567,7 @@ def _missing_barrier(A: T.Buffer((32,), "float32"), B: T.Buffer((32,), "float32"
     (_parallel_different_values, "llvm", "data race on S"),
     (_uninitialised_local_used, "cuda", "never written"),
     (_uninitialised_local_decides_a_branch, "cuda", "never written"),
+    (_uninitialised_select_stored, "cuda", "never written"),
     (_out_of_bounds, "cuda", "out-of-bounds read of A"),
     (_divergent_barrier, "cuda", "barrier"),
     (_missing_barrier, "cuda", "data race on S"),

@@ -286,6 +286,10 @@ class HybridCodegen:
                  synced: bool = False):
         self.func = func
         self.check = check
+        #: Buffers allocated by a block (``s_tir``): where they live is decided later, by
+        #: ``PlanAndUpdateBufferAllocationLocation`` (see :meth:`_planned_into`).
+        self.block_allocs: dict[int, object] = {}
+        self._access_counts: dict[int, int] | None = None
         # Threads race only where barriers are explicit: after s_tir.ThreadSync, or written by the user.
         # Before that pass the IR implies a barrier wherever one is needed.
         self.thread_races = synced or _has_storage_sync(func)
@@ -763,7 +767,10 @@ class HybridCodegen:
 
     # ------------------------------------------------------------------ conditionals
     def _conditional(self, cond_expr, true_expr, false_expr, dtype: str, lazy: bool) -> Value:
-        saved_defer, self.defer_poison = self.defer_poison, False  # a branch must be decided by initialised values
+        # A branch (lazy if_then_else) must be decided by initialised values; a Select is no branch:
+        # as in MemorySanitizer, an uninitialised condition only poisons the value it selects.
+        saved_defer = self.defer_poison
+        self.defer_poison = saved_defer and not lazy
         try:
             cond = self.visit_expr(cond_expr)
         finally:
@@ -1627,7 +1634,8 @@ class HybridCodegen:
             saved = self._save_state()
             try:
                 return self._lanes_for(node.loop_var, node.min, lo, node.extent, node.body, is_thread=False,
-                                       tag=f"parallel {node.loop_var.name}", race=True)
+                                       tag=f"parallel {node.loop_var.name}", race=True,
+                                       private_allocs=self._planned_into(node))
             except _CannotVectorize:
                 self._restore_state(saved)
         if (self.fast and independent and self._free_loop_axis() is not None
@@ -1783,8 +1791,21 @@ class HybridCodegen:
             raise _CannotVectorize("too many nested array axes")
         return axis
 
+    def _planned_into(self, loop) -> list:
+        """Block-allocated buffers that only ``loop`` touches: ``PlanAndUpdateBufferAllocationLocation``
+        moves their allocation to the lowest common ancestor of their accesses, inside the loop, so
+        each iteration of the compiled loop has its own (dlight.cpu's reduction temporaries)."""
+        if not self.block_allocs:
+            return []
+        if self._access_counts is None:
+            self._access_counts = _buffer_access_counts(self.func.body)
+        inside = _buffer_access_counts(loop.body)
+        return [buf for key, buf in self.block_allocs.items()
+                if key in self.buffers and str(buf.scope()) in ("global", "local")
+                and inside.get(key, 0) and inside[key] == self._access_counts.get(key)]
+
     def _lanes_for(self, var, min_expr, lo: Value, extent_expr, body_stmt, is_thread: bool,
-                   tag: str = "", race: bool = False) -> list[ast.stmt]:
+                   tag: str = "", race: bool = False, private_allocs=()) -> list[ast.stmt]:
         if is_thread:
             axis = self.THREAD_AXES.get("vthread" if tag.startswith("vthread") else tag)
             if axis is None:
@@ -1813,7 +1834,8 @@ class HybridCodegen:
             lanes *= size.value if isinstance(size, ast.Constant) else 1
         self.peak_lanes = max(self.peak_lanes, lanes)
         try:
-            body = self.visit_stmt(body_stmt)
+            body = [s for buf in private_allocs for s in self.visit_AllocBuffer(_AllocLike(buf))]
+            body += self.visit_stmt(body_stmt)
         finally:
             self.vector_depth -= 1
             self.axes.pop()
@@ -2233,6 +2255,7 @@ class HybridCodegen:
             inner: list[ast.stmt] = []
             for buf in block.alloc_buffers:
                 inner.extend(self.visit_AllocBuffer(_AllocLike(buf)))
+                self.block_allocs[_key(buf)] = buf
             for match in block.match_buffers:
                 inner.extend(self._match_buffer(match))
             if block.init is not None:
@@ -2736,6 +2759,21 @@ class _LoopAccesses:
             self.local.add(_key(stmt.buffer))
         else:  # break/continue and anything unknown: no claim of independence
             self.private = True
+
+
+def _buffer_access_counts(stmt) -> dict[int, int]:
+    """How many loads and stores of each buffer (by key) ``stmt`` holds."""
+    counts: dict[int, int] = {}
+
+    def visit(node):
+        key = _type_key(node)
+        buf = node.source if key == "ir.TensorLoad" else node.buffer if key == "tirx.BufferStore" else None
+        if buf is not None:
+            counts[_key(buf)] = counts.get(_key(buf), 0) + 1
+        return True
+
+    tvm_ffi.structural_walk(stmt, visit, order="post")
+    return counts
 
 
 def _loop_is_independent(loop, roots: dict[int, int]) -> bool:

@@ -78,7 +78,10 @@ class RaceLog:
     Two different lanes touching one element, at least one of them writing, with no barrier in
     between, is a race, whatever order the emulator ran them in.  Lanes that only write, all the
     same value (bit for bit), are not: whichever write lands last, the element holds that value
-    (dlight's CPU schedules recompute a shared value in several parallel iterations).
+    (dlight's CPU schedules recompute a shared value in several parallel iterations).  Nor are
+    reads racing with writes that all store the value the element already holds (silent stores:
+    ``LowerThreadAllreduce`` has every thread copy the reduced value onto itself), since every
+    read sees that value in any order.
 
     ``statement=True`` records are kept for one statement only (threads before
     ``s_tir.ThreadSync``, where the IR implies a barrier between statements but none inside one).
@@ -97,11 +100,12 @@ class RaceLog:
     def new_statement(self):
         self.statement = {}
 
-    def record(self, name, shape, index, lane_ids, write, lanes, values=None, statement=False):
+    def record(self, name, shape, index, lane_ids, write, lanes, values=None, statement=False, previous=None):
+        """``values``: what a write stores; ``previous``: what the elements held before it."""
         elems = np.ravel_multi_index(index, shape) if index else np.zeros(lane_ids.shape, np.int64)
         book = self.statement if statement else self.records
         entry = book.setdefault(name, (shape, lanes, []))
-        item = (elems, lane_ids, write, values)
+        item = (elems, lane_ids, write, values, previous)
         entry[2].append(item)
         if write:
             self._check(name, shape, lanes, entry[2] if statement else [item])
@@ -114,11 +118,12 @@ class RaceLog:
             self.records = {}
 
     @staticmethod
-    def _value_keys(items, sizes):
-        """The bits of each written value (one key per access), or None when some write has no
-        comparable value (buffers of vectors)."""
+    def _value_keys(items, sizes, column=3):
+        """The bits of each written value (``column`` 4: of the value it overwrote), one key per
+        access, or None when some write has no comparable value (buffers of vectors)."""
         keys = []
-        for (_, _, write, values), size in zip(items, sizes):
+        for item, size in zip(items, sizes):
+            write, values = item[2], item[column]
             if not write:
                 keys.append(np.zeros(size, np.uint64))
                 continue
@@ -129,17 +134,20 @@ class RaceLog:
         return np.concatenate(keys)
 
     def _check(self, name, shape, lanes, items, where="one statement"):
-        elems = np.concatenate([e for e, _, _, _ in items])
-        ids = np.concatenate([l for _, l, _, _ in items])
-        writes = np.concatenate([np.full(e.shape, w) for e, _, w, _ in items])
-        seq = np.concatenate([np.full(e.shape, k) for k, (e, _, _, _) in enumerate(items)])
-        keys = self._value_keys(items, [e.size for e, _, _, _ in items])
+        elems = np.concatenate([item[0] for item in items])
+        ids = np.concatenate([item[1] for item in items])
+        writes = np.concatenate([np.full(item[0].shape, item[2]) for item in items])
+        seq = np.concatenate([np.full(item[0].shape, k) for k, item in enumerate(items)])
+        sizes = [item[0].size for item in items]
+        keys = self._value_keys(items, sizes)
+        old_keys = self._value_keys(items, sizes, column=4) if keys is not None else None
         written = np.unique(elems[writes])
         if written.size == 0:
             return
         keep = np.isin(elems, written)
         elems, ids, writes, seq = elems[keep], ids[keep], writes[keep], seq[keep]
         keys = keys[keep] if keys is not None else None
+        old_keys = old_keys[keep] if old_keys is not None else None
         order = np.lexsort((ids, elems))
         elems, ids, writes, seq = elems[order], ids[order], writes[order], seq[order]
         starts = np.flatnonzero(np.r_[True, elems[1:] != elems[:-1]])
@@ -158,7 +166,11 @@ class RaceLog:
             first_write = np.full(pairs.max() + 1, np.iinfo(np.int64).max)
             np.minimum.at(first_write, pairs[writes], seq[writes])
             read_ok = writes | (first_write[pairs] < seq)
-            conflict &= ~(same & np.logical_and.reduceat(read_ok, starts))
+            harmless = same & np.logical_and.reduceat(read_ok, starts)
+            if old_keys is not None:  # every write silent: the element never changes
+                silent = ~writes | (old_keys[order] == keys)
+                harmless |= same & np.logical_and.reduceat(silent, starts)
+            conflict &= ~harmless
         bad = np.flatnonzero(conflict)
         if bad.size:
             k = starts[bad[0]]
@@ -227,7 +239,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     written = np.broadcast_to(value, shape + extra)[keep] if write else None
     if log is not None and lanes:
         log.record(name, buffer.shape[:len(index)], sel, _lane_ids(lanes, shape)[keep], write, lanes, written,
-                   statement)
+                   statement, previous=buffer[sel] if write else None)
     if write:
         buffer[sel] = written
         if shadow is not None:

@@ -32,6 +32,18 @@ FLAVOURS = ("none", "dlight-cpu", "dlight-gpu")
 #: Only constructs the emulator cannot run exactly yet belong here; the zoo test fails on any other.
 ALLOWED_REFUSALS: dict[tuple[str, str, str], str] = {}
 
+#: Sanitizer alarms (``check=True``) on kernels whose TVM output really is racy or reads
+#: uninitialised memory: (flavour, kernel name prefix, message substring) -> the evidence.
+#: Every other alarm in the zoo is a false alarm, and a bug of the sanitizers.
+TVM_FINDINGS: dict[tuple[str, str, str], str] = {
+    ("dlight-gpu", "sortscan.gpu_2d_continuous_cumsum", "data race on shared_buf"):
+        "relax/backend/gpu_generic/cumsum.py scans a warp Hillis-Steele style, "
+        "`shared_buf[idx + j] += shared_buf[idx - (1 << i) * N + N - 1]` under `tx >= 1 << i`: thread tx reads "
+        "the last element of thread tx - 2**i while that thread writes it in the same statement; "
+        "s_tir.ThreadSync puts barriers only between the steps, so the race stays at every stage down to "
+        "the CUDA source (warp-synchronous code without __syncwarp: a data race in CUDA's memory model).",
+}
+
 
 @dataclass
 class KernelOutcome:
@@ -375,6 +387,15 @@ def refusal_allowed(outcome: KernelOutcome) -> bool:
                for flavour, prefix, construct in ALLOWED_REFUSALS)
 
 
+def tvm_finding(outcome: KernelOutcome) -> str | None:
+    """The evidence when a sanitizer alarm is a documented bug of TVM's output (:data:`TVM_FINDINGS`)."""
+    if outcome.outcome != "crash":
+        return None
+    return next((why for (flavour, prefix, message), why in TVM_FINDINGS.items()
+                 if outcome.flavour == flavour and outcome.kernel.startswith(prefix) and message in outcome.reason),
+                None)
+
+
 def run_zoo(flavours=FLAVOURS, mode: str = "fast", progress: Callable[[KernelOutcome], None] | None = None,
             kernels: list | None = None, check: bool = False) -> ZooReport:
     """Check every zoo kernel in every flavour; ``progress(outcome)`` is called after each."""
@@ -413,8 +434,9 @@ def cli_main(args) -> int:
         print("\nnot ok:")
     for o in problems:
         allowed = " [allowed]" if o.outcome == "refused" and refusal_allowed(o) else ""
+        allowed = " [TVM finding: the kernel itself is wrong]" if tvm_finding(o) else allowed
         print(f"  {o.flavour} {o.kernel}: {o.outcome}{allowed} at stage {o.stage}: {o.reason}")
-    return 1 if any(o.outcome in ("crash", "wrong") for o in problems) else 0
+    return 1 if any(o.outcome in ("crash", "wrong") and not tvm_finding(o) for o in problems) else 0
 
 
 def add_parser(sub, parents, formatter_class) -> None:
