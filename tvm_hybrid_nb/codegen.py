@@ -2988,43 +2988,34 @@ def kernel_signature(func, function_name: str) -> list[ParamSpec]:
     return HybridCodegen(func, function_name)._signature()[2]
 
 
+def _contains(node, matches) -> bool:
+    """Whether any node of the tree ``node`` satisfies ``matches``."""
+    found = []
+
+    def visit(n):
+        if not found and matches(n):
+            found.append(n)
+        return True
+
+    tvm_ffi.structural_walk(node, visit, order="post")
+    return bool(found)
+
+
+def _is_call_of(node, op_suffix: str) -> bool:
+    return _type_key(node) == "ir.Call" and isinstance(node.op, tvm.ir.Op) and node.op.name.endswith(op_suffix)
+
+
 def _calls_allreduce(block) -> bool:
     """Whether ``block`` reduces with ``tvm_thread_allreduce`` (LowerCrossThreadReduction's output:
     the threads run it together, in lockstep)."""
-    found = []
-
-    def visit(node):
-        if _type_key(node) == "ir.Call" and isinstance(node.op, tvm.ir.Op) and node.op.name.endswith(
-                "tvm_thread_allreduce"):
-            found.append(node)
-        return True
-
-    tvm_ffi.structural_walk(block.body, visit, order="post")
-    return bool(found)
+    return _contains(block.body, lambda n: _is_call_of(n, "tvm_thread_allreduce"))
 
 
 def _reads_memory(expr) -> bool:
     """Whether ``expr`` loads from a buffer (so a store may change its value)."""
-    found = []
-
-    def visit(node):
-        if _type_key(node) in ("ir.TensorLoad", "ir.BufferLoad"):
-            found.append(node)
-        return not found
-
-    tvm_ffi.structural_walk(expr, visit, order="post")
-    return bool(found)
+    return _contains(expr, lambda n: _type_key(n) in ("ir.TensorLoad", "ir.BufferLoad"))
 
 
 def _has_storage_sync(func) -> bool:
     """Whether ``func`` has explicit barriers (``tvm_storage_sync``)."""
-    found = []
-
-    def visit(node):
-        if _type_key(node) == "ir.Call" and isinstance(node.op, tvm.ir.Op) and node.op.name.endswith(
-                "tvm_storage_sync"):
-            found.append(node)
-        return True
-
-    tvm_ffi.structural_walk(func.body, visit, order="post")
-    return bool(found)
+    return _contains(func.body, lambda n: _is_call_of(n, "tvm_storage_sync"))
