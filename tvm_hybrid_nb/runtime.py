@@ -376,16 +376,22 @@ def _lane_array(value, ndim):
     return value.reshape((1,) * (ndim - value.ndim) + value.shape)
 
 
-def thread_allreduce(combine, value, axes, extents, ndim=12):
-    """``tvm_thread_allreduce``: fold the values of the threads along ``axes`` with ``combine`` in
-    thread order (lowest thread first) and give every thread the result."""
+def _threads_first(value, axes, extents, ndim):
+    """The threads' values with the reduced thread ``axes`` (of ``extents``) flattened into one leading
+    axis, in thread order (lowest thread first)."""
     full = _lane_array(value, ndim)
     shape = list(full.shape)
     for axis, extent in zip(axes, extents):
         shape[axis] = extent
     full = np.broadcast_to(full, shape)
     moved = np.moveaxis(full, list(axes), list(range(len(axes))))
-    flat = moved.reshape((-1,) + moved.shape[len(axes):])
+    return moved.reshape((-1,) + moved.shape[len(axes):])
+
+
+def thread_allreduce(combine, value, axes, extents, ndim=12):
+    """``tvm_thread_allreduce``: fold the values of the threads along ``axes`` with ``combine`` in
+    thread order (lowest thread first) and give every thread the result."""
+    flat = _threads_first(value, axes, extents, ndim)
     acc = flat[0]
     for k in range(1, flat.shape[0]):
         acc = combine(acc, flat[k])
@@ -395,15 +401,7 @@ def thread_allreduce(combine, value, axes, extents, ndim=12):
 def thread_allreduce_values(combine, values, axes, extents, ndim=12):
     """``tvm_thread_allreduce`` of several values: fold the threads' value tuples along ``axes`` with
     ``combine(*acc, *next)`` (which returns a tuple) in thread order, and give every thread the result."""
-    flats = []
-    for value in values:
-        full = _lane_array(value, ndim)
-        shape = list(full.shape)
-        for axis, extent in zip(axes, extents):
-            shape[axis] = extent
-        full = np.broadcast_to(full, shape)
-        moved = np.moveaxis(full, list(axes), list(range(len(axes))))
-        flats.append(moved.reshape((-1,) + moved.shape[len(axes):]))
+    flats = [_threads_first(value, axes, extents, ndim) for value in values]
     count = max(f.shape[0] for f in flats)
     acc = tuple(f[0] for f in flats)
     for k in range(1, count):
@@ -939,8 +937,9 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "minimum": ("select",),
     "maximum": ("select",),
     "load": ("_in_bounds", "_bounds_error"),
-    "thread_allreduce": ("_lane_array",),
-    "thread_allreduce_values": ("_lane_array",),
+    "thread_allreduce": ("_threads_first",),
+    "thread_allreduce_values": ("_threads_first",),
+    "_threads_first": ("_lane_array",),
     "RaceLog": ("_lane_text",),
     "access": ("_lane_ids",),
     "warp_shuffle": ("_lane_array",),
