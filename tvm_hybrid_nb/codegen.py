@@ -2051,6 +2051,12 @@ class HybridCodegen:
             self.var_kinds[_key(var)] = ("np", _dtype(var), True)
         combine = ast.Lambda(ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names], kwonlyargs=[],
                                            kw_defaults=[], defaults=[]), self.visit_expr(reducer.result[0]).node)
+        axes, extents = self._allreduce_axes(threads)
+        reduced = self._call("thread_allreduce", combine, self.to_np(self.visit_expr(value)).node, axes, extents)
+        return self._assign_element(result, reduced)
+
+    def _allreduce_axes(self, threads) -> tuple[ast.Tuple, ast.Tuple]:
+        """The lane axes and extents of the threads an allreduce folds over (each a running thread)."""
         axes, extents = [], []
         for var in threads:
             name = self.namer.lookup(var)
@@ -2059,9 +2065,7 @@ class HybridCodegen:
                 raise UnsupportedConstructError("tirx.tvm_thread_allreduce", f"over {var}, not a running thread")
             axes.append(ast.Constant(axis.axis))
             extents.append(axis.extent)
-        reduced = self._call("thread_allreduce", combine, self.to_np(self.visit_expr(value)).node,
-                             ast.Tuple(axes, ast.Load()), ast.Tuple(extents, ast.Load()))
-        return self._assign_element(result, reduced)
+        return ast.Tuple(axes, ast.Load()), ast.Tuple(extents, ast.Load())
 
     def _thread_allreduce_values(self, args, count: int) -> list[ast.stmt]:
         """``tvm_thread_allreduce`` of several values at once (argmax's value and index, group
@@ -2083,18 +2087,11 @@ class HybridCodegen:
         combined = ast.Tuple([self.to_np(self.visit_expr(r)).node for r in reducer.result], ast.Load())
         combine = ast.Lambda(ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names], kwonlyargs=[],
                                            kw_defaults=[], defaults=[]), combined)
-        axes, extents = [], []
-        for var in threads:
-            name = self.namer.lookup(var)
-            axis = next((ax for ax in self.axes if ax.is_thread and ax.name == name), None)
-            if axis is None:
-                raise UnsupportedConstructError("tirx.tvm_thread_allreduce", f"over {var}, not a running thread")
-            axes.append(ast.Constant(axis.axis))
-            extents.append(axis.extent)
+        axes, extents = self._allreduce_axes(threads)
         operands = ast.Tuple([self.to_np(self.visit_expr(v)).node for v in values], ast.Load())
         reduced = self.namer.define_name("reduced")
         out: list[ast.stmt] = [ast.Assign([_store_name(reduced)], self._call(
-            "thread_allreduce_values", combine, operands, ast.Tuple(axes, ast.Load()), ast.Tuple(extents, ast.Load())))]
+            "thread_allreduce_values", combine, operands, axes, extents))]
         for k, result in enumerate(results):
             out.extend(self._assign_element(result, ast.Subscript(_name(reduced), ast.Constant(k), ast.Load())))
         return out
