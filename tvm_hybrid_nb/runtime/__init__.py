@@ -1,0 +1,95 @@
+"""Emulation runtime: the numpy-only helpers that hybrid scripts call.
+
+Each helper is named for the TIR semantics it implements and is self-contained (it uses only
+``np``, ``math`` and the other helpers listed in :data:`HELPER_DEPENDENCIES`), because the code
+generator copies the source of the helpers a kernel uses into that kernel's hybrid script: the script
+then runs with numpy alone.  Scalars are numpy scalars of their TIR dtype (so integers wrap and
+float32 stays float32) or plain Python ints for index arithmetic that the generator proved in range.
+
+The helpers live in one private module per concern (:mod:`._numerics`, :mod:`._memory`,
+:mod:`._lanes`, :mod:`._gpu`, :mod:`._sanitizers`, :mod:`._sort`); this package re-exports every one
+of them, so ``vars(runtime)`` holds every helper name (the code generator reserves those names and
+looks helpers up here).  The modules are private so that their names (``lanes``, ``sort``...) stay free
+for kernels and their variables.  No module of the runtime imports TVM.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import math  # noqa: F401  (used inside helpers copied into scripts)
+
+import numpy as np  # noqa: F401  (used inside helpers copied into scripts)
+
+# The re-exports below are in the order the helpers appear in generated scripts (helper_closure sorts
+# by it): the order of the former single-file runtime, so scripts stay byte-identical.  A new helper
+# must be re-exported here (tests/test_runtime.py checks it); put it anywhere.
+# isort: off
+from ._lanes import parallel, vectorized, unrolled
+from ._gpu import thread_binding, thread_lanes, barrier
+from ._sanitizers import _lane_ids, _lane_text, RaceLog
+from ._lanes import last_lane
+from ._sanitizers import access, read_written
+from ._lanes import lanes_view, parallel_chunks
+from ._gpu import (_lane_array, _threads_first, thread_allreduce, thread_allreduce_values, warp_shuffle,
+                   warp_activemask, sblock)
+from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floormod, shift_count,
+                        float_floordiv, float_floormod, _float_to_int32_or_64, _float_to_int, _float_to_float,
+                        cast, reinterpret)
+from ._lanes import ramp, broadcast, shuffle
+from ._numerics import select, minimum, maximum
+from ._memory import alloc, view
+from ._sort import _stable_order, contrib_sort
+from ._lanes import vector_lane_index
+from ._memory import (strided_span, strided, flat_view, rows_view, storage_extent, _bounds_error, _in_bounds,
+                      load, store)
+from ._numerics import rsqrt, sigmoid, erf, _unary_in_dtype, clz, in_double, nan_through, popcount
+# isort: on
+
+#: Which helpers each helper calls, so a script gets everything it needs (helpers of different
+#: modules included: a script is one flat namespace).
+HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "cast": ("_float_to_int", "_float_to_float"),
+    "_float_to_int": ("_float_to_int32_or_64",),
+    "truncdiv": ("_check_divisor",),
+    "truncmod": ("_check_divisor",),
+    "floordiv": ("_check_divisor",),
+    "floormod": ("_check_divisor",),
+    "minimum": ("select",),
+    "maximum": ("select",),
+    "load": ("_in_bounds", "_bounds_error"),
+    "thread_allreduce": ("_threads_first",),
+    "thread_allreduce_values": ("_threads_first",),
+    "_threads_first": ("_lane_array",),
+    "RaceLog": ("_lane_text",),
+    "access": ("_lane_ids",),
+    "warp_shuffle": ("_lane_array",),
+    "store": ("_in_bounds", "_bounds_error"),
+    "contrib_sort": ("_stable_order",),
+}
+
+#: Helpers that need ``import math`` in the script.
+NEEDS_MATH = frozenset({"erf"})
+
+
+def helper_closure(names) -> list[str]:
+    """``names`` plus every helper they depend on, in the order this package re-exports them."""
+    wanted: set[str] = set()
+    stack = list(names)
+    while stack:
+        name = stack.pop()
+        if name not in wanted:
+            wanted.add(name)
+            stack.extend(HELPER_DEPENDENCIES.get(name, ()))
+    order = list(globals())
+    return sorted(wanted, key=order.index)
+
+
+def helper_source(names) -> str:
+    """The source text of the given helpers and their dependencies, ready to paste into a script."""
+    return "\n\n".join(_helper_text(name) for name in helper_closure(names))
+
+
+@functools.lru_cache(maxsize=None)
+def _helper_text(name: str) -> str:
+    # inspect.getsource re-reads and re-tokenizes the helper's module on every call: once per helper.
+    return inspect.getsource(globals()[name]).rstrip()

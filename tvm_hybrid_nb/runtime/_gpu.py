@@ -1,0 +1,116 @@
+"""GPU threads, emulated in lockstep: thread loops, barriers, blocks and cross-thread values.
+
+Owns ``thread_binding`` and ``thread_lanes`` (threads as lanes), ``barrier`` (``__syncthreads``,
+checked to be reached by every thread), ``sblock`` (a block marker), and the values threads exchange:
+``thread_allreduce``/``thread_allreduce_values`` (``tvm_thread_allreduce``), ``warp_shuffle`` and
+``warp_activemask``, with their private helpers ``_lane_array`` and ``_threads_first``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+# --------------------------------------------------------------------------- threads
+def thread_binding(*bounds, thread=""):
+    """A loop bound to a GPU thread axis, run one thread after another."""
+    return range(*bounds)
+
+
+def thread_lanes(index, tag):
+    """Marks the threads ``tag`` (e.g. ``threadIdx.x``) running in lockstep as the lanes of ``index``."""
+    return index
+
+
+def barrier(scope="shared", reached=True, log=None):
+    """``__syncthreads``: a no-op in lockstep, but every thread of the block must reach it.
+
+    With a sanitizer ``log``, the accesses since the previous barrier are checked for races.
+    """
+    reached = np.asarray(reached)
+    if reached.any() and not reached.all():
+        raise RuntimeError(f"barrier ({scope}) not reached by all threads of the block: "
+                           f"{int(reached.sum())} of {reached.size} lanes reach it")
+    if log is not None:
+        log.flush("barrier")
+
+
+class sblock:  # noqa: N801  (reads like TVMScript's T.sblock)
+    """Marks the extent of a schedulable block; does nothing at run time."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+# --------------------------------------------------------------------------- cross-thread values
+def _lane_array(value, ndim):
+    value = np.asarray(value)
+    return value.reshape((1,) * (ndim - value.ndim) + value.shape)
+
+
+def _threads_first(value, axes, extents, ndim):
+    """The threads' values with the reduced thread ``axes`` (of ``extents``) flattened into one leading
+    axis, in thread order (lowest thread first)."""
+    full = _lane_array(value, ndim)
+    shape = list(full.shape)
+    for axis, extent in zip(axes, extents):
+        shape[axis] = extent
+    full = np.broadcast_to(full, shape)
+    moved = np.moveaxis(full, list(axes), list(range(len(axes))))
+    return moved.reshape((-1,) + moved.shape[len(axes):])
+
+
+def thread_allreduce(combine, value, axes, extents, ndim=12):
+    """``tvm_thread_allreduce``: fold the values of the threads along ``axes`` with ``combine`` in
+    thread order (lowest thread first) and give every thread the result."""
+    flat = _threads_first(value, axes, extents, ndim)
+    acc = flat[0]
+    for k in range(1, flat.shape[0]):
+        acc = combine(acc, flat[k])
+    return np.expand_dims(acc, tuple(axes))
+
+
+def thread_allreduce_values(combine, values, axes, extents, ndim=12):
+    """``tvm_thread_allreduce`` of several values: fold the threads' value tuples along ``axes`` with
+    ``combine(*acc, *next)`` (which returns a tuple) in thread order, and give every thread the result."""
+    flats = [_threads_first(value, axes, extents, ndim) for value in values]
+    count = max(f.shape[0] for f in flats)
+    acc = tuple(f[0] for f in flats)
+    for k in range(1, count):
+        acc = tuple(combine(*acc, *(f[k] for f in flats)))
+    return tuple(np.expand_dims(np.asarray(a), tuple(axes)) for a in acc)
+
+
+def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None):
+    """``tvm_warp_shuffle`` (kind "idx"), ``_down`` and ``_up`` over threads numbered x fastest,
+    warps of 32 consecutive threads split into segments of ``width`` lanes.  With ``poison``
+    (sanitizer), the lanes carrying uninitialised values move with the values."""
+    full = _lane_array(value, ndim)
+    shape = list(full.shape)
+    shape[:len(extents)] = extents
+    full = np.broadcast_to(full, shape)
+    count = int(np.prod(extents))
+    flat = full.reshape((count,) + full.shape[len(extents):])
+    lane = np.arange(count)
+    pos = lane % width
+    if kind == "idx":
+        src = lane - pos + int(offset) % width
+    elif kind == "down":
+        src = np.where(pos + offset < width, lane + offset, lane)
+    else:
+        src = np.where(pos >= offset, lane - offset, lane)
+    src = np.minimum(src, count - 1)
+    if poison is not None and poison.pending is not None:
+        tainted = np.broadcast_to(_lane_array(poison.pending, ndim), full.shape)
+        poison.pending = tainted.reshape(flat.shape)[src].reshape(full.shape)
+    return flat[src].reshape(full.shape)
+
+
+def warp_activemask():
+    """``__activemask()``: every lane of the warp takes part (divergent shuffles are refused)."""
+    return np.uint32(0xFFFFFFFF)

@@ -1,0 +1,168 @@
+"""Lanes: loop kinds, TIR vectors, and the lanes fast mode runs a loop nest as.
+
+Owns the loop-kind helpers (``parallel``, ``vectorized``, ``unrolled``), the vector constructors
+(``ramp``, ``broadcast``, ``shuffle``, ``vector_lane_index``), the value many lanes leave in one
+element (``last_lane``), fast mode's strided lane views (``lanes_view``) and the parallel loop split
+over the machine's cores (``parallel_chunks``).  Numpy only, like every module of the runtime: the
+code generator copies these functions into the scripts that use them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+# --------------------------------------------------------------------------- loop kinds
+def parallel(*bounds):
+    """A ``T.parallel`` loop: iterations run in order here (the IR says they are independent)."""
+    return range(*bounds)
+
+
+def vectorized(*bounds):
+    """A ``T.vectorized`` loop, run lane by lane."""
+    return range(*bounds)
+
+
+def unrolled(*bounds):
+    """A ``T.unroll`` loop."""
+    return range(*bounds)
+
+
+# --------------------------------------------------------------------------- vectors
+def ramp(base, stride, lanes, dtype="int32"):
+    """The vector ``[base, base + stride, ..., base + (lanes - 1) * stride]``."""
+    return (np.arange(lanes, dtype=dtype) * np.asarray(stride, dtype=dtype) + np.asarray(base, dtype=dtype)).astype(dtype)
+
+
+def broadcast(value, lanes, dtype):
+    """``lanes`` copies of a scalar (of each element, for a per-iteration array in fast mode)."""
+    value = np.asarray(value, dtype=dtype)
+    if value.ndim == 0:
+        return np.full(lanes, value, dtype=dtype)
+    return np.broadcast_to(value, value.shape[:-1] + (lanes,))  # a read-only view: operands are never written
+
+
+def shuffle(vectors, indices):
+    """Concatenate ``vectors`` and pick lanes ``indices``."""
+    return np.concatenate([np.atleast_1d(v) for v in vectors])[list(indices)]
+
+
+def vector_lane_index(lanes, ndim=12):
+    """The index of each vector lane along the last of ``ndim`` lane axes."""
+    return np.arange(lanes, dtype=np.int32).reshape((1,) * (ndim - 1) + (lanes,))
+
+
+# --------------------------------------------------------------------------- fast mode's lanes
+def last_lane(value, vector=False, mask=None):
+    """Many lanes writing one element in one statement (a race): the value of the last lane in
+    thread order that writes (``mask``: the lanes whose store is not masked off), one valid
+    outcome.  ``vector``: the last axis holds a vector's lanes."""
+    value = np.asarray(value)
+    lead = value.ndim - (1 if vector else 0)
+    if lead <= 0:
+        return value[()]
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)
+        mask = mask.reshape(mask.shape[:lead]) if mask.ndim > lead else mask
+        shape = np.broadcast_shapes(value.shape[:lead], mask.shape)
+        writers = np.flatnonzero(np.broadcast_to(mask, shape))
+        if writers.size:
+            index = np.unravel_index(writers[-1], shape)
+            full = np.broadcast_to(value, shape + value.shape[lead:])
+            return full[tuple(int(i) for i in index)]
+    return value[(-1,) * lead]
+
+
+def lanes_view(buffer, base, lanes, ndim=12, _layouts={}):  # noqa: B006 (the default is the cache)
+    """Fast mode: ``buffer[base + sum(coefs * lane)]`` for every lane, as a strided view (no copy).
+
+    ``lanes`` holds ``(axis, extent, coefs)``: along array axis ``axis`` the index moves by ``coefs``
+    (one per buffer dimension).  The generator only emits it for accesses proven in bounds; numpy
+    checks again that the view lies inside the buffer.  A kernel builds the same few views every
+    iteration, so their shapes and strides are kept in ``_layouts`` (one dict per script, since
+    helpers are copied into the scripts that use them).
+    """
+    key = (buffer.shape, buffer.itemsize, lanes, ndim)
+    layout = _layouts.get(key)
+    if layout is None:
+        steps = [1] * buffer.ndim
+        for d in range(buffer.ndim - 2, -1, -1):
+            steps[d] = steps[d + 1] * buffer.shape[d + 1]
+        shape, strides = [1] * ndim, [0] * ndim
+        for axis, extent, coefs in lanes:
+            shape[axis] = int(extent)
+            strides[axis] = sum(int(c) * s for c, s in zip(coefs, steps)) * buffer.itemsize
+        layout = _layouts[key] = (tuple(steps), tuple(shape), tuple(strides))
+    steps, shape, strides = layout
+    start = 0
+    for b, s in zip(base, steps):
+        start += int(b) * s
+    return np.ndarray(shape, buffer.dtype, buffer, start * buffer.itemsize, strides)
+
+
+def parallel_chunks(body, lo, extent, lanes, min_lanes=None):
+    """Fast mode: a ``T.parallel`` loop whose iterations are proven independent, split into
+    consecutive chunks ``body(chunk_lo, chunk_extent)`` that run on the machine's cores at once, as
+    the compiled kernel runs them on its threads (numpy releases the GIL in its loops).
+
+    ``lanes`` is the largest number of elements one numpy operation of the loop handles.  Each
+    chunk gets at least ``min_lanes`` of them (``TVM_HYBRID_NB_CHUNK_LANES``, default 32768):
+    threads whose operations are shorter spend more time handing the GIL to each other than they
+    save.  ``TVM_HYBRID_NB_THREADS`` caps the number of threads (1 turns this off).
+
+    The first chunk runs in the calling thread.  An exception in any chunk stops the others and the
+    first one in chunk order propagates; KeyboardInterrupt stops every chunk before it propagates.
+    Worker threads inherit the caller's context (numpy's ``errstate``).
+    """
+    import contextvars
+    import ctypes
+    import os
+    import threading
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cap = os.environ.get("TVM_HYBRID_NB_THREADS", "")
+    if cap.isdigit() and int(cap) > 0:
+        cores = min(cores, int(cap))
+    if min_lanes is None:
+        setting = os.environ.get("TVM_HYBRID_NB_CHUNK_LANES", "")
+        min_lanes = int(setting) if setting.isdigit() and int(setting) > 0 else 1 << 15
+    parts = max(1, min(cores, int(extent), int(lanes) // min_lanes))
+    edges = [lo + extent * p // parts for p in range(parts + 1)]
+    chunks = [(a, b - a) for a, b in zip(edges, edges[1:])]
+    if parts == 1:
+        body(*chunks[0])
+        return
+    errors = [None] * parts
+    running, lock = set(), threading.Lock()
+
+    def work(index):
+        try:
+            try:
+                body(*chunks[index])
+            finally:
+                with lock:
+                    running.discard(index)
+        except BaseException as exc:  # noqa: BLE001  (handed to the calling thread)
+            errors[index] = exc
+
+    threads = []
+    for index in range(1, parts):
+        thread = threading.Thread(target=contextvars.copy_context().run, args=(work, index), daemon=True,
+                                  name=f"parallel-chunk-{index}")
+        running.add(index)
+        threads.append(thread)
+        thread.start()
+    try:
+        body(*chunks[0])
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        with lock:  # stop the chunks still running at their next Python step, then wait for them
+            for index in running:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threads[index - 1].ident),
+                                                           ctypes.py_object(KeyboardInterrupt))
+        for thread in threads:
+            thread.join()
+        raise
+    for exc in errors:
+        if exc is not None:
+            raise exc

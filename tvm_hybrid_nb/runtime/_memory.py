@@ -1,0 +1,156 @@
+"""Memory: buffer allocations, views over existing storage, and bounds-checked loads and stores.
+
+Owns ``alloc``, the views that share storage and never copy (``view``, ``flat_view``, ``rows_view``,
+``strided`` with ``strided_span``, ``storage_extent``), and ``load``/``store`` with their private
+``_in_bounds``/``_bounds_error``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+# --------------------------------------------------------------------------- allocations and views
+def alloc(shape, dtype):
+    """A new buffer; TVM leaves it uninitialised, here it starts at zero.
+
+    A buffer larger than the machine's physical memory is refused (MemoryError) before allocating.
+    """
+    import os
+
+    nbytes = np.dtype(dtype).itemsize
+    for dim in np.atleast_1d(shape):
+        nbytes *= max(int(dim), 0)
+    try:
+        limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        limit = None
+    if limit is not None and nbytes > limit:
+        raise MemoryError(f"buffer of shape {tuple(int(d) for d in np.atleast_1d(shape))} ({dtype}) would need "
+                          f"{nbytes / 2**30:.3g} GiB but this machine has {limit / 2**30:.3g} GiB of memory; "
+                          f"nothing was allocated")
+    return np.zeros(shape, dtype=dtype)
+
+
+def view(data, dtype, shape, elem_offset=0):
+    """A buffer declared over existing storage (``DeclBuffer``): shares memory, never copies."""
+    flat = data.reshape(-1)
+    if flat.dtype != np.dtype(dtype):
+        flat = flat.view(dtype)
+    size = int(np.prod(shape, dtype=np.int64))
+    if elem_offset < 0 or elem_offset + size > flat.size:
+        raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {flat.size}")
+    out = flat[elem_offset:elem_offset + size].reshape(shape)
+    if not np.shares_memory(out, data):
+        raise RuntimeError("buffer view would copy its storage")
+    return out
+
+
+def strided_span(shape, strides):
+    """Elements of storage a strided buffer spans."""
+    if any(int(d) == 0 for d in shape):
+        return 0
+    return 1 + sum((int(d) - 1) * int(s) for d, s in zip(shape, strides))
+
+
+def strided(storage, shape, strides):
+    """A buffer with explicit strides (in elements) over ``storage``, whose last axis holds the
+    elements of each copy; shares memory, never copies."""
+    item = storage.itemsize
+    return np.lib.stride_tricks.as_strided(storage, storage.shape[:-1] + tuple(int(d) for d in shape),
+                                           storage.strides[:-1] + tuple(int(s) * item for s in strides))
+
+
+def flat_view(data, dtype, size, elem_offset=0):
+    """A flat buffer of ``size`` elements declared over existing storage at ``elem_offset``: a view
+    to the end of the storage (accesses past ``size`` stay inside the allocation, as in TVM)."""
+    flat = data.reshape(-1)
+    if flat.dtype != np.dtype(dtype):
+        flat = flat.view(dtype)
+    if elem_offset < 0 or elem_offset + size > flat.size:
+        raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {flat.size}")
+    out = flat[elem_offset:]
+    if not np.shares_memory(out, data):
+        raise RuntimeError("buffer view would copy its storage")
+    return out
+
+
+def rows_view(data, lead, dtype, shape, elem_offset=0):
+    """A buffer declared over per-thread storage: the same view of the row of every thread (the
+    first ``lead`` axes index the threads); shares memory, never copies."""
+    rows = data.reshape(data.shape[:lead] + (-1,))
+    if rows.dtype != np.dtype(dtype):
+        rows = rows.view(dtype)
+    size = int(np.prod(shape, dtype=np.int64))
+    if elem_offset < 0 or elem_offset + size > rows.shape[-1]:
+        raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {rows.shape[-1]}")
+    out = rows[..., elem_offset:elem_offset + size].reshape(data.shape[:lead] + tuple(shape))
+    if not np.shares_memory(out, data):
+        raise RuntimeError("buffer view would copy its storage")
+    return out
+
+
+def storage_extent(data, dtype, elem_offset, known):
+    """The one dimension of a view over ``data`` that the kernel declares without its value: the
+    storage after ``elem_offset`` divided by the product of the ``known`` dimensions."""
+    flat = data.reshape(-1)
+    count = flat.size * flat.dtype.itemsize // np.dtype(dtype).itemsize - int(elem_offset)
+    rest = int(np.prod(known, dtype=np.int64))
+    if count < 0 or (rest and count % rest):
+        raise IndexError(f"storage of {flat.size} elements does not hold whole rows of {rest} at offset {elem_offset}")
+    return count // rest if rest else 0
+
+
+# --------------------------------------------------------------------------- bounds-checked access
+def _bounds_error(kind, name, buffer, index, mask=None):
+    """The first offending element (of all lanes) named in one line."""
+    arrays = [np.asarray(i) for i in index]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays), np.shape(mask) if mask is not None else ())
+    full = [np.broadcast_to(a, shape) for a in arrays]
+    bad = np.zeros(shape, bool)
+    for i, n in zip(full, buffer.shape):
+        bad |= (i < 0) | (i >= n)
+    if mask is not None:
+        bad &= np.broadcast_to(np.asarray(mask, dtype=bool), shape)
+    count = int(bad.sum())
+    first = [int(f[bad][0]) for f in full] if count else [np.asarray(a).tolist() for a in arrays]
+    lanes = f" ({count} of {bad.size} lanes)" if bad.size > 1 else ""
+    return IndexError(f"out-of-bounds {kind} of {name}{first}{lanes} (shape {tuple(buffer.shape)})")
+
+
+def _in_bounds(buffer, index):
+    ok = True
+    for i, n in zip(index, buffer.shape):
+        i = np.asarray(i)
+        ok = ok & (i >= 0) & (i < n)
+    return ok
+
+
+def load(buffer, index, name="buffer", mask=None):
+    """Bounds-checked read of ``buffer[index]``.
+
+    Lanes where ``mask`` is false (masked-out lanes of a ``Select``) may be out of bounds: they read 0.
+    """
+    index = tuple(index)
+    ok = _in_bounds(buffer, index)
+    if mask is None:
+        if not np.all(ok):
+            raise _bounds_error("read", name, buffer, index)
+        return buffer[index]
+    if not np.all(ok | ~np.asarray(mask, dtype=bool)):
+        raise _bounds_error("read", name, buffer, index, mask)
+    safe = tuple(np.where(ok, i, 0) for i in index)
+    out = np.where(ok, buffer[safe], np.zeros((), buffer.dtype))
+    return out[()] if out.ndim == 0 else out
+
+
+def store(buffer, index, value, name="buffer", mask=None):
+    """Bounds-checked write of ``value`` to ``buffer[index]``; with ``mask``, only where it holds."""
+    index = tuple(index)
+    if mask is not None:
+        shape = np.broadcast_shapes(np.shape(mask), np.shape(value), *(np.shape(i) for i in index))
+        keep = np.broadcast_to(np.asarray(mask, dtype=bool), shape)
+        index = tuple(np.broadcast_to(i, shape)[keep] for i in index)
+        value = np.broadcast_to(value, shape)[keep]
+    if not np.all(_in_bounds(buffer, index)):
+        raise _bounds_error("write", name, buffer, index)
+    buffer[index] = value

@@ -1,0 +1,269 @@
+"""Numerics: TIR's integer, conversion and math semantics on numpy scalars and arrays.
+
+Owns integer wrapping and division (``wrap``, ``truncdiv``, ``truncmod``, ``floordiv``,
+``floormod``, their trap check ``_check_divisor``, ``shift_count``, the float ``FloorDiv``/``FloorMod``),
+conversions as the native x86-64 kernel computes them (``cast``, ``reinterpret`` and the
+``_float_to_*`` helpers), ``select``/``minimum``/``maximum``, and math in the operand's dtype
+(``rsqrt``, ``sigmoid``, ``erf``, ``clz``, ``popcount``, ``in_double``, ``nan_through``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+# --------------------------------------------------------------------------- integer semantics
+def wrap(value, dtype):
+    """Wrap a Python int into ``dtype``'s range (two's complement), as the hardware does."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return np.asarray(value).astype(dtype)[()]
+    info = np.iinfo(dtype)
+    span = 1 << info.bits
+    return (value - info.min) % span + info.min
+
+
+def _check_divisor(a, b, dtype=None, mask=None):
+    """Raise where the hardware traps: a zero divisor, or ``INT_MIN / -1`` of a signed dtype
+    (x86's ``idiv`` raises SIGFPE for both; LLVM calls the overflow undefined).  Lanes where
+    ``mask`` is false (the untaken arm of a lazy ``if_then_else``, a branch not taken) do not
+    divide: a zero divisor there becomes 1.  Returns the divisor to use."""
+    taken = True if mask is None else np.asarray(mask, dtype=bool)
+    zero = np.asarray(b) == 0
+    if np.any(zero & taken):
+        raise ZeroDivisionError("integer division by zero")
+    if dtype is None and not (isinstance(a, int) and isinstance(b, int)):
+        dtype = np.result_type(a, b)
+    if dtype is not None and np.dtype(dtype).kind == "i":
+        low = np.iinfo(dtype).min
+        if np.any((np.asarray(a) == low) & (np.asarray(b) == -1) & taken):
+            raise OverflowError(f"integer division overflow: {low} / -1 does not fit {np.dtype(dtype)} "
+                                f"(the native kernel traps with SIGFPE)")
+    if mask is not None and np.any(zero):
+        b = np.where(taken, b, np.ones((), np.asarray(b).dtype))
+    return b
+
+
+def truncdiv(a, b, dtype=None, mask=None):
+    """Integer division rounding toward zero (TIR ``Div`` on integers, C semantics)."""
+    b = _check_divisor(a, b, dtype, mask)
+    if isinstance(a, int) and isinstance(b, int):
+        q = abs(a) // abs(b)
+        return q if (a < 0) == (b < 0) else -q
+    r = np.fmod(a, b)
+    return (a - r) // b
+
+
+def truncmod(a, b, dtype=None, mask=None):
+    """Remainder with the sign of the dividend (TIR ``Mod`` on integers, C ``%``)."""
+    b = _check_divisor(a, b, dtype, mask)
+    if isinstance(a, int) and isinstance(b, int):
+        r = abs(a) % abs(b)
+        return r if a >= 0 else -r
+    return np.fmod(a, b)
+
+
+def floordiv(a, b, dtype=None, mask=None):
+    """Integer division rounding toward minus infinity (TIR ``FloorDiv``)."""
+    b = _check_divisor(a, b, dtype, mask)
+    return a // b
+
+
+def floormod(a, b, dtype=None, mask=None):
+    """Remainder with the sign of the divisor (TIR ``FloorMod``)."""
+    b = _check_divisor(a, b, dtype, mask)
+    return a % b
+
+
+def shift_count(count, bits, mask=None):
+    """Sanitizer: a shift count must lie in ``[0, bits)`` (LLVM makes other shifts poison)."""
+    bad = (np.asarray(count) < 0) | (np.asarray(count) >= bits)
+    if mask is not None:
+        bad = bad & np.asarray(mask, dtype=bool)
+    if np.any(bad):
+        first = np.broadcast_to(np.asarray(count), np.shape(bad))[bad].reshape(-1)[0]
+        raise ValueError(f"shift by {int(first)} of a {bits}-bit integer: counts outside [0, {bits}) are "
+                         f"undefined in LLVM (the native result depends on how it was compiled)")
+    return count
+
+
+def float_floordiv(a, b):
+    """TIR ``FloorDiv`` on floats: ``floor(a / b)`` in the operands' dtype."""
+    return np.floor(a / b)
+
+
+def float_floormod(a, b):
+    """TIR ``FloorMod`` on floats: ``a - floor(a / b) * b`` in the operands' dtype."""
+    return a - np.floor(a / b) * b
+
+
+# --------------------------------------------------------------------------- conversions
+def _float_to_int32_or_64(x, bits):
+    """x86 ``cvttss2si``/``cvttsd2si``: truncate toward zero; NaN and out-of-range values give
+    the "integer indefinite" ``INT_MIN`` of the width.  Returns int64."""
+    t = np.trunc(np.asarray(x, np.float64))
+    limit = 2.0 ** (bits - 1)
+    ok = (t >= -limit) & (t < limit)  # False for NaN
+    return np.where(ok, t, -limit).astype(np.int64)
+
+
+def _float_to_int(x, dtype):
+    """Float → integer as the native LLVM kernel computes it on x86-64 (measured, vectorised
+    loops): in-range values truncate; NaN, infinities and out-of-range values follow the
+    instruction sequences LLVM emits (``fptosi``/``fptoui`` of such values are poison in LLVM
+    IR, so scalar remainder iterations of a native loop may differ)."""
+    dtype = np.dtype(dtype)
+    src = np.asarray(x).dtype
+    if dtype.itemsize == 8:
+        t1 = _float_to_int32_or_64(x, 64)
+        if dtype.kind == "i":
+            return t1
+        t2 = _float_to_int32_or_64(np.asarray(x, np.float64) - 2.0 ** 63, 64)
+        return (t1 | (t2 & (t1 >> 63))).view(np.uint64)
+    t1 = _float_to_int32_or_64(x, 32)
+    if dtype == np.uint32:
+        t2 = _float_to_int32_or_64(np.asarray(x, np.float64) - 2.0 ** 31, 32)
+        sign = np.where(t1 < 0, np.int64(-1), np.int64(0))
+        return ((t1 | (t2 & sign)) & 0xFFFFFFFF).astype(np.uint32)
+    if dtype == np.int32:
+        return t1.astype(np.int32)
+    if dtype == np.uint16 or (dtype == np.int16 and src == np.float16):
+        return t1.astype(dtype)  # the low bits (wrap)
+    info = np.iinfo(dtype)
+    return np.clip(t1, info.min, info.max).astype(dtype)  # packed with saturation
+
+
+def _float_to_float(arr, dtype):
+    """Float → float as the native kernel converts (x86-64, F16C): numpy's values, but a NaN
+    leaves a conversion quiet (its quiet bit set), as ``cvtss2sd``/``vcvtps2ph`` and compiler-rt
+    make it, except float16 → float32 (``vcvtph2ps`` keeps the payload as it is)."""
+    out = arr.astype(dtype)
+    nan = np.isnan(arr)
+    if not nan.any() or (arr.dtype == np.float16 and out.dtype == np.float32):
+        return out
+    out = np.array(out, copy=True)
+    bits = out.view(f"u{out.itemsize}")
+    if out.dtype == np.float16:  # sign, quiet NaN, the top 9 payload bits of the source
+        src_bits = arr.view(f"u{arr.itemsize}").astype(np.uint64)
+        mant_bits = np.finfo(arr.dtype).nmant
+        sign = (src_bits >> (arr.itemsize * 8 - 1)).astype(np.uint16) << 15
+        payload = ((src_bits >> (mant_bits - 10)) & 0x1FF).astype(np.uint16)
+        bits[nan] = (sign | 0x7E00 | payload)[nan]
+    else:
+        quiet = np.array(1 << (np.finfo(out.dtype).nmant - 1), bits.dtype)
+        bits[nan] |= quiet
+    return out
+
+
+def cast(value, dtype):
+    """Convert like TVM's ``Cast``: integers wrap, floats round to nearest, float→int truncates
+    (NaN and out-of-range values as the native kernel converts them, see ``_float_to_int``)."""
+    arr = np.asarray(value)
+    if dtype == "bool":
+        out = arr != 0
+    elif arr.dtype.kind == "f" and np.dtype(dtype).kind in "iu":
+        out = _float_to_int(arr, dtype)
+    elif arr.dtype.kind == "f" and np.dtype(dtype).kind == "f":
+        out = _float_to_float(arr, dtype)
+    else:
+        out = arr.astype(dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+def reinterpret(value, dtype):
+    """Reinterpret the bits of ``value`` as ``dtype`` (same total width)."""
+    arr = np.ascontiguousarray(value)
+    out = arr.view(dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+# --------------------------------------------------------------------------- selection
+def select(condition, true_value, false_value):
+    """TIR ``Select``: both sides are already evaluated; pick per lane."""
+    out = np.where(condition, true_value, false_value)
+    return out[()] if out.ndim == 0 else out
+
+
+def minimum(a, b):
+    """TIR ``Min`` as the backend emits it, ``select(a < b, a, b)`` (NaN picks ``b``)."""
+    return select(a < b, a, b)
+
+
+def maximum(a, b):
+    """TIR ``Max`` as the backend emits it, ``select(a > b, a, b)`` (NaN picks ``b``)."""
+    return select(a > b, a, b)
+
+
+# --------------------------------------------------------------------------- math in the operand dtype
+def rsqrt(x):
+    """``1 / sqrt(x)`` in ``x``'s dtype."""
+    x = np.asarray(x)
+    out = np.asarray(1, dtype=x.dtype) / np.sqrt(x)
+    return out[()] if out.ndim == 0 else out
+
+
+def sigmoid(x):
+    """``1 / (1 + exp(-x))`` in ``x``'s dtype."""
+    x = np.asarray(x)
+    one = np.asarray(1, dtype=x.dtype)
+    out = one / (one + np.exp(-x))
+    return out[()] if out.ndim == 0 else out
+
+
+def erf(x):
+    """The error function, computed in double and rounded to ``x``'s dtype."""
+    x = np.asarray(x)
+    out = np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+def _unary_in_dtype(fn, x):
+    x = np.asarray(x)
+    out = np.asarray(fn(x.astype(np.float64))).astype(x.dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+def clz(x, dtype):
+    """Leading zero bits of each integer in its own width, as ``dtype``.  Zero is refused: TVM's
+    llvm backend emits ``ctlz`` with a poisoned zero, so the compiled kernel's result is undefined."""
+    x = np.asarray(x)
+    if not np.all(x):
+        raise ValueError("clz(0) is undefined in TVM's llvm code (ctlz with is_zero_poison)")
+    bits = x.dtype.itemsize * 8
+    rest = x.astype(np.dtype(f"uint{bits}"))
+    length = np.zeros(rest.shape, np.int64)
+    shift = bits // 2
+    while shift:
+        high = rest >= (np.uint64(1) << np.uint64(shift)).astype(rest.dtype)
+        length += np.where(high, shift, 0)
+        rest = np.where(high, rest >> rest.dtype.type(shift), rest)
+        shift //= 2
+    out = (bits - length - (rest > 0)).astype(dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+def in_double(fn, x):
+    """``fn`` of a float32 (or float16) ``x`` computed in float64 and rounded to float32 (then to
+    ``x``'s dtype): the correctly rounded value that libm's ``expf``/``logf``/``sinf``/``cosf``
+    give the native kernel."""
+    x = np.asarray(x)
+    out = fn(x.astype(np.float64)).astype(np.float32).astype(x.dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+def nan_through(out, x):
+    """A NaN operand comes out as itself, quieted, as libm returns it (numpy's vector loops may
+    give their own NaN instead), so NaN signs and payloads do not depend on how numpy ran."""
+    nan = np.isnan(x)
+    if not np.any(nan):
+        return out
+    res = np.where(nan, x + x, out).astype(np.result_type(out), copy=False)
+    return res[()] if res.ndim == 0 else res
+
+
+def popcount(x):
+    """Number of set bits, in ``x``'s dtype."""
+    x = np.asarray(x)
+    bits = np.unpackbits(np.ascontiguousarray(x).reshape(-1).view(np.uint8)).reshape(x.size, -1).sum(axis=1)
+    out = bits.astype(x.dtype).reshape(x.shape)
+    return out[()] if out.ndim == 0 else out

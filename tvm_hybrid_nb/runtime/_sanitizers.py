@@ -1,0 +1,212 @@
+"""Sanitizers (``check=True``): data races, reads of never-written memory, bounds.
+
+Owns :class:`RaceLog` (the per-lane accesses between barriers, and the race check) with
+``_lane_ids``/``_lane_text``, ``access`` (the checked read or write of exact mode, which feeds the
+log and the written-marks) and ``read_written`` (fast mode's check that a lane view was written).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+# --------------------------------------------------------------------------- race detection
+def _lane_ids(lanes, shape):
+    """Number each element of ``shape`` by the lane (thread or parallel iteration) it belongs to."""
+    ids = np.zeros((), np.int64)
+    for axis, extent, _tag in lanes:
+        here = [1] * len(shape)
+        here[axis] = extent
+        ids = ids * extent + np.arange(extent).reshape(here)
+    return np.broadcast_to(ids, shape)
+
+
+def _lane_text(lanes, lane):
+    parts = []
+    for _axis, extent, tag in reversed(lanes):
+        parts.append(f"{tag}={lane % extent}")
+        lane //= extent
+    return ", ".join(reversed(parts))
+
+
+class RaceLog:
+    """Sanitizer: the elements each lane touched since the last barrier, per buffer.
+
+    Two different lanes touching one element, at least one of them writing, with no barrier in
+    between, is a race, whatever order the emulator ran them in.  Lanes that only write, all the
+    same value (bit for bit), are not: whichever write lands last, the element holds that value
+    (dlight's CPU schedules recompute a shared value in several parallel iterations).  Nor are
+    reads racing with writes that all store the value the element already holds (silent stores:
+    ``LowerThreadAllreduce`` has every thread copy the reduced value onto itself), since every
+    read sees that value in any order.
+
+    ``statement=True`` records are kept for one statement only (threads before
+    ``s_tir.ThreadSync``, where the IR implies a barrier between statements but none inside one).
+    """
+
+    def __init__(self):
+        self.records = {}
+        self.statement = {}
+        #: Lanes whose value in the statement being run came from never-written memory (see ``access``).
+        self.pending = None
+
+    def taint(self, lanes):
+        """Mark ``lanes`` (a boolean lane array) as carrying an uninitialised value."""
+        self.pending = lanes if self.pending is None else (self.pending | lanes)
+
+    def new_statement(self):
+        self.statement = {}
+
+    def record(self, name, shape, index, lane_ids, write, lanes, values=None, statement=False, previous=None):
+        """``values``: what a write stores; ``previous``: what the elements held before it."""
+        elems = np.ravel_multi_index(index, shape) if index else np.zeros(lane_ids.shape, np.int64)
+        book = self.statement if statement else self.records
+        entry = book.setdefault(name, (shape, lanes, []))
+        item = (elems, lane_ids, write, values, previous)
+        entry[2].append(item)
+        if write:
+            self._check(name, shape, lanes, entry[2] if statement else [item])
+
+    def flush(self, where="end of the parallel region"):
+        try:
+            for name, (shape, lanes, items) in self.records.items():
+                self._check(name, shape, lanes, items, where)
+        finally:
+            self.records = {}
+
+    @staticmethod
+    def _value_keys(items, sizes, column=3):
+        """The bits of each written value (``column`` 4: of the value it overwrote), one key per
+        access, or None when some write has no comparable value (buffers of vectors)."""
+        keys = []
+        for item, size in zip(items, sizes):
+            write, values = item[2], item[column]
+            if not write:
+                keys.append(np.zeros(size, np.uint64))
+                continue
+            values = None if values is None else np.ascontiguousarray(values)
+            if values is None or values.ndim != 1 or values.dtype.itemsize not in (1, 2, 4, 8):
+                return None
+            keys.append(values.view(f"u{values.dtype.itemsize}").astype(np.uint64))
+        return np.concatenate(keys)
+
+    def _check(self, name, shape, lanes, items, where="one statement"):
+        elems = np.concatenate([item[0] for item in items])
+        ids = np.concatenate([item[1] for item in items])
+        writes = np.concatenate([np.full(item[0].shape, item[2]) for item in items])
+        seq = np.concatenate([np.full(item[0].shape, k) for k, item in enumerate(items)])
+        sizes = [item[0].size for item in items]
+        keys = self._value_keys(items, sizes)
+        old_keys = self._value_keys(items, sizes, column=4) if keys is not None else None
+        written = np.unique(elems[writes])
+        if written.size == 0:
+            return
+        keep = np.isin(elems, written)
+        elems, ids, writes, seq = elems[keep], ids[keep], writes[keep], seq[keep]
+        keys = keys[keep] if keys is not None else None
+        old_keys = old_keys[keep] if old_keys is not None else None
+        order = np.lexsort((ids, elems))
+        elems, ids, writes, seq = elems[order], ids[order], writes[order], seq[order]
+        starts = np.flatnonzero(np.r_[True, elems[1:] != elems[:-1]])
+        low = np.minimum.reduceat(ids, starts)
+        high = np.maximum.reduceat(ids, starts)
+        conflict = low != high
+        if keys is not None and conflict.any():
+            # Harmless: every write of the element stores one value (bit for bit), and every lane
+            # reading it wrote it itself before, so each read sees that value in any order.
+            keys = keys[order]
+            big = np.iinfo(np.uint64).max
+            write_keys = np.where(writes, keys, 0)
+            same = (np.minimum.reduceat(np.where(writes, keys, big), starts)
+                    == np.maximum.reduceat(write_keys, starts))
+            pairs = np.unique(np.stack([elems, ids]), axis=1, return_inverse=True)[1].reshape(-1)
+            first_write = np.full(pairs.max() + 1, np.iinfo(np.int64).max)
+            np.minimum.at(first_write, pairs[writes], seq[writes])
+            read_ok = writes | (first_write[pairs] < seq)
+            harmless = same & np.logical_and.reduceat(read_ok, starts)
+            if old_keys is not None:  # every write silent: the element never changes
+                silent = ~writes | (old_keys[order] == keys)
+                harmless |= same & np.logical_and.reduceat(silent, starts)
+            conflict &= ~harmless
+        bad = np.flatnonzero(conflict)
+        if bad.size:
+            k = starts[bad[0]]
+            where_index = np.unravel_index(elems[k], shape)
+            raise RuntimeError(
+                f"data race on {name}{[int(i) for i in where_index]}: lanes ({_lane_text(lanes, int(low[bad[0]]))}) "
+                f"and ({_lane_text(lanes, int(high[bad[0]]))}) both access it, at least one writing, with no "
+                f"barrier in between (checked at {where})")
+
+
+# --------------------------------------------------------------------------- checked accesses
+def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=(),
+           statement=False, poison=None):
+    """Sanitizer access (``check=True``): bounds, reads of never-written allocation elements, and
+    the per-lane record for race detection; then the read (returned) or write itself.
+
+    ``poison`` (a :class:`RaceLog`) follows MemorySanitizer's rule for a thread's registers: a
+    never-written element read into a value that is only stored to thread-local memory is no error
+    yet; the lanes carrying it are remembered and the stored element stays "never written", so the
+    error comes if and when the value reaches shared or global memory, a branch or an address.
+    """
+    index = tuple(np.asarray(i) for i in index)
+    # A buffer of vectors (float32x3 after StorageRewrite): each element is a row of lanes.
+    extra = tuple(buffer.shape[len(index):])
+    lane_shape = [1] * 12
+    for axis, extent, _tag in lanes:
+        lane_shape[axis] = extent
+    shapes = [i.shape for i in index] + ([tuple(lane_shape)] if lanes else [])
+    if mask is not None:
+        shapes.append(np.shape(mask))
+    if write:
+        shapes.append(np.shape(value)[:np.ndim(value) - len(extra)])
+    tainted = poison.pending if write and poison is not None else None
+    if tainted is not None:
+        shapes.append(np.shape(tainted))
+    shape = np.broadcast_shapes(*shapes)
+    full = [np.broadcast_to(i, shape) for i in index]
+    keep = np.broadcast_to(np.asarray(True if mask is None else mask, dtype=bool), shape)
+    ok = np.ones(shape, bool)
+    for i, n in zip(full, buffer.shape):
+        ok = ok & (i >= 0) & (i < n)
+    if np.any(keep & ~ok):
+        first = tuple(int(f[keep & ~ok][0]) for f in full)
+        raise IndexError(f"out-of-bounds {'write' if write else 'read'} of {name}{list(first)} "
+                         f"(shape {tuple(buffer.shape)})")
+    sel = tuple(f[keep] for f in full)
+    written = np.broadcast_to(value, shape + extra)[keep] if write else None
+    if log is not None and lanes:
+        log.record(name, buffer.shape[:len(index)], sel, _lane_ids(lanes, shape)[keep], write, lanes, written,
+                   statement, previous=buffer[sel] if write else None)
+    if write:
+        buffer[sel] = written
+        if shadow is not None:
+            shadow[sel] = True if tainted is None else ~np.broadcast_to(tainted, shape)[keep]
+        if poison is not None:
+            poison.pending = None
+        return None
+    if shadow is not None:
+        written = shadow[sel]
+        written = written.all(axis=tuple(range(1, written.ndim))) if written.ndim > 1 else written
+        if poison is not None and not np.all(written):
+            unset = np.zeros(shape, bool)
+            unset[keep] = ~written
+            poison.taint(unset)
+        elif not np.all(written):
+            first = tuple(int(s[~written][0]) for s in sel)
+            raise RuntimeError(f"read of {name}{list(first)}, an element of a buffer allocation that was never "
+                               f"written")
+    out = np.zeros(shape + extra, buffer.dtype)
+    out[keep] = buffer[sel]
+    return out[()] if out.ndim == 0 else out
+
+
+def read_written(values, written, name, marks):
+    """Sanitizer, fast mode: the lane view ``values`` of an allocation when every element in it
+    was written; ``written`` is the same view of the allocation's written-marks ``marks``."""
+    if not written.all():
+        lane = np.argwhere(~written)[0]
+        offset = written.__array_interface__["data"][0] - marks.__array_interface__["data"][0]
+        offset += sum(int(i) * int(s) for i, s in zip(lane, written.strides))
+        first = [int(i) for i in np.unravel_index(offset // marks.itemsize, marks.shape)]
+        raise RuntimeError(f"read of {name}{first}, an element of a buffer allocation that was never written")
+    return values

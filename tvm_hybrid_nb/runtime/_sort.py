@@ -1,0 +1,57 @@
+"""TVM's runtime sorts (``tvm.contrib.sort.sort``, ``argsort``, ``topk``) on numpy views.
+
+Owns ``contrib_sort`` and the stable order it shares, ``_stable_order``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+# --------------------------------------------------------------------------- sorting
+def _stable_order(data, axis, ascend):
+    """The order ``std::stable_sort`` gives with TVM's comparators: ascending (``<``) or descending
+    (``>``) values, equal values in their original order.  NaN breaks the strict weak order those
+    comparators need, so the C++ result depends on the library's merge steps: refused."""
+    if data.dtype.kind == "f" and np.isnan(data).any():
+        raise ValueError("sorting NaN: std::stable_sort's order is implementation-defined for NaN "
+                         "(TVM's comparators are not a strict weak order), so it cannot be emulated exactly")
+    if ascend:
+        return np.argsort(data, axis=axis, kind="stable")
+    n = data.shape[axis]
+    flipped = np.argsort(np.flip(data, axis=axis), axis=axis, kind="stable")
+    return np.flip(n - 1 - flipped, axis=axis)
+
+
+def contrib_sort(function, *args):
+    """TVM's runtime sort functions (``src/runtime/contrib/sort/sort.cc``) on numpy views:
+    ``sort(data, out, axis, is_ascend)``, ``argsort(data, out, axis, is_ascend)`` and
+    ``topk(data, out..., k, axis, ret_type, is_ascend)`` (``ret_type`` "both": values then indices;
+    ``k < 1`` means all).  Indices are cast to the output's dtype.  Returns 0 like a packed call."""
+    data = args[0]
+    if function == "tvm.contrib.sort.topk":
+        k, axis, ret_type, ascend = int(args[-4]), int(args[-3]), str(args[-2]), bool(args[-1])
+        outs = list(args[1:-4])
+        values = outs[0] if ret_type in ("both", "values") else None
+        indices = outs[-1] if ret_type in ("both", "indices") else None
+        if ret_type not in ("both", "values", "indices"):
+            raise ValueError(f"topk: unsupported ret_type {ret_type!r}")
+    else:
+        axis, ascend = int(args[2]), bool(args[3])
+    axis = axis + data.ndim if axis < 0 else axis
+    if not 0 <= axis < data.ndim:
+        raise ValueError(f"{function}: axis out of bounds for input of {data.ndim} dimensions")
+    order = _stable_order(data, axis, ascend)
+    if function == "tvm.contrib.sort.sort":
+        args[1][...] = np.take_along_axis(data, order, axis=axis)
+    elif function == "tvm.contrib.sort.argsort":
+        args[1][...] = order.astype(args[1].dtype)
+    else:
+        n = data.shape[axis]
+        k = n if k < 1 else min(k, n)
+        top = np.take(order, np.arange(k), axis=axis)
+        index = (slice(None),) * axis + (slice(0, k),)
+        if values is not None:
+            values[index] = np.take_along_axis(data, top, axis=axis)
+        if indices is not None:
+            indices[index] = top.astype(indices.dtype)
+    return 0
