@@ -117,6 +117,63 @@ def test_helper_sources_are_self_contained():
     assert namespace["truncdiv"](-7, 2) == -3
 
 
+def _runtime_modules():
+    import pkgutil
+
+    return [importlib.import_module(f"{runtime.__name__}.{m.name}") for m in pkgutil.iter_modules(runtime.__path__)]
+
+
+def test_every_helper_of_the_runtime_modules_is_a_package_name():
+    # The code generator looks helpers up (and reserves their names) in vars(runtime) only.
+    modules = _runtime_modules()
+    assert {m.__name__.rsplit(".", 1)[1] for m in modules} >= {"_numerics", "_memory", "_lanes", "_gpu", "_sanitizers"}
+    for module in modules:
+        defined = [n for n, v in vars(module).items()
+                   if callable(v) and getattr(v, "__module__", None) == module.__name__]
+        assert defined, module.__name__
+        for name in defined:
+            assert vars(runtime).get(name) is vars(module)[name], f"{module.__name__}.{name} is not re-exported"
+
+
+def _global_names(code) -> set[str]:
+    import dis
+
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            names |= _global_names(const)
+    return names
+
+
+def _helper_codes(obj):
+    if isinstance(obj, type):
+        return [v.__code__ for v in vars(obj).values() if hasattr(v, "__code__")]
+    return [obj.__code__]
+
+
+def test_each_helper_alone_pulls_in_every_helper_it_calls():
+    # A script is one flat namespace holding only the helpers of the closure (whatever runtime module
+    # defines them), numpy as np, and math where NEEDS_MATH says so: every global name a helper's code
+    # loads must be there.
+    import builtins
+    import math
+
+    helpers = sorted({n for m in _runtime_modules() for n, v in vars(m).items()
+                      if callable(v) and getattr(v, "__module__", None) == m.__name__})
+    for name in helpers:
+        closure = runtime.helper_closure({name})
+        namespace: dict = {"np": np}
+        if set(closure) & runtime.NEEDS_MATH:
+            namespace["math"] = math
+        exec(runtime.helper_source({name}), namespace)
+        assert set(closure) <= set(namespace), name
+        for member in closure:
+            obj = getattr(runtime, member)
+            for code in _helper_codes(obj):
+                missing = {g for g in _global_names(code) if g not in namespace and not hasattr(builtins, g)}
+                assert not missing, f"{member} (pulled in by {name}) uses {sorted(missing)}, missing from its script"
+
+
 def test_loaded_kernels_show_their_lines_in_tracebacks():
     src = "import numpy as np\n\ndef k(a):\n    x = 1\n    return a[10]\n"
     fn = load_kernel(src, "k", label="test")
