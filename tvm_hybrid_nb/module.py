@@ -167,6 +167,27 @@ class Stage:
                                              module_functions=self.module_functions)
         return self._fast.source
 
+    def plan(self, mode: str = "fast", check: bool = False):
+        """How each loop of this stage's kernel runs in the ``mode`` script, and why.
+
+        Returns
+        -------
+        tvm_hybrid_nb.codegen.plan.EmulationPlan
+            ``.summary()`` (one line), ``.text()`` (one line a loop), ``.as_dict()`` (JSON-ready) and
+            ``.decisions`` (each loop's ``strategy`` and ``reason``).
+        """
+        if mode not in EMULATION_MODES:
+            raise ValueError(f"mode must be one of {EMULATION_MODES}, got {mode!r}")
+        if not self.emulatable:
+            raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
+        if mode == "fast" and not check:
+            self.fast_source()
+            return self._fast.plan
+        if mode == "exact" and not check:
+            return self._generated.plan
+        return generate_kernel(self.function, self._owner.name, stage=self.label, mode=mode, check=check,
+                               module_functions=self.module_functions).plan
+
     def kernel(self, mode: str = "exact", check: bool = False) -> Callable:
         """The executed function of this stage: its hybrid source (``mode`` "exact" or "fast") with
         progress hooks in the outermost loops.  Call it as ``kernel(*arrays, progress=callback)``.
@@ -312,6 +333,11 @@ class HybridModule:
         if not s.emulatable:
             raise StageNotEmulatableError(f"stage {s.label} has no hybrid source: {s.reason}")
         return s.source
+
+    def explain(self, stage: int | str = 0, mode: str = "fast", check: bool = False) -> str:
+        """Why ``mode`` runs ``stage`` the way it does: one line a loop (lanes, parallel chunks or
+        serial, and the reason), e.g. ``k: serial (carried dependence on C_local ...)``."""
+        return self.stage(stage).plan(mode, check).text()
 
     @property
     def emulatable_stages(self) -> list[Stage]:

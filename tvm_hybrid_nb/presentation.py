@@ -144,6 +144,14 @@ def note_html(text: str, kind: str = "info") -> str:
     return f'<div class="thn-note thn-{kind}" style="color:{color};padding:2px 0">{escape(text)}</div>'
 
 
+def plan_html(summary: str, outline: Sequence[str]) -> str:
+    """Fast mode's plan beside the hybrid source: the one-line ``summary`` (which loops run as
+    arrays, which stay serial and why) opening onto the ``outline``, one loop a line."""
+    return (f'<details class="thn-plan"><summary style="cursor:pointer">{escape(summary)}</summary>'
+            f'<pre style="margin:2px 0 4px 1em;white-space:pre-wrap;'
+            f'font-family:var(--jp-code-font-family,monospace)">{escape(chr(10).join(outline))}</pre></details>')
+
+
 def format_seconds(seconds: float | None) -> str:
     """A duration for people: ``0.12 ms``, ``3.4 ms``, ``1.25 s``."""
     if seconds is None:

@@ -359,6 +359,15 @@ def diff_view(stages: Sequence[Any], after: Any) -> widgets.VBox:
     return box
 
 
+def plan_note(stage: Any) -> str:
+    """Fast mode's plan for ``stage`` (what the Emulate button runs), as a folded note."""
+    try:
+        plan = stage.plan("fast")
+    except Exception as exc:  # the hybrid source still shows; say why the plan does not
+        return P.note_html(f"fast mode plan unavailable: {error_text(exc)}", "warning")
+    return P.plan_html(plan.summary(), plan.outline())
+
+
 def stage_panel(stage: Any, stages: Sequence[Any], run_compare: Callable[..., Any] | None,
                 function_name: str = "main", locate: Callable[[BaseException], str] | None = None,
                 heading: str | None = None) -> widgets.VBox:
@@ -373,7 +382,7 @@ def stage_panel(stage: Any, stages: Sequence[Any], run_compare: Callable[..., An
     """
     def hybrid() -> str:
         if stage.emulatable:
-            return P.kernel_first_html(stage.source, function_name)
+            return plan_note(stage) + P.kernel_first_html(stage.source, function_name)
         return P.note_html(f"No hybrid Python for this stage: {stage.reason}", "warning")
 
     makers = {VIEW_HYBRID: hybrid, VIEW_SCRIPT: lambda: P.highlight_python(stage.script, themed=True)}

@@ -1,0 +1,463 @@
+"""Analyses of TIR (no Python ast): loop independence, lane-axis planning, buffer access counts,
+thread extents and tree searches."""
+from __future__ import annotations
+
+import builtins
+import keyword
+
+from tvm import tirx
+import tvm
+import tvm_ffi
+
+from .. import runtime
+from .names import _dtype, _is_zero, _key, _scalar_dtype, _type_key, ascii_identifier
+
+
+
+# ---------------------------------------------------------------------- fast-mode axis plan
+def _step(expr, var) -> int | None:
+    """How much ``expr`` changes when ``var`` grows by one, when that is a constant; else None."""
+    fresh = tirx.Var("next", _dtype(var))
+    bumped, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+    bumped.bind(var, fresh + 1)
+    same.bind(var, fresh)
+    delta = tvm.sym.Analyzer().simplify(bumped.simplify(expr) - same.simplify(expr))
+    return int(delta.value) if _type_key(delta) == "ir.IntImm" else None
+
+
+def _plan_lane_axes(var, body, axes: range) -> dict[int, int]:
+    """Array axes for the loops from ``var`` down to the first store of its body, in the order of
+    their strides in that store's flattened index (largest first).
+
+    numpy walks an expression's arrays in axis order and merges neighbouring axes whose strides
+    chain, so lanes laid out in the store's memory order run as a few long contiguous loops instead
+    of many short ones.  Only performance depends on the plan: any axis assignment gives the same
+    values.  Loops the store does not move along get no planned axis.
+    """
+    path = _first_store(body, [var], [])
+    if path is None:
+        return {}
+    store, loops, binds = path
+    analyzer = tvm.sym.Analyzer()
+    try:
+        for v, value in binds:
+            analyzer.bind(v, value, allow_override=True)
+        flat = None
+        for idx, dim in zip(store.indices, store.buffer.shape):
+            if _type_key(idx) == "prim.Ramp":
+                idx = idx.base
+            elif _type_key(idx) == "prim.Broadcast":
+                idx = idx.value
+            flat = idx if flat is None else flat * dim + idx
+        if flat is None:
+            return {}
+        flat = analyzer.simplify(flat)
+        strides = []
+        for position, x in enumerate(loops):
+            step = _step(flat, x)
+            if step:
+                strides.append((-abs(step), position, x))
+    except Exception:  # a plan is an optimisation: no plan rather than a failed generation
+        return {}
+    return {_key(x): axis for axis, (_, _, x) in zip(axes, sorted(strides, key=lambda t: t[:2]))}
+
+
+def _first_store(stmt, loops: list, binds: list):
+    """The first ``BufferStore`` under ``stmt`` in program order, with the (non-thread) loop
+    variables and the scalar bindings (block iterators, ``Bind``) on the way to it."""
+    key = _type_key(stmt)
+    if key == "tirx.BufferStore":
+        return stmt, loops, binds
+    if key == "tirx.SeqStmt":
+        for child in stmt.seq:
+            found = _first_store(child, loops, binds)
+            if found is not None:
+                return found
+            if _type_key(child) == "tirx.Bind":
+                binds = binds + [(child.var, child.value)]
+        return None
+    if key == "tirx.For":
+        inner = loops if int(stmt.kind) == 4 else loops + [stmt.loop_var]
+        return _first_store(stmt.body, inner, binds)
+    if key == "s_tir.SBlockRealize":
+        block = stmt.block
+        inner = binds + list(zip([iv.var for iv in block.iter_vars], stmt.iter_values))
+        if block.init is not None:
+            found = _first_store(block.init, loops, inner)
+            if found is not None:
+                return found
+        return _first_store(block.body, loops, inner)
+    if key in ("tirx.AttrStmt", "tirx.While"):
+        return _first_store(stmt.body, loops, binds)
+    if key == "tirx.IfThenElse":
+        return _first_store(stmt.then_case, loops, binds)
+    return None
+
+
+# ---------------------------------------------------------------------- fast-mode dependence test
+class _LoopAccesses:
+    """Buffer accesses, scalar bindings and inner loops of one loop body, for the dependence test."""
+
+    def __init__(self, roots: dict[int, int]):
+        self.roots = dict(roots)
+        self.binds: list = []
+        self.inner: list = []
+        self.accesses: list[tuple[int, int, bool, list]] = []
+        #: Why no claim of independence is possible (None: none of those constructs).
+        self.private: str | None = None
+        self.names: dict[int, str] = {}
+        #: Allocations made inside the body: each iteration has its own (fast mode gives one per lane).
+        self.local: set[int] = set()
+        #: Shape of each accessed buffer (for the flattened-index test).
+        self.shapes: dict[int, object] = {}
+
+    def root(self, buf) -> int:
+        self.shapes[_key(buf)] = buf.shape
+        self.names.setdefault(self.roots.get(_key(buf), _key(buf)), str(buf.name))
+        return self.roots.get(_key(buf), _key(buf))
+
+    def expr(self, expr) -> None:
+        def visit(node):
+            key = _type_key(node)
+            if key == "ir.TensorLoad":
+                self.accesses.append((self.root(node.source), _key(node.source), False, list(node.indices)))
+            elif key == "ir.Call":
+                self.call(node)
+            return True
+
+        tvm_ffi.structural_walk(expr, visit, order="post")
+
+    def call(self, node) -> None:
+        """Calls that write memory: a kernel launch touches what its kernel touches (no claim of
+        independence), ``tvm_thread_allreduce`` writes its result elements."""
+        op = node.op
+        if isinstance(op, tvm.ir.GlobalVar):
+            self.private = f"it launches {op.name_hint} (what a launched kernel touches is not analysed)"
+        elif isinstance(op, tvm.ir.Op) and op.name.endswith("tvm_thread_allreduce"):
+            count = int(node.args[0].value)
+            for result in list(node.args)[2 + count:2 + 2 * count]:
+                if _type_key(result) == "ir.TensorLoad":
+                    self.accesses.append((self.root(result.source), _key(result.source), True, list(result.indices)))
+                else:
+                    self.private = "a cross-thread reduction writes a result that is not a buffer element"
+
+    def stmt(self, stmt) -> None:
+        key = _type_key(stmt)
+        if key == "tirx.SeqStmt":
+            for s in stmt.seq:
+                self.stmt(s)
+        elif key == "tirx.For":
+            self.expr(stmt.min)
+            self.expr(stmt.extent)
+            self.inner.append((stmt.loop_var, stmt.min, stmt.extent))
+            self.stmt(stmt.body)
+        elif key == "tirx.Bind":
+            self.expr(stmt.value)
+            self.binds.append((stmt.var, stmt.value))
+        elif key == "tirx.BufferStore":
+            for idx in stmt.indices:
+                self.expr(idx)
+            self.expr(stmt.value)
+            self.accesses.append((self.root(stmt.buffer), _key(stmt.buffer), True, list(stmt.indices)))
+        elif key in ("tirx.IfThenElse",):
+            self.expr(stmt.condition)
+            self.stmt(stmt.then_case)
+            if stmt.else_case is not None:
+                self.stmt(stmt.else_case)
+        elif key == "tirx.While":
+            self.expr(stmt.condition)
+            self.stmt(stmt.body)
+        elif key in ("tirx.Evaluate",):
+            self.expr(stmt.value)
+        elif key == "tirx.AssertStmt":
+            self.expr(stmt.condition)
+        elif key == "tirx.AttrStmt":
+            self.stmt(stmt.body)
+        elif key == "tirx.DeclBuffer":
+            if stmt.data is not None and _type_key(stmt.data) == "ir.Call" and stmt.data.args:
+                if _type_key(stmt.data.args[0]) == "ir.TensorLoad":
+                    # A view at an element's address (address_of): where it starts moves with the
+                    # indices, so no claim of independence.
+                    self.private = f"view {stmt.buffer.name} starts at an element's address, which moves with the indices"
+                else:
+                    self.roots[_key(stmt.buffer)] = self.root(stmt.data.args[0])
+        elif key == "s_tir.SBlockRealize":
+            block = stmt.block
+            for value in stmt.iter_values:
+                self.expr(value)
+            for iv, value in zip(block.iter_vars, stmt.iter_values):
+                self.binds.append((iv.var, value))
+            self.expr(stmt.predicate)
+            if len(block.match_buffers):
+                self.private = f"block {block.name_hint} matches a buffer region (match_buffer)"
+            self.local |= {_key(b) for b in block.alloc_buffers}
+            if block.init is not None:
+                self.stmt(block.init)
+            self.stmt(block.body)
+        elif key == "tirx.AllocBuffer":
+            self.local.add(_key(stmt.buffer))
+        else:  # break/continue and anything unknown: no claim of independence
+            self.private = f"it holds a {key.split('.')[-1]} statement"
+
+
+def _buffer_access_counts(stmt) -> dict[int, int]:
+    """How many loads and stores of each buffer (by key) ``stmt`` holds."""
+    counts: dict[int, int] = {}
+
+    def visit(node):
+        key = _type_key(node)
+        buf = node.source if key == "ir.TensorLoad" else node.buffer if key == "tirx.BufferStore" else None
+        if buf is not None:
+            counts[_key(buf)] = counts.get(_key(buf), 0) + 1
+        return True
+
+    tvm_ffi.structural_walk(stmt, visit, order="post")
+    return counts
+
+
+def _loop_is_independent(loop, roots: dict[int, int]) -> bool:
+    """Whether the iterations of ``loop`` touch disjoint memory wherever one of them writes."""
+    return loop_dependence(loop, roots) is None
+
+
+def loop_dependence(loop, roots: dict[int, int]) -> str | None:
+    """Why the iterations of ``loop`` may touch the same memory where one of them writes, or None
+    when they provably do not.
+
+    Sufficient test, per written buffer: in some dimension every access index has the form
+    ``c * x + g`` with the same constant ``c`` and the values of all the ``g`` (over the inner loops
+    and vector lanes) spread over less than ``|c|``, so the elements that iteration ``x`` touches are
+    disjoint from those of any other iteration.
+    """
+    acc = _LoopAccesses(roots)
+    acc.stmt(loop.body)
+    if acc.private:
+        return acc.private
+    groups: dict[int, list] = {}
+    for root, buf_key, is_write, indices in acc.accesses:
+        groups.setdefault(root, []).append((buf_key, is_write, indices))
+    expand = tvm.sym.Analyzer()
+    for var, value in acc.binds:
+        expand.bind(var, value, allow_override=True)
+    x = loop.loop_var.name
+    for root, items in groups.items():
+        if root in acc.local or not any(w for _, w, _ in items):
+            continue
+        name = acc.names.get(root, "a buffer")
+        if len({k for k, _, _ in items}) > 1 or len({len(ix) for _, _, ix in items}) > 1:
+            return f"{name} is written and accessed through several views"
+        ndim = len(items[0][2])
+        x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
+        if not any(_separates_iterations([ix[d] for _, _, ix in items], loop.loop_var, acc, expand, x_extent)
+                   for d in range(ndim)):
+            flat = _flat_indices(items, acc.shapes.get(items[0][0]))
+            if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent):
+                return f"carried dependence on {name}: two iterations of {x} may touch the same element"
+    return None
+
+
+def _flat_indices(items, shape) -> list | None:
+    """Row-major flat indices of multi-dimensional accesses (``v0 = x // 128``, ``v1 = x % 128``
+    keep iterations apart only together: ``v0 * 128 + v1 = x``); None for vector indices."""
+    if shape is None or len(shape) < 2:
+        return None
+    flats = []
+    for _, _, indices in items:
+        if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for i in indices):
+            return None
+        flat = indices[0]
+        for index, dim in zip(indices[1:], list(shape)[1:]):
+            flat = flat * dim + index
+        flats.append(flat)
+    return flats
+
+
+def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int | None = None) -> bool:
+    """Whether these index expressions of one dimension keep different iterations of ``x`` apart."""
+    lanes: list = []
+    try:
+        x_next = tirx.Var("x_next", _dtype(x))
+        shifted, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+        shifted.bind(x, x_next + 1)
+        same.bind(x, x_next)
+        at_min, over_range = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+        for var, lo, extent in acc.inner:
+            at_min.bind(var, lo, allow_override=True)
+            over_range.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
+        step = None
+        rests = []
+        for index in indices:
+            key = _type_key(index)
+            if key == "prim.Ramp":
+                # One lane variable per vector width, shared by all accesses, so their forms compare.
+                lane_dtype = _scalar_dtype(_dtype(index.base))
+                known = [v for v, _, e in lanes if int(e.value) == int(index.lanes) and _dtype(v) == lane_dtype]
+                if known:
+                    lane = known[0]
+                else:
+                    lane = tirx.Var("lane", lane_dtype)
+                    at_min.bind(lane, tirx.const(0, lane_dtype))
+                    over_range.bind(lane, tvm.ir.Range.from_min_extent(0, int(index.lanes)))
+                    lanes.append((lane, tirx.const(0, lane_dtype), tirx.const(int(index.lanes), lane_dtype)))
+                index = index.base + index.stride * lane
+            elif key == "prim.Broadcast":
+                return False
+            f = expand.simplify(index)
+            f_same = same.simplify(f)
+            delta = tvm.sym.Analyzer().simplify(shifted.simplify(f) - f_same)
+            if _type_key(delta) != "ir.IntImm" or int(delta.value) == 0:
+                return False
+            if step is not None and int(delta.value) != step:
+                return False
+            step = int(delta.value)
+            rest = tvm.sym.Analyzer().simplify(f_same - delta * x_next)
+            uses_x = []
+            tvm_ffi.structural_walk(rest, lambda n: uses_x.append(
+                _type_key(n) == "ir.Var" and n.same_as(x_next)) or True, order="post")
+            if any(uses_x):
+                return False
+            rests.append(rest)
+        base = at_min.simplify(rests[0])
+        lows, highs = [], []
+        for rest in rests:
+            bound = over_range.const_int_bound(over_range.simplify(rest - base))
+            lows.append(bound.min_value)
+            highs.append(bound.max_value)
+        if max(highs) - min(lows) < abs(step):
+            return True
+        # Unrolled copies touch the same form at constant offsets: an arithmetic progression of offsets
+        # is one more digit of the mixed-radix number.
+        offsets = []
+        for rest in rests:
+            diff = tvm.sym.Analyzer().simplify(rest - rests[0])
+            if _type_key(diff) != "ir.IntImm":
+                return False
+            offsets.append(int(diff.value))
+        distinct = sorted(set(offsets))
+        extra = []
+        if len(distinct) > 1:
+            gaps = {b - a for a, b in zip(distinct, distinct[1:])}
+            if len(gaps) != 1:
+                return False
+            extra = [(gaps.pop(), len(distinct))]
+        return _mixed_radix_injective(rests[0], step, x_extent, acc, lanes, extra)
+    except Exception:  # anything the analyzer cannot reason about: no claim of independence
+        return False
+
+
+def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lanes: list,
+                           extra: list | None = None) -> bool:
+    """Whether ``step * x + rest`` is one-to-one in ``x`` and the inner loop variables.
+
+    ``rest`` must be affine in the inner variables (``i_1 * 256 + j_1``) with constant extents; sorted
+    by coefficient, each coefficient must exceed the largest value all smaller terms can add up to —
+    a mixed-radix number, like the flat index of a row-major array.
+    """
+    terms = [(abs(step), x_extent)] + list(extra or [])
+    remainder = rest
+    for var, lo, extent in list(acc.inner) + lanes:
+        fresh = tirx.Var("v_next", _dtype(var))
+        bumped, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+        bumped.bind(var, fresh + 1)
+        same.bind(var, fresh)
+        delta = tvm.sym.Analyzer().simplify(bumped.simplify(rest) - same.simplify(rest))
+        if _type_key(delta) != "ir.IntImm":
+            return False
+        coef = int(delta.value)
+        if coef == 0:
+            continue
+        if _type_key(extent) != "ir.IntImm" or not _is_zero(lo):
+            return False
+        terms.append((abs(coef), int(extent.value)))
+        remainder = remainder - delta * var
+    remainder = tvm.sym.Analyzer().simplify(remainder)
+    inner_keys = {_key(v) for v, _, _ in list(acc.inner) + lanes}
+    used = []
+    tvm_ffi.structural_walk(remainder, lambda n: used.append(_type_key(n) == "ir.Var" and _key(n) in inner_keys)
+                            or True, order="post")
+    if any(used):
+        return False
+    terms.sort(key=lambda t: t[0])
+    reach = 0
+    for coef, extent in terms:
+        if coef <= reach:
+            return False
+        if extent is None:
+            return coef == terms[-1][0] and (coef, extent) == terms[-1]
+        reach += coef * (extent - 1)
+    return True
+
+
+
+def _python_name(name: str) -> str:
+    clean = ascii_identifier(name) or "kernel"
+    if (clean[0].isdigit() or keyword.iskeyword(clean) or hasattr(builtins, clean) or clean.startswith("_")
+            or clean in vars(runtime) or clean == "race_log"):
+        clean = "k_" + clean
+    return clean
+
+
+def _thread_extents(body) -> dict[str, int]:
+    """Constant extent of each thread tag launched in ``body`` (for per-thread memory)."""
+    extents: dict[str, int] = {}
+
+    def visit(node):
+        key = _type_key(node)
+        if key == "tirx.For" and int(node.kind) == 4 and node.thread_binding is not None:
+            tag, extent = str(node.thread_binding.thread_tag), node.extent
+        elif key == "tirx.AttrStmt" and node.attr_key in ("thread_extent", "virtual_thread"):
+            tag, extent = str(node.node.thread_tag), node.value
+        else:
+            return True
+        tag = "vthread" if tag.startswith("vthread") else tag
+        if _type_key(extent) == "ir.IntImm":
+            extents[tag] = max(extents.get(tag, 0), int(extent.value))
+        return True
+
+    tvm_ffi.structural_walk(body, visit, order="post")
+    return extents
+
+
+def _contiguous_strides(buf) -> bool:
+    """Whether explicit strides are just the row-major ones (``strides=(1,)`` on a 1-D buffer)."""
+    expected = 1
+    for dim, stride in reversed(list(zip(buf.shape, buf.strides))):
+        if _type_key(stride) != "ir.IntImm" or int(stride.value) != expected:
+            return False
+        if _type_key(dim) != "ir.IntImm":
+            return False
+        expected *= int(dim.value)
+    return True
+
+
+def _contains(node, matches) -> bool:
+    """Whether any node of the tree ``node`` satisfies ``matches``."""
+    found = []
+
+    def visit(n):
+        if not found and matches(n):
+            found.append(n)
+        return True
+
+    tvm_ffi.structural_walk(node, visit, order="post")
+    return bool(found)
+
+
+def _is_call_of(node, op_suffix: str) -> bool:
+    return _type_key(node) == "ir.Call" and isinstance(node.op, tvm.ir.Op) and node.op.name.endswith(op_suffix)
+
+
+def _calls_allreduce(block) -> bool:
+    """Whether ``block`` reduces with ``tvm_thread_allreduce`` (LowerCrossThreadReduction's output:
+    the threads run it together, in lockstep)."""
+    return _contains(block.body, lambda n: _is_call_of(n, "tvm_thread_allreduce"))
+
+
+def _reads_memory(expr) -> bool:
+    """Whether ``expr`` loads from a buffer (so a store may change its value)."""
+    return _contains(expr, lambda n: _type_key(n) in ("ir.TensorLoad", "ir.BufferLoad"))
+
+
+def _has_storage_sync(func) -> bool:
+    """Whether ``func`` has explicit barriers (``tvm_storage_sync``)."""
+    return _contains(func.body, lambda n: _is_call_of(n, "tvm_storage_sync"))

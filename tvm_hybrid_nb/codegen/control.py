@@ -1,0 +1,320 @@
+"""Control flow: statement sequences, loops (serial, stepped, with progress hooks), while, branches,
+asserts, break/continue and blocks."""
+from __future__ import annotations
+
+import ast
+import contextlib
+
+from tvm import tirx
+import tvm
+
+from ..errors import UnsupportedConstructError
+from .analysis import _calls_allreduce, _reads_memory
+from .plan import LANES, PARALLEL_CHUNKS, RACE_LANES, SERIAL, PlanRejected
+from .names import (Value, _AllocLike, _CannotVectorize, _FOR_KIND_ITERATORS, _SerialFrame, _dtype, _is_float, _is_int,
+    _is_true, _is_zero, _key, _lanes, _name, _np, _store_name, _type_key, _varying)
+
+#: An outermost loop of at most this many iterations lets the first loop inside it report progress
+#: even when that loop is innermost (each outer iteration may take long).
+_FEW_OUTER_ITERATIONS = 16
+
+
+class ControlFlowMixin:
+    """The control room of :class:`~.generator.HybridCodegen` (see the module docstring)."""
+
+    # ------------------------------------------------------------------ statements
+    def visit_SeqStmt(self, node) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for stmt in node.seq:
+            out.extend(self.visit_stmt(stmt))
+        return out
+
+    def visit_Evaluate(self, node) -> list[ast.stmt]:
+        value = node.value
+        if _type_key(value) in ("ir.IntImm", "ir.FloatImm"):
+            return []
+        if _type_key(value) == "ir.Call" and isinstance(value.op, tvm.ir.Op) and value.op.name.endswith(
+                "tvm_thread_allreduce"):
+            return self._thread_allreduce(list(value.args))
+        statement = self._intrinsic_statement(value)
+        if statement is not None:
+            return statement
+        return [ast.Expr(self.visit_expr(value).node)]
+
+    def visit_Bind(self, node) -> list[ast.stmt]:
+        value = self.visit_expr(node.value)
+        name = self.namer.define(node.var, node.var.name)
+        if value.kind == "weak" or (_is_float(value.dtype) and value.kind != "np"):
+            value = self.to_np(value)
+        node_value = value.node
+        is_view = ((isinstance(node_value, ast.Call) and getattr(node_value.func, "id", "") == "lanes_view")
+                   or (isinstance(node_value, ast.Name) and node_value.id in self.serial.hoisted_views))
+        if (value.lanes > 1 or value.varying) and (isinstance(node_value, (ast.Subscript, ast.IfExp)) or is_view):
+            node_value = ast.Call(_np("copy"), [node_value], [])  # a slice would alias the buffer
+        self._set_var(node.var, value)
+        self._bind_analyzer(node.var, node.value)
+        return [ast.Assign([_store_name(name)], node_value)]
+
+    def _bind_analyzer(self, var, value) -> None:
+        if _is_int(_dtype(var)) and _lanes(_dtype(var)) == 1:
+            try:
+                self.analyzer.bind(var, value, allow_override=True)
+            except Exception:
+                pass
+
+    def visit_For(self, node) -> list[ast.stmt]:
+        kind = int(node.kind)
+        if kind not in _FOR_KIND_ITERATORS:
+            raise UnsupportedConstructError("tirx.For", f"loop kind {kind}")
+        step = node.step
+        if step is not None and not (_type_key(step) == "ir.IntImm" and int(step.value) == 1):
+            return self._stepped_for(node)
+        lo = self.visit_expr(node.min)
+        extent = self.visit_expr(node.extent)
+        if _varying(lo, extent):
+            if kind not in (0, 3):
+                raise _CannotVectorize("loop bounds that differ between iterations")
+            return self._lanes_serial_for(node)
+        try:
+            self.analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent),
+                               allow_override=True)
+        except Exception:
+            pass
+        if kind == 4:
+            tag = str(node.thread_binding.thread_tag) if node.thread_binding is not None else ""
+            if not tag.startswith("blockIdx"):
+                return self._thread_lanes(node.loop_var, node.min, lo, node.extent, tag, node.body)
+        decision = self.plan.decision(node)
+        strategy = decision.strategy if decision is not None else SERIAL
+        if strategy == RACE_LANES and self._free_loop_axis() is not None:
+            # Race check: the iterations of a parallel loop run as lanes whose accesses are compared.
+            # (Iterations proven to touch disjoint memory cannot race: they need no record.)
+            return self._as_planned(node, lambda: self._lanes_for(
+                node.loop_var, node.min, lo, node.extent, node.body, is_thread=False,
+                tag=f"parallel {node.loop_var.name}", race=True, private_allocs=self._planned_into(node)))
+        if strategy in (LANES, PARALLEL_CHUNKS) and self._free_loop_axis() is not None:
+            if strategy == PARALLEL_CHUNKS and self._can_split_parallel():
+                return self._as_planned(node, lambda: self._split_parallel(node, lo, extent))
+            return self._as_planned(node, lambda: self._vectorized_for(node, lo))
+        if _is_zero(node.min):
+            bounds = [extent.node]
+        else:
+            end_value = self.visit_expr(tvm.sym.Analyzer().simplify(node.min + node.extent))
+            bounds = [lo.node, end_value.node]
+        iterator = _FOR_KIND_ITERATORS[kind]
+        keywords = []
+        if kind == 4:
+            tag = node.thread_binding.thread_tag if node.thread_binding is not None else ""
+            keywords = [ast.keyword("thread", ast.Constant(str(tag)))]
+        call = (ast.Call(_name("range"), bounds, []) if iterator == "range"
+                else ast.Call(self._use(iterator), bounds, keywords))
+        outside = set(self.namer._used)
+        name = self.namer.define(node.loop_var, node.loop_var.name)
+        self.scope.var_kinds[_key(node.loop_var)] = ("py", _dtype(node.loop_var), False)
+        frame = _SerialFrame(node.loop_var, node.min, lo.node, extent.node, name, outside, self.serial.guard_depth)
+        hook = []
+        if self.hooks.enabled and self.serial.depth == 0:
+            # __progress__(loop number, iterations done, extent): only in the executed variant.
+            done = ast.BinOp(_name(name), ast.Sub(), lo.node) if not _is_zero(node.min) else _name(name)
+            hook = [ast.Expr(ast.Call(_name("__progress__"),
+                                      [ast.Constant(self.hooks.loops), done, extent.node], []))]
+            self.hooks.loops += 1
+            self.hooks.outer = hook[0].value
+        self.serial.depth += 1
+        self.serial.frames.append(frame)
+        try:
+            body = self.visit_stmt(node.body)
+        finally:
+            self.serial.depth -= 1
+            self.serial.frames.pop()
+        hook = hook or self._inner_progress_hook(name, lo, node, extent, body)
+        return frame.hoisted + [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]
+
+    @staticmethod
+    def _as_planned(node, emit):
+        """``emit()`` for a loop the plan runs as lanes; a construct without a lane form inside it
+        rejects the plan for this loop (the driver plans it serial and emits again)."""
+        try:
+            return emit()
+        except _CannotVectorize as exc:
+            raise PlanRejected(node, str(exc)) from None
+
+    def _inner_progress_hook(self, name: str, lo: Value, node, extent: Value, body: list) -> list[ast.stmt]:
+        """Progress inside the outermost loop (one that runs long per iteration, or only a few times):
+        the first loop nested in it that itself holds a loop (or any first loop, under an outer loop
+        of few iterations) reports ``__progress__(loop, done, extent,
+        inner done, inner extent)``, so slow can be told from hung; the loop inside keeps the cost of
+        a call per iteration negligible.  The outer loop then reports the iterations it completed."""
+        outer = self.hooks.outer
+        if not self.hooks.enabled or self.serial.depth != 1 or outer is None or len(outer.args) > 3:
+            return []
+        few = isinstance(outer.args[2], ast.Constant) and outer.args[2].value <= _FEW_OUTER_ITERATIONS
+        if not few and not any(isinstance(n, (ast.For, ast.While)) for st in body for n in ast.walk(st)):
+            return []
+        outer.args.extend([ast.Constant(0), ast.Constant(0)])
+        done = ast.BinOp(_name(name), ast.Sub(), lo.node) if not _is_zero(node.min) else _name(name)
+        return [ast.Expr(ast.Call(_name("__progress__"), outer.args[:3] + [done, extent.node], []))]
+
+    @contextlib.contextmanager
+    def _guarded(self, condition):
+        """Analyse under ``condition`` (a branch, the right side of ``&&``): what is proven there need
+        not hold outside, so nothing is hoisted out of it."""
+        self.serial.guard_depth += 1
+        try:
+            with self.analyzer.constraint_scope(condition):
+                yield
+        finally:
+            self.serial.guard_depth -= 1
+
+    def visit_While(self, node) -> list[ast.stmt]:
+        cond = self.visit_expr(node.condition)
+        if cond.varying:
+            return self._lanes_while(node, cond)
+        body = self.visit_stmt(node.body)
+        return [ast.While(cond.node, body or [ast.Pass()], [])]
+
+    def _masked(self, cond: ast.expr, stmt) -> list[ast.stmt]:
+        """Run ``stmt`` for all lanes, writing only where ``cond`` holds."""
+        self.lanes.stmt_masks.append(cond)
+        try:
+            return self.visit_stmt(stmt)
+        finally:
+            self.lanes.stmt_masks.pop()
+
+    def visit_IfThenElse(self, node) -> list[ast.stmt]:
+        cond = self.visit_expr(node.condition)
+        if cond.varying:
+            out, taken = [], cond.node
+            if _reads_memory(node.condition):
+                # The branches may write what the condition reads (a thread's counter): each lane's
+                # branch is decided once, before either runs.
+                taken = _name(self.namer.define_name("taken"))
+                out.append(ast.Assign([_store_name(taken.id)], cond.node))
+            out += self._masked(taken, node.then_case)
+            if node.else_case is not None:
+                out += self._masked(ast.UnaryOp(ast.Invert(), taken), node.else_case)
+            return out
+        with self._guarded(node.condition):
+            then = self.visit_stmt(node.then_case)
+        orelse = []
+        if node.else_case is not None:
+            with self._guarded(tirx.Not(node.condition)):
+                orelse = self.visit_stmt(node.else_case)
+        return [ast.If(cond.node, then or [ast.Pass()], orelse)]
+
+    def visit_AssertStmt(self, node) -> list[ast.stmt]:
+        cond = self.visit_expr(node.condition)
+        message = node.message
+        text = str(message.value) if _type_key(message) == "ir.StringImm" else str(message)
+        call = ast.Call(_name("AssertionError"), [ast.Constant(text)], [])
+        test = ast.Call(_np("all"), [cond.node], []) if cond.varying or cond.lanes > 1 else cond.node
+        return [ast.If(ast.UnaryOp(ast.Not(), test), [ast.Raise(call, None)], [])]
+
+    def visit_Break(self, node) -> list[ast.stmt]:
+        if self.lanes.vector_depth:
+            raise _CannotVectorize("break")
+        return [ast.Break()]
+
+    def visit_Continue(self, node) -> list[ast.stmt]:
+        if self.lanes.vector_depth:
+            raise _CannotVectorize("continue")
+        return [ast.Continue()]
+
+    # ------------------------------------------------------------------ constructs with an exact meaning
+    def _intrinsic_statement(self, call) -> list[ast.stmt] | None:
+        """Intrinsics evaluated as statements: ``assume`` (no run-time effect), ``break_loop``,
+        ``continue_loop`` and ``masked_store``; None for any other expression."""
+        if _type_key(call) != "ir.Call" or not isinstance(call.op, tvm.ir.Op):
+            return None
+        name = call.op.name
+        if name == "tirx.assume":
+            return []
+        if name == "tirx.break_loop":
+            return self.visit_Break(call)
+        if name == "tirx.continue_loop":
+            return self.visit_Continue(call)
+        if name == "tirx.masked_store":
+            return self._masked_store(list(call.args))
+        return None
+
+    def _stepped_for(self, node) -> list[ast.stmt]:
+        """A loop with a step: ``range(min, min + extent, step)``, always run serially."""
+        if int(node.kind) == 4:
+            raise UnsupportedConstructError("tirx.For", "thread-bound loop with a step")
+        lo = self.visit_expr(node.min)
+        end = self.visit_expr(tvm.sym.Analyzer().simplify(node.min + node.extent))
+        step = self.visit_expr(node.step)
+        if _varying(lo, end, step):
+            raise _CannotVectorize("loop bounds that differ between iterations")
+        try:
+            self.analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent),
+                               allow_override=True)
+        except Exception:
+            pass
+        name = self.namer.define(node.loop_var, node.loop_var.name)
+        self.scope.var_kinds[_key(node.loop_var)] = ("py", _dtype(node.loop_var), False)
+        # No serial frame: hoisted views assume a loop that advances by one.
+        if self.serial.depth == 0:
+            self.hooks.outer = None  # no progress call of its own for loops inside to refine
+        self.serial.depth += 1
+        try:
+            body = self.visit_stmt(node.body)
+        finally:
+            self.serial.depth -= 1
+        call = ast.Call(_name("range"), [lo.node, end.node, step.node], [])
+        return [ast.For(_store_name(name), call, body or [ast.Pass()], [])]
+
+    def visit_SBlockRealize(self, node) -> list[ast.stmt]:
+        block = node.block
+        threads = [ax for ax in self.lanes.axes if ax.is_thread]
+        # A reduction into per-thread memory is across the threads too when the block has its init
+        # (as scheduled); LowerCrossThreadReduction's in-thread blocks (no init) keep each thread's own.
+        if (threads and self._reduces_across(node, threads) and not _calls_allreduce(block)
+                and (block.init is not None or not self._writes_only_per_thread(block))):
+            return self._serialized_block(node, threads)
+        out: list[ast.stmt] = []
+        reduce_checks: list[Value] = []
+        for iv, value in zip(block.iter_vars, node.iter_values):
+            v = self.visit_expr(value)
+            name = self.namer.define(iv.var, iv.var.name)
+            self._set_var(iv.var, v)
+            out.append(ast.Assign([_store_name(name)], v.node))
+            self._bind_analyzer(iv.var, value)
+            if int(iv.iter_type) == 2:  # reduction axis: init runs at its first value
+                lo = self.visit_expr(iv.dom.min)
+                reduce_checks.append(Value(ast.Compare(_name(name), [ast.Eq()], [lo.node]), "py", "bool", v.varying))
+            elif int(iv.iter_type) not in (0, 3, 4):  # data-parallel, ordered, opaque: plain bindings
+                raise UnsupportedConstructError("s_tir.SBlock", f"iterator kind {int(iv.iter_type)}")
+        pred = None if _is_true(node.predicate) else self.visit_expr(node.predicate)
+        if pred is not None and pred.varying:
+            self.lanes.stmt_masks.append(pred.node)  # lanes outside the predicate neither init nor update
+        try:
+            inner: list[ast.stmt] = []
+            for buf in block.alloc_buffers:
+                inner.extend(self.visit_AllocBuffer(_AllocLike(buf)))
+                self.scope.block_allocs[_key(buf)] = buf
+            for match in block.match_buffers:
+                inner.extend(self._match_buffer(match))
+            if block.init is not None:
+                if not reduce_checks:
+                    inner.extend(self.visit_stmt(block.init))
+                elif _varying(*reduce_checks):
+                    test = reduce_checks[0].node
+                    for c in reduce_checks[1:]:
+                        test = ast.BinOp(test, ast.BitAnd(), c.node)
+                    inner.extend(self._masked(test, block.init))
+                else:
+                    nodes = [c.node for c in reduce_checks]
+                    test = nodes[0] if len(nodes) == 1 else ast.BoolOp(ast.And(), nodes)
+                    inner.append(ast.If(test, self.visit_stmt(block.init) or [ast.Pass()], []))
+            inner.extend(self.visit_stmt(block.body))
+        finally:
+            if pred is not None and pred.varying:
+                self.lanes.stmt_masks.pop()
+        if pred is not None and not pred.varying:
+            inner = [ast.If(pred.node, inner or [ast.Pass()], [])]
+        out.extend(inner)
+        if (block.name_hint == "root" and not block.iter_vars) or self.fast:
+            return out  # fast mode runs the statements without the (empty) block marker
+        with_item = ast.withitem(ast.Call(self._use("sblock"), [ast.Constant(str(block.name_hint))], []), None)
+        return [ast.With([with_item], out or [ast.Pass()])]

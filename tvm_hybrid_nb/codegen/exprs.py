@@ -1,0 +1,493 @@
+"""Expression semantics: constants, arithmetic with TVM's wrap-around, division families, casts,
+comparisons, lazy conditionals, vectors (ramp/broadcast/shuffle) and calls to intrinsics."""
+from __future__ import annotations
+
+import ast
+import math
+
+from tvm import tirx
+import tvm
+
+from ..errors import UnsupportedConstructError
+from .names import (Value, _BinaryLike, _CannotVectorize, _INT64_MAX, _const, _dtype, _float_bits, _int_range,
+    _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _scalar_dtype, _store_name, _type_key, _varying)
+
+
+class ExpressionsMixin:
+    """The exprs room of :class:`~.generator.HybridCodegen` (see the module docstring)."""
+
+    #: TIR arithmetic nodes that map to a Python operator when no special semantics apply.
+    ARITH_OPS = {"prim.Add": ast.Add, "prim.Sub": ast.Sub, "prim.Mul": ast.Mult}
+    BITWISE_OPS = {"prim.BitwiseAnd": ast.BitAnd, "prim.BitwiseOr": ast.BitOr, "prim.BitwiseXor": ast.BitXor,
+                   "prim.LShift": ast.LShift, "prim.RShift": ast.RShift}
+    COMPARE_OPS = {"prim.EQ": ast.Eq, "prim.NE": ast.NotEq, "prim.LT": ast.Lt, "prim.LE": ast.LtE,
+                   "prim.GT": ast.Gt, "prim.GE": ast.GtE}
+    #: Integer division family: (plain operator when provably equivalent, helper otherwise, float helper).
+    DIVISION_OPS = {"prim.Div": (ast.FloorDiv, "truncdiv", None), "prim.Mod": (ast.Mod, "truncmod", "np.fmod"),
+                    "prim.FloorDiv": (ast.FloorDiv, "floordiv", "float_floordiv"),
+                    "prim.FloorMod": (ast.Mod, "floormod", "float_floormod")}
+    #: Operators that can overflow the dtype of Python-int operands.
+    OVERFLOWING = {"prim.Add", "prim.Sub", "prim.Mul", "prim.LShift"}
+    #: Math intrinsics computed by numpy in the operand dtype.
+    NUMPY_MATH = {name: name for name in (
+        "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "arcsin",
+        "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "floor", "ceil",
+        "trunc", "isnan", "isinf", "isfinite", "fmod", "copysign", "hypot", "nextafter", "power",
+        "arctan2")}
+    NUMPY_MATH.update({"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
+                       "acosh": "arccosh", "atanh": "arctanh", "atan2": "arctan2", "pow": "power",
+                       "fabs": "abs", "round": "rint", "nearbyint": "rint"})
+    #: Intrinsics implemented by a runtime helper of the same meaning.
+    HELPER_MATH = {"rsqrt": "rsqrt", "sigmoid": "sigmoid", "erf": "erf", "popcount": "popcount"}
+    #: Unary math whose numpy loops already return a NaN operand as libm does (others: nan_through).
+    NAN_EXACT_MATH = frozenset({"floor", "ceil", "trunc", "round", "nearbyint", "fabs", "sqrt", "rsqrt", "exp2",
+                                "log2", "log1p", "tan", "sinh", "atan", "erf", "popcount"})
+    #: float32 math that libm rounds correctly and numpy's float32 loops do not (up to 1 ulp off in a
+    #: third of the values): computed in float64 and rounded, as the native kernel's libm results.
+    DOUBLE_MATH = frozenset({"exp", "log", "sin", "cos"})
+    CALL_BITWISE = {"bitwise_and": ast.BitAnd, "bitwise_or": ast.BitOr, "bitwise_xor": ast.BitXor,
+                    "shift_left": ast.LShift, "shift_right": ast.RShift}
+
+    # ------------------------------------------------------------------ value helpers
+    def to_np(self, value: Value) -> Value:
+        """Make ``value`` numpy-typed (scalars become ``np.<dtype>(...)``)."""
+        if value.kind == "np":
+            return value
+        dtype = _scalar_dtype(value.dtype)
+        ctor = "bool_" if dtype == "bool" else dtype
+        return Value(ast.Call(_np(ctor), [value.node], []), "np", value.dtype, value.varying)
+
+    def _unify(self, a: Value, b: Value) -> tuple[Value, Value]:
+        """Operands whose combination keeps the result's dtype."""
+        if (_is_float(a.dtype) or _is_float(b.dtype)) and a.kind != "np" and b.kind != "np":
+            a = self.to_np(a)
+        return a, b
+
+    def _result_kind(self, a: Value, b: Value) -> str:
+        return "np" if "np" in (a.kind, b.kind) else "py"
+
+    def _fits(self, expr, dtype: str) -> bool:
+        lo, hi = _int_range(dtype)
+        try:
+            bound = self.analyzer.const_int_bound(expr)
+        except Exception:
+            return False
+        return bound.min_value >= lo and bound.max_value <= hi
+
+    def _bounds(self, expr) -> tuple[int, int]:
+        try:
+            b = self.analyzer.const_int_bound(expr)
+            return b.min_value, b.max_value
+        except Exception:
+            return -_INT64_MAX, _INT64_MAX
+
+    def _scalar_lanes(self, *values: Value) -> bool:
+        """Whether Python scalar operators (``and``, ``if``-expressions, ``min``) may be used."""
+        return all(v.lanes == 1 and not v.varying for v in values)
+
+    # ------------------------------------------------------------------ leaves
+    def visit_IntImm(self, node) -> Value:
+        dtype = _dtype(node)
+        if dtype == "bool":
+            return Value(ast.Constant(bool(node.value)), "py", dtype)
+        return Value(ast.Constant(int(node.value)), "py", dtype)
+
+    def visit_FloatImm(self, node) -> Value:
+        dtype = _dtype(node)
+        value = float(node.value)
+        if not math.isfinite(value):
+            return Value(ast.Call(_np(dtype), [_const(value)], []), "np", dtype)
+        return Value(ast.Constant(value), "weak", dtype)
+
+    def visit_StringImm(self, node) -> Value:
+        return Value(ast.Constant(str(node.value)), "py", "handle")
+
+    def visit_Var(self, node) -> Value:
+        name = self.namer.lookup(node)
+        if name is None:
+            raise UnsupportedConstructError("free variable", str(node.name))
+        kind, dtype, varying = self.scope.var_kinds.get(_key(node), ("py", _dtype(node), False))
+        return Value(_name(name), kind, dtype, varying)
+
+    def _set_var(self, var, value: Value) -> None:
+        self.scope.var_kinds[_key(var)] = (value.kind, value.dtype, value.varying)
+
+    # ------------------------------------------------------------------ arithmetic
+    def visit_binary(self, node, key: str) -> Value:
+        dtype = _dtype(node)
+        identity = self._float_identity(node, key, dtype) if _is_float(dtype) else None
+        if identity is not None:
+            return identity
+        a, b = self.visit_expr(node.a), self.visit_expr(node.b)
+        a, b = self._unify(a, b)
+        op = (self.ARITH_OPS.get(key) or self.BITWISE_OPS[key])()
+        kind = self._result_kind(a, b)
+        if key in ("prim.LShift", "prim.RShift") and _is_int(dtype):
+            bits = _float_bits(dtype)
+            lo, hi = self._bounds(node.b)
+            if self.check and not (0 <= lo and hi < bits):
+                # A shift by the bit width or more (or by a negative count) is poison in LLVM: the
+                # native result depends on how LLVM compiled it.  Without the sanitizer numpy's
+                # meaning (0, or the sign for >>) is used in both modes.
+                mask = self._mask_expr(self.lanes.stmt_masks + self.lanes.lazy_masks)
+                b = Value(self._call("shift_count", b.node, ast.Constant(bits),
+                                     kw={"mask": mask} if mask is not None else None), b.kind, b.dtype, b.varying)
+        out = ast.BinOp(a.node, op, b.node)
+        if kind == "py" and _is_int(dtype) and key in self.OVERFLOWING and not self._fits(node, dtype):
+            out = self._call("wrap", out, ast.Constant(dtype))
+        if _is_float(dtype):
+            kind = "np"
+        return Value(out, kind, dtype, _varying(a, b))
+
+    def _float_identity(self, node, key: str, dtype: str) -> Value | None:
+        """What LLVM makes of float ``x * 1``, ``x * -1``, ``x - 0`` and ``x + -0``: ``x`` itself
+        and its negation (a sign flip, NaNs included), not an arithmetic operation (which would
+        quiet a signalling NaN and keep a NaN's sign)."""
+        def constant(expr):
+            if _type_key(expr) == "prim.Broadcast":
+                expr = expr.value
+            return float(expr.value) if _type_key(expr) == "ir.FloatImm" else None
+
+        a_const, b_const = constant(node.a), constant(node.b)
+        operand = None
+        if key == "prim.Mul" and b_const in (1.0, -1.0):
+            operand, negate = node.a, b_const < 0
+        elif key == "prim.Mul" and a_const in (1.0, -1.0):
+            operand, negate = node.b, a_const < 0
+        elif key in ("prim.Add", "prim.Sub") and b_const == 0.0 and (
+                math.copysign(1.0, b_const) < 0) == (key == "prim.Add"):
+            operand, negate = node.a, False
+        if operand is None:
+            return None
+        value = self.visit_expr(operand)
+        if value.dtype != dtype:
+            return None
+        value = self.to_np(value)
+        if negate:
+            return Value(ast.UnaryOp(ast.USub(), value.node), "np", dtype, value.varying)
+        return value
+    def visit_division(self, node, key: str) -> Value:
+        a, b = self.visit_expr(node.a), self.visit_expr(node.b)
+        dtype = _dtype(node)
+        varying = _varying(a, b)
+        plain_op, int_helper, float_helper = self.DIVISION_OPS[key]
+        if _is_float(dtype):
+            a, b = self._unify(a, b)
+            if key == "prim.Div":
+                return Value(ast.BinOp(a.node, ast.Div(), b.node), "np", dtype, varying)
+            if float_helper == "np.fmod":
+                return Value(ast.Call(_np("fmod"), [a.node, b.node], []), "np", dtype, varying)
+            return Value(self._call(float_helper, a.node, b.node), "np", dtype, varying)
+        if not _is_int(dtype):
+            raise UnsupportedConstructError(key, f"on {dtype}")
+        b_lo, _ = self._bounds(node.b)
+        a_lo, _ = self._bounds(node.a)
+        floor_family = key in ("prim.FloorDiv", "prim.FloorMod")
+        if b_lo >= 1 and (floor_family or a_lo >= 0):
+            out = ast.BinOp(a.node, plain_op(), b.node)
+        else:
+            extra = [ast.Constant(_scalar_dtype(dtype))] if _scalar_dtype(dtype).startswith("int") else []
+            mask = self._mask_expr(self.lanes.stmt_masks + self.lanes.lazy_masks)
+            out = self._call(int_helper, a.node, b.node, *extra, kw={"mask": mask} if mask is not None else None)
+        kind = self._result_kind(a, b)
+        if kind == "py" and key == "prim.Div" and not self._fits(node, dtype):
+            out = self._call("wrap", out, ast.Constant(dtype))  # INT_MIN / -1
+        return Value(out, kind, dtype, varying)
+
+    def visit_Min(self, node) -> Value:
+        return self._min_max(node, "min", "minimum")
+
+    def visit_Max(self, node) -> Value:
+        return self._min_max(node, "max", "maximum")
+
+    def _min_max(self, node, builtin_name: str, helper: str) -> Value:
+        a, b = self._unify(self.visit_expr(node.a), self.visit_expr(node.b))
+        dtype = _dtype(node)
+        kind = "np" if _is_float(dtype) else self._result_kind(a, b)
+        if _is_int(dtype) and self._scalar_lanes(a, b):
+            return Value(ast.Call(_name(builtin_name), [a.node, b.node], []), kind, dtype)
+        if kind == "np" and a.kind != "np":
+            a = self.to_np(a)
+        return Value(self._call(helper, a.node, b.node), kind, dtype, _varying(a, b))
+
+    def visit_compare(self, node, key: str) -> Value:
+        a, b = self._unify(self.visit_expr(node.a), self.visit_expr(node.b))
+        op = self.COMPARE_OPS[key]()
+        return Value(ast.Compare(a.node, [op], [b.node]), self._result_kind(a, b), _dtype(node), _varying(a, b))
+
+    def visit_And(self, node) -> Value:
+        return self._logical(node, ast.And, ast.BitAnd, negate_first=False)
+
+    def visit_Or(self, node) -> Value:
+        return self._logical(node, ast.Or, ast.BitOr, negate_first=True)
+
+    def _logical(self, node, bool_op, bit_op, negate_first: bool) -> Value:
+        dtype = _dtype(node)
+        a = self.visit_expr(node.a)
+        if not self._scalar_lanes(a) or _lanes(dtype) > 1:
+            b = self.visit_expr(node.b)
+            return Value(ast.BinOp(a.node, bit_op(), b.node), "np", dtype, _varying(a, b))
+        # Short-circuit like the guard it usually is; the right side is analysed under the left.
+        guard = tirx.Not(node.a) if negate_first else node.a
+        with self._guarded(guard):
+            b = self.visit_expr(node.b)
+        if not self._scalar_lanes(b):
+            return Value(ast.BinOp(a.node, bit_op(), b.node), "np", dtype, _varying(a, b))
+        return Value(ast.BoolOp(bool_op(), [a.node, b.node]), self._result_kind(a, b), dtype)
+
+    def visit_Not(self, node) -> Value:
+        a = self.visit_expr(node.a)
+        if not self._scalar_lanes(a):
+            return Value(ast.UnaryOp(ast.Invert(), a.node), "np", a.dtype, a.varying)
+        return Value(ast.UnaryOp(ast.Not(), a.node), a.kind, _dtype(node))
+
+    def visit_BitwiseNot(self, node) -> Value:
+        a = self.visit_expr(node.a)
+        dtype = _dtype(node)
+        out = ast.UnaryOp(ast.Invert(), a.node)
+        if a.kind == "py" and _scalar_dtype(dtype).startswith("uint"):
+            out = self._call("wrap", out, ast.Constant(_scalar_dtype(dtype)))  # Python's ~4 is -5, uint8's 251
+        return Value(out, a.kind, dtype, a.varying)
+
+    def visit_Cast(self, node) -> Value:
+        value = self.visit_expr(node.value)
+        src, dst = value.dtype, _dtype(node)
+        v = value.varying
+        if src == dst:
+            return value
+        dst_scalar = _scalar_dtype(dst)
+        inner = node.value
+        if (_type_key(inner) == "prim.Cast" and _dtype(inner.value) == dst and _is_float(dst) and _is_float(src)
+                and _float_bits(src) > _float_bits(dst)):
+            return self.visit_expr(inner.value)  # a float widened and narrowed back: LLVM drops both casts
+        if dst_scalar == "bool":
+            return Value(ast.Compare(value.node, [ast.NotEq()], [ast.Constant(0)]), value.kind, dst, v)
+        if _is_int(dst) and _is_int(src) and value.kind == "py":
+            if self._fits(node.value, dst):
+                return Value(value.node, "py", dst)
+            return Value(self._call("wrap", value.node, ast.Constant(dst)), "py", dst)
+        if _is_int(dst) and _scalar_dtype(src) == "bool" and value.kind == "py":
+            return Value(ast.Call(_name("int"), [value.node], []), "py", dst)
+        if _is_float(dst) and _is_float(src) and "float16" in (_scalar_dtype(src), dst_scalar):
+            # NaNs through float16 as the hardware converts them (runtime._float_to_float)
+            return Value(self._call("cast", self.to_np(value).node, ast.Constant(dst_scalar)), "np", dst, v)
+        if _is_float(dst) and (_is_int(src) or _is_float(src) or src.startswith("bool")):
+            return Value(ast.Call(_np(dst_scalar), [value.node], []), "np", dst, v)
+        if _is_int(dst) and (_is_int(src) or _is_float(src) or src.startswith("bool")):
+            return Value(self._call("cast", value.node, ast.Constant(dst_scalar)), "np", dst, v)
+        raise UnsupportedConstructError("prim.Cast", f"{src} -> {dst}")
+
+    # ------------------------------------------------------------------ conditionals
+    def _conditional(self, cond_expr, true_expr, false_expr, dtype: str, lazy: bool) -> Value:
+        # A branch (lazy if_then_else) must be decided by initialised values; a Select is no branch:
+        # as in MemorySanitizer, an uninitialised condition only poisons the value it selects.
+        saved_defer = self.defer_poison
+        self.defer_poison = saved_defer and not lazy
+        try:
+            cond = self.visit_expr(cond_expr)
+        finally:
+            self.defer_poison = saved_defer
+        lanes = _lanes(dtype)
+        if self._scalar_lanes(cond) and (lazy or lanes == 1):
+            # Scalar condition: only the chosen side runs (identical values; the unchosen side of a
+            # Select may read out of bounds harmlessly on hardware, so it must not fail here).
+            with self._guarded(cond_expr):
+                t = self.visit_expr(true_expr)
+            with self._guarded(tirx.Not(cond_expr)):
+                f = self.visit_expr(false_expr)
+            t, f = self._unify_arms(t, f)
+            return Value(ast.IfExp(cond.node, t.node, f.node), t.kind, dtype, _varying(t, f))
+        # Vector condition: both sides evaluated, lanes picked; reads in a side may be out of bounds
+        # only in lanes that side does not supply.
+        saved_masks, saved_lazy = list(self.lanes.masks), list(self.lanes.lazy_masks)
+        try:
+            for arm_mask, arm in ((cond.node, true_expr), (ast.UnaryOp(ast.Invert(), cond.node), false_expr)):
+                self.lanes.masks = saved_masks + [arm_mask]
+                self.lanes.lazy_masks = saved_lazy + [arm_mask] if lazy else saved_lazy
+                if arm is true_expr:
+                    t = self.visit_expr(arm)
+                else:
+                    f = self.visit_expr(arm)
+        finally:
+            self.lanes.masks, self.lanes.lazy_masks = saved_masks, saved_lazy
+        return Value(self._call("select", cond.node, t.node, f.node), "np", dtype, _varying(cond, t, f))
+
+    def _unify_arms(self, t: Value, f: Value) -> tuple[Value, Value]:
+        if "np" in (t.kind, f.kind) or "weak" in (t.kind, f.kind):
+            return self.to_np(t), self.to_np(f)
+        return t, f
+
+    def visit_Select(self, node) -> Value:
+        return self._conditional(node.condition, node.true_value, node.false_value, _dtype(node), lazy=False)
+
+    def visit_Let(self, node) -> Value:
+        value = self.visit_expr(node.value)
+        name = self.namer.define(node.var, node.var.name)
+        if value.kind == "weak":
+            value = self.to_np(value)
+        self._set_var(node.var, value)
+        self._bind_analyzer(node.var, node.value)
+        body = self.visit_expr(node.body)
+        pair = ast.Tuple([ast.NamedExpr(_store_name(name), value.node), body.node], ast.Load())
+        return Value(ast.Subscript(pair, ast.Constant(1), ast.Load()), body.kind, body.dtype, body.varying)
+
+    # ------------------------------------------------------------------ vectors
+    def visit_Ramp(self, node) -> Value:
+        base, stride = self.visit_expr(node.base), self.visit_expr(node.stride)
+        dtype = _dtype(node)
+        return Value(self._call("ramp", base.node, stride.node, ast.Constant(int(node.lanes)),
+                                ast.Constant(_scalar_dtype(dtype))), "np", dtype, _varying(base, stride))
+
+    def visit_Broadcast(self, node) -> Value:
+        value = self.visit_expr(node.value)
+        dtype = _dtype(node)
+        return Value(self._call("broadcast", value.node, ast.Constant(int(node.lanes)),
+                                ast.Constant(_scalar_dtype(dtype))), "np", dtype, value.varying)
+
+    def visit_Shuffle(self, node) -> Value:
+        values = [self.visit_expr(v) for v in node.vectors]
+        if _varying(*values):
+            raise _CannotVectorize("Shuffle of lanes that differ between iterations")
+        indices = [int(i.value) for i in node.indices]
+        return Value(self._call("shuffle", ast.List([v.node for v in values], ast.Load()),
+                                ast.List([ast.Constant(i) for i in indices], ast.Load())), "np", _dtype(node))
+
+    # ------------------------------------------------------------------ calls
+    def visit_Call(self, node) -> Value:
+        op = node.op
+        if isinstance(op, tvm.ir.GlobalVar):
+            return self._launch(op, list(node.args))
+        if not isinstance(op, tvm.ir.Op):
+            raise UnsupportedConstructError("call to a function", str(op))
+        name = op.name
+        short = name.split(".", 1)[1] if "." in name else name
+        dtype = _dtype(node)
+        args = list(node.args)
+        if short == "if_then_else":
+            return self._conditional(args[0], args[1], args[2], dtype, lazy=True)
+        if short == "likely":
+            return self.visit_expr(args[0])
+        special = self._exact_intrinsic(short, node, args)
+        if special is not None:
+            return special
+        if short == "buffer_data":
+            info = self._buffer(args[0])
+            if info.prefix or info.per_thread:
+                raise UnsupportedConstructError("tirx.buffer_data", f"of per-lane buffer {info.name}")
+            storage = self.scope.strided_storage.get(_key(args[0]), info.name)
+            flat = ast.Call(ast.Attribute(_name(storage), "reshape", ast.Load()), [ast.Constant(-1)], [])
+            return Value(flat, "np", "handle")
+        if short in ("tvm_warp_shuffle", "tvm_warp_shuffle_down", "tvm_warp_shuffle_up"):
+            if self.lanes.stmt_masks:
+                raise UnsupportedConstructError(name, "inside a branch that only some threads take")
+            kind = {"tvm_warp_shuffle": "idx", "tvm_warp_shuffle_down": "down", "tvm_warp_shuffle_up": "up"}[short]
+            value, offset, width = self.visit_expr(args[1]), self.visit_expr(args[2]), self.visit_expr(args[3])
+            if offset.varying:
+                raise UnsupportedConstructError(name, "with a source lane that differs between threads")
+            extents = [ast.Constant(self.gpu.thread_extents.get(tag, 1))
+                       for tag in ("threadIdx.z", "threadIdx.y", "threadIdx.x")]
+            call = self._call("warp_shuffle", ast.Constant(kind), self.to_np(value).node, offset.node, width.node,
+                              ast.Tuple(extents, ast.Load()),
+                              kw={"poison": _name("race_log")} if self.defer_poison else None)
+            return Value(call, "np", dtype, True)
+        if short == "tvm_warp_activemask":
+            if self.lanes.stmt_masks:
+                raise UnsupportedConstructError(name, "inside a branch that only some threads take")
+            return Value(self._call("warp_activemask"), "np", dtype)
+        if short == "tvm_storage_sync":
+            call_args = [ast.Constant(str(args[0].value)) if args else ast.Constant("shared")]
+            mask = self._mask_expr(self.lanes.stmt_masks)
+            keywords = {}
+            if mask is not None:
+                keywords["reached"] = mask
+            if self.check:
+                keywords["log"] = _name("race_log")
+            return Value(self._call("barrier", *call_args, kw=keywords), "py", "int32")
+        if short in self.CALL_BITWISE:
+            key = {"bitwise_and": "prim.BitwiseAnd", "bitwise_or": "prim.BitwiseOr",
+                   "bitwise_xor": "prim.BitwiseXor", "shift_left": "prim.LShift",
+                   "shift_right": "prim.RShift"}[short]
+            return self.visit_binary(_BinaryLike(args[0], args[1], node), key)
+        if short == "bitwise_not":
+            a = self.visit_expr(args[0])
+            return Value(ast.UnaryOp(ast.Invert(), a.node), a.kind, dtype, a.varying)
+        if short == "reinterpret":
+            a = self.to_np(self.visit_expr(args[0]))
+            return Value(self._call("reinterpret", a.node, ast.Constant(_scalar_dtype(dtype))), "np", dtype,
+                         a.varying)
+        if short in self.NUMPY_MATH or short in self.HELPER_MATH:
+            operands = [self._math_operand(a) for a in args]
+            nodes = [o.node for o in operands]
+            if short in self.HELPER_MATH:
+                call = self._call(self.HELPER_MATH[short], *nodes)
+            else:
+                call = ast.Call(_np(self.NUMPY_MATH[short]), nodes, [])
+                if short in self.DOUBLE_MATH and _scalar_dtype(dtype) in ("float16", "float32"):
+                    call = self._call("in_double", _np(self.NUMPY_MATH[short]), *nodes)
+            if (len(nodes) == 1 and _is_float(dtype) and short not in self.NAN_EXACT_MATH
+                    and _is_float(operands[0].dtype)):
+                call = self._call("nan_through", call, nodes[0])
+            return Value(call, "np", dtype, _varying(*operands))
+        raise UnsupportedConstructError(name, "no exact numpy translation")
+
+    def _math_operand(self, arg) -> Value:
+        value = self.visit_expr(arg)
+        if _is_float(value.dtype) or value.kind != "np":
+            value = self.to_np(value)
+        return value
+
+    def _exact_intrinsic(self, short: str, node, args) -> Value | None:
+        """Intrinsics used as values that have an exact meaning; None for any other."""
+        if short == "assume":
+            return Value(ast.Constant(True), "py", "bool")
+        if short == "ignore_loop_partition":
+            return self.visit_expr(args[0])
+        if short == "clz":
+            a = self.to_np(self.visit_expr(args[0]))
+            return Value(self._call("clz", a.node, ast.Constant(_scalar_dtype(_dtype(node)))), "np", _dtype(node),
+                         a.varying)
+        if short == "tvm_call_packed":
+            return self._packed_call(node, args)
+        if short == "masked_load":
+            self.lanes.masks.append(self.to_np(self.visit_expr(args[-1])).node)
+            try:
+                return self.visit_TensorLoad(tirx.BufferLoad(args[0], list(args[1:-1])))
+            finally:
+                self.lanes.masks.pop()
+        return None
+
+    #: Runtime functions called through ``tvm_call_packed`` that the emulator implements exactly.
+    PACKED_FUNCTIONS = ("tvm.contrib.sort.sort", "tvm.contrib.sort.argsort", "tvm.contrib.sort.topk")
+
+    def _packed_call(self, node, args) -> Value:
+        """``tvm_call_packed`` of one of TVM's sort functions (topi's CPU sort, argsort, topk): the
+        same stable sort in numpy (``contrib_sort``).  Any other packed function is refused by name."""
+        function = str(args[0].value) if _type_key(args[0]) == "ir.StringImm" else str(args[0])
+        if function not in self.PACKED_FUNCTIONS:
+            raise UnsupportedConstructError("tirx.tvm_call_packed", function)
+        if self.lanes.vector_depth or self.lanes.stmt_masks:
+            raise _CannotVectorize(f"{function} in a loop that runs as lanes")
+        nodes = []
+        for arg in args[1:]:
+            if _type_key(arg) == "ir.Call" and isinstance(arg.op, tvm.ir.Op) and arg.op.name == "tirx.tvm_stack_make_array":
+                nodes.append(self._stack_array(function, arg))
+            else:
+                value = self.visit_expr(arg)
+                if value.varying:
+                    raise _CannotVectorize(f"{function} argument that differs between lanes")
+                nodes.append(value.node)
+        return Value(self._call("contrib_sort", ast.Constant(function), *nodes), "py", _dtype(node))
+
+    def _stack_array(self, function: str, call) -> ast.expr:
+        """``tvm_stack_make_array(data, shape, strides, ndim, dtype, elem_offset)``: a view of the data."""
+        data, shape, strides, _ndim, dtype_hint, offset = call.args
+        if not _is_zero(strides):
+            raise UnsupportedConstructError("tirx.tvm_stack_make_array", f"with strides, passed to {function}")
+        if not (_type_key(shape) == "ir.Call" and shape.op.name == "tirx.tvm_stack_make_shape"):
+            raise UnsupportedConstructError("tirx.tvm_stack_make_array", f"shape {shape}")
+        dims = [self.visit_expr(d) for d in shape.args]
+        storage, offset_value = self.visit_expr(data), self.visit_expr(offset)
+        if _varying(storage, offset_value, *dims):
+            raise _CannotVectorize(f"{function} argument that differs between lanes")
+        return self._call("view", storage.node, ast.Constant(_scalar_dtype(_dtype(dtype_hint))),
+                          ast.Tuple([d.node for d in dims], ast.Load()), offset_value.node)

@@ -1,0 +1,295 @@
+"""Hybrid code generation: a TIR PrimFunc at any stage before MakePackedAPI → readable numpy Python.
+
+One ``visit_<Node>`` method per TIR node kind; operators come from tables at class level; every
+statement and expression is built as a Python ``ast`` node and printed with ``ast.unparse``, so
+precedence and indentation are right by construction.  Anything without an exact translation raises
+:class:`~tvm_hybrid_nb.errors.UnsupportedConstructError` naming the node or op.
+
+Exactness rules (the emulator must not invent semantics):
+
+* a value is either numpy-typed (``kind="np"``: a numpy scalar or array of its TIR dtype, so
+  integers wrap and float32 stays float32), a Python int/bool (``kind="py"``: index arithmetic; the
+  generator asks TVM's arithmetic analyzer whether a result fits its dtype and wraps it when it
+  cannot prove so), or a Python float literal (``kind="weak"``, only ever combined with a numpy value);
+* integer ``Div``/``Mod`` truncate and ``FloorDiv``/``FloorMod`` floor; plain ``//``/``%`` are used
+  only where the analyzer proves both agree;
+* buffer accesses are plain subscripts where the analyzer proves them in bounds and bounds-checked
+  ``load``/``store`` calls otherwise (numpy would silently wrap a negative index);
+* ``if_then_else`` is lazy, ``Select`` evaluates both sides with masked-out lanes allowed out of bounds."""
+from __future__ import annotations
+
+import ast
+import builtins
+
+from tvm import tirx
+import tvm
+
+from .. import runtime
+from ..errors import UnsupportedConstructError
+from ..signature import ParamSpec
+from .analysis import _contiguous_strides, _has_storage_sync, _thread_extents
+from .names import (GeneratedKernel, Value, _BufferInfo, _CannotVectorize, _Namer, _dtype,
+    _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _store_name, _type_key)
+from .pyast import _drop_dead_assignments, _split_deep_nests
+from .buffers import BuffersMixin
+from .control import ControlFlowMixin
+from .exprs import ExpressionsMixin
+from .gpu import GpuMixin
+from .lanes import LanesMixin
+from .memory import MemoryAccessMixin
+from .sanitize import SanitizerMixin
+from .plan import EmulationPlan, emit_with_plan, plan_emulation
+from .state import GpuState, LaneState, ProgressHooks, Scope, SerialState
+
+
+class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFlowMixin, LanesMixin, GpuMixin, SanitizerMixin):
+    """Translate one PrimFunc into hybrid Python source.
+
+    Parameters
+    ----------
+    func : tvm.tirx.PrimFunc
+    function_name : str
+        Name of the Python function to define.
+    stage : str, optional
+        Stage label used in error messages and the script's docstring.
+    """
+
+    def __init__(self, func, function_name: str, stage: str | None = None, mode: str = "exact",
+                 progress: bool = False, module_functions: dict | None = None, check: bool = False,
+                 synced: bool = False, plan: EmulationPlan | None = None):
+        self.func = func
+        #: How each loop runs (decided before emission; see :mod:`.plan`).
+        self.plan = plan if plan is not None else plan_emulation(func, mode, check)
+        self.function_name = function_name
+        self.stage = stage
+        self.mode = mode
+        self.fast = mode == "fast"
+        self.check = check
+        self.analyzer = tvm.sym.Analyzer()
+        self.scope = Scope()
+        self.lanes = LaneState()
+        self.serial = SerialState()
+        self.hooks = ProgressHooks(enabled=progress)
+        self.gpu = GpuState(thread_extents=_thread_extents(func.body),
+                            thread_races=synced or _has_storage_sync(func),
+                            module_functions=dict(module_functions or {}))
+        helper_names = {n for n in vars(runtime) if not n.startswith("__")}
+        reserved = (set(dir(builtins)) | helper_names | {"np", "math", "race_log", function_name}
+                    | set(self.gpu.module_functions))
+        self.namer = _Namer(reserved)
+        #: Sanitizer: generating the value of a store to thread-local memory, where reads of
+        #: never-written thread-local elements are deferred (see runtime.access, ``poison``).
+        self.defer_poison = False
+
+    # ------------------------------------------------------------------ entry
+    def function_def(self) -> tuple[ast.FunctionDef, list[ParamSpec]]:
+        """The function's ``def`` (kernels it launches are collected in ``self.gpu.extra_defs``)."""
+        try:
+            args, prologue, params = self._signature()
+            body = self.visit_stmt(self.func.body)
+        except UnsupportedConstructError as exc:
+            raise exc.at_stage(self.stage) if self.stage and not exc.stage else exc
+        except _CannotVectorize as exc:  # lanes that no serial fallback encloses (threads of a block)
+            raise UnsupportedConstructError("lanes", str(exc), self.stage) from None
+        doc = ast.Expr(ast.Constant(self._docstring(params)))
+        if self.check:
+            prologue = [ast.Assign([_store_name("race_log")], ast.Call(self._use("RaceLog"), [], []))] + prologue
+        fdef = ast.FunctionDef(
+            name=self.function_name,
+            args=ast.arguments(posonlyargs=[], args=[ast.arg(a) for a in args], kwonlyargs=[], kw_defaults=[],
+                               defaults=[]),
+            body=[doc] + prologue + (body or [ast.Pass()]), decorator_list=[], returns=None, type_params=[])
+        return fdef, params
+
+    def generate(self) -> GeneratedKernel:
+        fdef, params = self.function_def()
+        self.plan.launched.update(self.gpu.launched_plans)
+        module = ast.Module(body=self.gpu.extra_defs + [fdef], type_ignores=[])
+        if self.fast:
+            _drop_dead_assignments(module)
+        _split_deep_nests(module)
+        ast.fix_missing_locations(module)
+        kernel_text = ast.unparse(module)
+        mode_note = ""
+        if self.fast:
+            mode_note = (" Fast mode: loops " + (", ".join(self.lanes.vectorized_loops) or "(none)")
+                         + " run as numpy array operations.")
+            if self.lanes.parallel_loops:
+                mode_note += (" Chunks of parallel loop(s) " + ", ".join(self.lanes.parallel_loops)
+                              + " run on all cores at once.")
+        header = (f'"""Hybrid script of `{self.function_name}`'
+                  + (f" at stage {self.stage}" if self.stage else "")
+                  + f'.\n\nGenerated by tvm_hybrid_nb from TVM TIR; runs with numpy alone.{mode_note}\n"""\n')
+        imports = "import numpy as np\n"
+        if self.scope.helpers & runtime.NEEDS_MATH:
+            imports = "import math\n\n" + imports
+        helpers = runtime.helper_source(self.scope.helpers) if self.scope.helpers else ""
+        parts = [header + imports] + ([helpers] if helpers else []) + [kernel_text]
+        source = "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+        return GeneratedKernel(source, self.function_name, params, runtime.helper_closure(self.scope.helpers),
+                               self.hooks.loops,
+                               plan=self.plan)
+
+    def _docstring(self, params: list[ParamSpec]) -> str:
+        lines = ", ".join(p.describe() for p in params)
+        return f"Parameters: {lines}. Outputs are written into their arrays in place."
+
+    def _signature(self):
+        args, prologue, params = [], [], []
+        expressions = []  # (shape list, axis, parameter, TIR dim): printed once every plain size is named
+        for p in self.func.params:
+            if tirx.is_buffer_var(p):
+                name = self.namer.define(p, p.name)
+                args.append(name)
+                shape = []
+                for axis, dim in enumerate(p.shape):
+                    if _type_key(dim) == "ir.IntImm":
+                        shape.append(int(dim.value))
+                    elif _type_key(dim) == "ir.Var":
+                        dim_name = self.namer.lookup(dim)
+                        if dim_name is None:
+                            dim_name = self.namer.define(dim, dim.name)
+                            self.scope.var_kinds[_key(dim)] = ("py", _dtype(dim), False)
+                            prologue.append(ast.Assign([_store_name(dim_name)], ast.Subscript(
+                                ast.Attribute(_name(name), "shape", ast.Load()), ast.Constant(axis), ast.Load())))
+                            self.analyzer.bind(dim, tvm.ir.Range.from_min_extent(0, 1 << 30), allow_override=True)
+                        shape.append(dim_name)
+                    else:
+                        shape.append(None)
+                        expressions.append((shape, axis, p, dim))
+                if (len(p.strides) and not _contiguous_strides(p)) or not _is_zero(p.elem_offset):
+                    prologue.extend(self._bind_layout_vars(p, name))
+                self.scope.buffers[_key(p)] = _BufferInfo(name, list(p.shape), str(p.dtype))
+                params.append(shape)
+            else:
+                dtype = _dtype(p)
+                name = self.namer.lookup(p)
+                if name is not None:  # a buffer size too: the arguments are checked to agree
+                    if not (_is_int(dtype) and _lanes(dtype) == 1):
+                        raise UnsupportedConstructError("scalar parameter used as a buffer size", p.name)
+                    args.append(name)
+                    params.append(None)
+                    continue
+                name = self.namer.define(p, p.name)
+                args.append(name)
+                if _is_float(dtype):
+                    prologue.append(ast.Assign([_store_name(name)], ast.Call(_np(dtype), [_name(name)], [])))
+                    self.scope.var_kinds[_key(p)] = ("np", dtype, False)
+                elif _is_int(dtype) or dtype == "bool":
+                    self.scope.var_kinds[_key(p)] = ("py", dtype, False)
+                elif dtype == "handle":  # a data pointer (device kernels): the storage array itself
+                    self.scope.var_kinds[_key(p)] = ("np", dtype, False)
+                else:
+                    raise UnsupportedConstructError("parameter type", f"{p.name}: {dtype}")
+                params.append(None)
+        for shape, axis, p, dim in expressions:
+            shape[axis] = ast.unparse(self._shape_expr(dim, f"{p.name}.shape[{axis}] = {dim}"))
+        specs = []
+        for p, shape in zip(self.func.params, params):
+            name = self.namer.lookup(p)
+            specs.append(ParamSpec(name, str(p.dtype), tuple(shape)) if shape is not None
+                         else ParamSpec(name, _dtype(p), None))
+        return args, prologue, specs
+
+    def _bind_layout_vars(self, p, name: str) -> list[ast.stmt]:
+        """A parameter buffer whose ``elem_offset`` or strides are variables (``offset_factor``, topi's
+        scans and sorts) accepts any offset and layout; the arrays it is given are contiguous and
+        start at their first element, so the offset is 0 and the strides are row-major.  Constant
+        offsets or strides that are not row-major stay refused."""
+        out = []
+        offset = p.elem_offset
+        if not _is_zero(offset):
+            if _type_key(offset) != "ir.Var" or self.namer.lookup(offset) is not None:
+                raise UnsupportedConstructError("strided or offset parameter buffer", p.name)
+            out.append(ast.Assign([_store_name(self.namer.define(offset, offset.name))], ast.Constant(0)))
+            self.scope.var_kinds[_key(offset)] = ("py", _dtype(offset), False)
+            self.analyzer.bind(offset, tirx.const(0, _dtype(offset)), allow_override=True)
+        if len(p.strides) and not _contiguous_strides(p):
+            for axis, stride in enumerate(p.strides):
+                expected = 1
+                for dim in list(p.shape)[axis + 1:]:
+                    expected = expected * dim
+                if _type_key(stride) == "ir.Var" and self.namer.lookup(stride) is None:
+                    row_major = ast.Call(_name("int"), [ast.Call(_np("prod"), [ast.Subscript(
+                        ast.Attribute(_name(name), "shape", ast.Load()), ast.Slice(ast.Constant(axis + 1), None, None),
+                        ast.Load())], [ast.keyword("dtype", _np("int64"))])], [])
+                    out.append(ast.Assign([_store_name(self.namer.define(stride, stride.name))], row_major))
+                    self.scope.var_kinds[_key(stride)] = ("py", _dtype(stride), False)
+                elif not self.analyzer.can_prove_equal(stride, expected):
+                    raise UnsupportedConstructError("strided or offset parameter buffer", p.name)
+        return out
+
+    #: Operators a buffer shape expression may use (``Div``/``Mod`` only on sizes proven non-negative).
+    SHAPE_OPS = {"prim.Add": ast.Add, "prim.Sub": ast.Sub, "prim.Mul": ast.Mult, "prim.FloorDiv": ast.FloorDiv,
+                 "prim.FloorMod": ast.Mod, "prim.Div": ast.FloorDiv, "prim.Mod": ast.Mod}
+
+    def _shape_expr(self, dim, where: str) -> ast.expr:
+        """A parameter dimension given by an expression (``A: (n + 2, m)``) as Python over the sizes
+        that plain dimensions define; the arguments' shapes are checked against it."""
+        key = _type_key(dim)
+        if key == "ir.IntImm":
+            return ast.Constant(int(dim.value))
+        if key == "ir.Var":
+            name = self.namer.lookup(dim)
+            if name is None:
+                raise UnsupportedConstructError("buffer shape expression",
+                                                f"{where}: size {dim.name} is no parameter's plain dimension")
+            return _name(name)
+        if key in self.SHAPE_OPS:
+            if key in ("prim.Div", "prim.Mod") and not self.analyzer.can_prove(
+                    tirx.all(dim.a >= 0, dim.b > 0)):
+                raise UnsupportedConstructError("buffer shape expression", f"{where}: truncating division")
+            return ast.BinOp(self._shape_expr(dim.a, where), self.SHAPE_OPS[key](), self._shape_expr(dim.b, where))
+        raise UnsupportedConstructError("buffer shape expression", where)
+
+    # ------------------------------------------------------------------ dispatch
+    def visit_stmt(self, stmt) -> list[ast.stmt]:
+        key = _type_key(stmt)
+        method = getattr(self, "visit_" + key.split(".")[-1], None)
+        if method is None:
+            raise UnsupportedConstructError(key)
+        return method(stmt)
+
+    def visit_expr(self, expr) -> Value:
+        key = _type_key(expr)
+        if key in self.ARITH_OPS or key in self.BITWISE_OPS:
+            return self.visit_binary(expr, key)
+        if key in self.COMPARE_OPS:
+            return self.visit_compare(expr, key)
+        if key in self.DIVISION_OPS:
+            return self.visit_division(expr, key)
+        method = getattr(self, "visit_" + key.split(".")[-1], None)
+        if method is None:
+            raise UnsupportedConstructError(key)
+        return method(expr)
+
+    def _use(self, helper: str) -> ast.expr:
+        self.scope.helpers.add(helper)
+        return _name(helper)
+
+    def _call(self, helper: str, *args: ast.expr, kw: dict | None = None) -> ast.expr:
+        keywords = [ast.keyword(k, v) for k, v in (kw or {}).items()]
+        return ast.Call(self._use(helper), list(args), keywords)
+
+
+
+def generate_kernel(func, function_name: str, stage: str | None = None, mode: str = "exact",
+                    progress: bool = False, module_functions: dict | None = None,
+                    check: bool = False, synced: bool = False) -> GeneratedKernel:
+    """Generate the hybrid script of ``func`` (see :class:`HybridCodegen`).
+
+    ``mode="exact"`` interprets the IR as written; ``mode="fast"`` runs loops whose iterations are
+    provably independent as numpy array operations (bit-identical results).  ``progress=True`` makes
+    the variant that is executed: each outermost loop iteration calls ``__progress__``.
+    """
+    def emit(plan: EmulationPlan) -> GeneratedKernel:
+        return HybridCodegen(func, function_name, stage, mode, progress, module_functions, check, synced,
+                             plan=plan).generate()
+
+    generated, _ = emit_with_plan(func, mode, check, emit)
+    return generated
+
+
+def kernel_signature(func, function_name: str) -> list[ParamSpec]:
+    """The parameters of ``func`` as the hybrid script takes them (whether or not its body translates)."""
+    return HybridCodegen(func, function_name)._signature()[2]

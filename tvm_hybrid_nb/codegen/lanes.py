@@ -1,0 +1,331 @@
+"""Fast mode's lanes: loops run as numpy array axes, parallel chunks, per-lane control flow and the
+strided views that replace gathers (hoisted out of serial loops)."""
+from __future__ import annotations
+
+import ast
+
+from tvm import tirx
+import tvm
+
+from .analysis import _buffer_access_counts, _plan_lane_axes, _step
+from .names import (Value, _AllocLike, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_zero, _key, _lanes, _name,
+    _np, _store_name, _type_key, _varying)
+
+
+class LanesMixin:
+    """The lanes room of :class:`~.generator.HybridCodegen` (see the module docstring)."""
+
+    #: Lanes layout: axes 0-3 are the threads of a block (fixed per thread tag, so per-thread memory
+    #: can be indexed anywhere), axes 4-10 the loops that fast mode runs as arrays, the last axis
+    #: holds vector lanes.
+    FAST_AXES = 12
+    THREAD_AXES = {"threadIdx.z": 0, "threadIdx.y": 1, "threadIdx.x": 2, "vthread": 3}
+    #: Fewer lanes than this are gathered with index arrays rather than viewed with strides.
+    VIEW_MIN_ELEMENTS = 16
+    FIRST_LOOP_AXIS = 4
+
+    def _lane_view(self, info: _BufferInfo, indices, values: list[Value]) -> ast.expr | None:
+        """Fast mode: an access whose index is affine in the lanes is a strided view of the buffer
+        (``lanes_view``), not a gather or scatter through index arrays."""
+        if (not self.fast or self.lanes.stmt_masks or self.lanes.masks or info.prefix or info.per_thread
+                or info.name in self.scope.strided_storage
+                or _lanes(info.dtype) > 1 or not _varying(*values) or not self._in_bounds(info, indices)):
+            return None
+        axes = [ax for ax in self.lanes.axes if ax.var is not None]
+        lane_axis = self.FAST_AXES - 1
+        bases, coefs = [], {ax.axis: [0] * len(indices) for ax in axes}
+        extents = {ax.axis: ax.extent for ax in axes}
+        try:
+            for d, idx in enumerate(indices):
+                key = _type_key(idx)
+                if key == "prim.Ramp":
+                    if _type_key(idx.stride) != "ir.IntImm":
+                        return None
+                    coefs.setdefault(lane_axis, [0] * len(indices))[d] = int(idx.stride.value)
+                    extents[lane_axis] = ast.Constant(int(idx.lanes))
+                    idx = idx.base
+                elif key == "prim.Broadcast":
+                    return None
+                f = self.analyzer.simplify(idx)
+                at_min = tvm.sym.Analyzer()
+                linear = tirx.const(0, _dtype(f))
+                for ax in axes:
+                    step = _step(f, ax.var)
+                    if step is None:
+                        return None
+                    coefs[ax.axis][d] = step
+                    at_min.bind(ax.var, ax.min_expr, allow_override=True)
+                    linear = linear + step * (ax.var - ax.min_expr)
+                base = at_min.simplify(f)
+                if not _is_zero(tvm.sym.Analyzer().simplify(f - base - linear)):
+                    return None
+                bases.append(base)
+        except Exception:
+            return None
+        base_nodes = self._same_for_all_lanes(bases)
+        if base_nodes is None:
+            return None
+        used = [axis for axis, cs in sorted(coefs.items()) if any(cs)]
+        count = 1
+        for axis in used:
+            count *= extents[axis].value if isinstance(extents[axis], ast.Constant) else self.VIEW_MIN_ELEMENTS
+        if count < self.VIEW_MIN_ELEMENTS:  # building a view costs more than gathering a few elements
+            return None
+        lanes = [(axis, extents[axis], coefs[axis]) for axis in used]
+        hoisted = self._hoisted_view(info, bases, lanes)
+        if hoisted is not None:
+            return hoisted
+        return self._call("lanes_view", _name(info.name), ast.Tuple(base_nodes, ast.Load()), self._lanes_arg(lanes))
+
+    def _same_for_all_lanes(self, exprs) -> list[ast.expr] | None:
+        """``exprs`` in Python when none of them differs between lanes, else None."""
+        nodes = []
+        for expr in exprs:
+            value = self.visit_expr(expr)
+            if value.varying:
+                return None
+            nodes.append(value.node)
+        return nodes
+
+    @staticmethod
+    def _lanes_arg(lanes) -> ast.expr:
+        return ast.Tuple([ast.Tuple([ast.Constant(axis), extent, ast.Tuple([ast.Constant(c) for c in coefs],
+                                                                            ast.Load())], ast.Load())
+                          for axis, extent, coefs in lanes], ast.Load())
+
+    def _hoisted_view(self, info: _BufferInfo, bases, lanes) -> ast.expr | None:
+        """A lane view built once in front of the innermost serial loop instead of every iteration:
+        as it is when its start does not move with the loop, else with the loop's iterations as a
+        leading axis, of which each iteration takes its own (``view[k]``).  Only where everything the
+        view depends on exists before the loop and no branch condition was needed to prove it in
+        bounds."""
+        if not self.serial.frames:
+            return None
+        frame = self.serial.frames[-1]
+        if frame.guard_depth != self.serial.guard_depth or info.name not in frame.outside:
+            return None
+        steps, starts = [], []
+        try:
+            for base in bases:
+                step = _step(base, frame.var)
+                if step is None:
+                    return None
+                at_min = tvm.sym.Analyzer()
+                at_min.bind(frame.var, frame.min_expr)
+                start = at_min.simplify(base)
+                if not _is_zero(tvm.sym.Analyzer().simplify(base - start - step * (frame.var - frame.min_expr))):
+                    return None
+                steps.append(step)
+                starts.append(start)
+        except Exception:
+            return None
+        start_nodes = self._same_for_all_lanes(starts)
+        if start_nodes is None:
+            return None
+        moving = any(steps)
+        if moving:
+            lanes = [(0, frame.extent, steps)] + [(axis + 1, extent, coefs) for axis, extent, coefs in lanes]
+        call = self._call("lanes_view", _name(info.name), ast.Tuple(start_nodes, ast.Load()), self._lanes_arg(lanes),
+                          kw={"ndim": ast.Constant(self.FAST_AXES + 1)} if moving else None)
+        used = {n.id for n in ast.walk(call) if isinstance(n, ast.Name)}
+        if not used <= frame.outside:  # helpers are reserved names, so they are in it too
+            return None
+        key = ast.dump(call)
+        name = frame.views.get(key)
+        if name is None:
+            name = self.namer.define_name(f"{info.name}_by_{frame.name}" if moving else f"{info.name}_lanes")
+            frame.views[key] = name
+            frame.hoisted.append(ast.Assign([_store_name(name)], call))
+            self.serial.hoisted_views.add(name)
+        if not moving:
+            return _name(name)
+        index = _name(frame.name)
+        if not (isinstance(frame.lo, ast.Constant) and frame.lo.value == 0):
+            index = ast.BinOp(index, ast.Sub(), frame.lo)
+        return ast.Subscript(_name(name), index, ast.Load())
+
+    def _vectorized_for(self, node, lo: Value) -> list[ast.stmt]:
+        """All iterations at once: the loop variable becomes an array along its own axis."""
+        return self._lanes_for(node.loop_var, node.min, lo, node.extent, node.body, is_thread=False)
+
+    def _can_split_parallel(self) -> bool:
+        """Whether a ``T.parallel`` loop here may run in chunks on several cores: outside every
+        serial loop, lane loop and lane mask (so it starts once per call), with no sanitizer (which
+        compares the accesses of all iterations)."""
+        return (self.serial.depth == 0 and not self.lanes.axes and not self.lanes.stmt_masks and not self.lanes.masks
+                and not self.check)
+
+    def _split_parallel(self, node, lo: Value, extent: Value) -> list[ast.stmt]:
+        """A ``T.parallel`` loop proven independent: a function of one chunk of its iterations (run
+        as lanes) and a ``parallel_chunks`` call that runs the chunks on the machine's cores."""
+        var = node.loop_var
+        dtype = _dtype(var)
+        chunk_lo = tirx.Var(f"{var.name}_lo", dtype)
+        chunk_extent = tirx.Var(f"{var.name}_extent", dtype)
+        for chunk_var, dom in ((chunk_lo, tvm.ir.Range.from_min_extent(node.min, node.extent)),
+                               (chunk_extent, tvm.ir.Range.from_min_extent(1, node.extent))):
+            self.namer.define(chunk_var, chunk_var.name)
+            self.scope.var_kinds[_key(chunk_var)] = ("py", dtype, False)
+            try:
+                self.analyzer.bind(chunk_var, dom, allow_override=True)
+            except Exception:
+                pass
+        function = self.namer.define_name(f"{var.name}_chunk")
+        self.lanes.chunked_var, self.lanes.chunked_extent, self.lanes.peak_lanes = _key(var), extent.node, 0
+        try:
+            body = self._lanes_for(var, chunk_lo, Value(_name(self.namer.lookup(chunk_lo)), "py", dtype),
+                                   chunk_extent, node.body, is_thread=False)
+        finally:
+            self.lanes.chunked_var = self.lanes.chunked_extent = None
+        self.lanes.parallel_loops.append(self.namer.lookup(var))
+        args = [ast.arg(self.namer.lookup(chunk_lo)), ast.arg(self.namer.lookup(chunk_extent))]
+        fdef = ast.FunctionDef(
+            name=function, args=ast.arguments(posonlyargs=[], args=args, kwonlyargs=[], kw_defaults=[],
+                                              defaults=[]),
+            body=body or [ast.Pass()], decorator_list=[], returns=None, type_params=[])
+        return [fdef, ast.Expr(self._call("parallel_chunks", _name(function), lo.node, extent.node,
+                                          ast.Constant(self.lanes.peak_lanes)))]
+
+    def _free_loop_axis(self) -> int | None:
+        used = {ax.axis for ax in self.lanes.axes}
+        for axis in range(self.FIRST_LOOP_AXIS, self.FAST_AXES - 1):
+            if axis not in used:
+                return axis
+        return None
+
+    def _loop_axis(self, var, body_stmt) -> int:
+        """The array axis of a loop that runs as lanes: the one planned for the nest when it is free
+        (the outermost loop of a nest plans its loops), else the first free one."""
+        if not any(not ax.is_thread for ax in self.lanes.axes):
+            self.lanes.axis_plan = _plan_lane_axes(var, body_stmt, range(self.FIRST_LOOP_AXIS, self.FAST_AXES - 1))
+        used = {ax.axis for ax in self.lanes.axes}
+        axis = self.lanes.axis_plan.get(_key(var))
+        if axis is None or axis in used:
+            axis = self._free_loop_axis()
+        if axis is None:
+            raise _CannotVectorize("too many nested array axes")
+        return axis
+
+    def _planned_into(self, loop) -> list:
+        """Block-allocated buffers that only ``loop`` touches: ``PlanAndUpdateBufferAllocationLocation``
+        moves their allocation to the lowest common ancestor of their accesses, inside the loop, so
+        each iteration of the compiled loop has its own (dlight.cpu's reduction temporaries)."""
+        if not self.scope.block_allocs:
+            return []
+        if self.scope.access_counts is None:
+            self.scope.access_counts = _buffer_access_counts(self.func.body)
+        inside = _buffer_access_counts(loop.body)
+        return [buf for key, buf in self.scope.block_allocs.items()
+                if key in self.scope.buffers and str(buf.scope()) in ("global", "local")
+                and inside.get(key, 0) and inside[key] == self.scope.access_counts.get(key)]
+
+    def _lanes_for(self, var, min_expr, lo: Value, extent_expr, body_stmt, is_thread: bool,
+                   tag: str = "", race: bool = False, private_allocs=()) -> list[ast.stmt]:
+        if is_thread:
+            axis = self.THREAD_AXES.get("vthread" if tag.startswith("vthread") else tag)
+            if axis is None:
+                raise _CannotVectorize(f"unknown thread tag {tag}")
+            outer = next((ax for ax in self.lanes.axes if ax.axis == axis), None)
+            if outer is not None:
+                return self._same_thread(var, min_expr, extent_expr, body_stmt, outer, tag)
+        else:
+            axis = self._loop_axis(var, body_stmt)
+        name = self.namer.define(var, var.name)
+        dtype = _dtype(var)
+        shape = [1] * self.FAST_AXES
+        shape[axis] = -1
+        end = self.visit_expr(tvm.sym.Analyzer().simplify(min_expr + extent_expr))
+        extent = self.visit_expr(extent_expr)
+        arange = ast.Call(_np("arange"), [lo.node, end.node], [ast.keyword("dtype", ast.Constant(dtype))])
+        reshape = ast.Call(ast.Attribute(arange, "reshape", ast.Load()), [ast.Constant(c) for c in shape], [])
+        self.scope.var_kinds[_key(var)] = ("np", dtype, True)
+        self.lanes.vector_depth += 1
+        race = race or (is_thread and self.gpu.thread_races)
+        outermost_race = race and not self._race_lanes()
+        self.lanes.axes.append(_Axis(name, lo.node, extent.node, is_thread, axis, tag, race, var, min_expr))
+        lanes = 1
+        for ax in self.lanes.axes:
+            size = self.lanes.chunked_extent if ax.var is not None and _key(ax.var) == self.lanes.chunked_var else ax.extent
+            lanes *= size.value if isinstance(size, ast.Constant) else 1
+        self.lanes.peak_lanes = max(self.lanes.peak_lanes, lanes)
+        try:
+            body = [s for buf in private_allocs for s in self.visit_AllocBuffer(_AllocLike(buf))]
+            body += self.visit_stmt(body_stmt)
+        finally:
+            self.lanes.vector_depth -= 1
+            self.lanes.axes.pop()
+        self.lanes.vectorized_loops.append(name)
+        if self.check and outermost_race:  # the lanes end together: check what they did since the last barrier
+            body.append(ast.Expr(ast.Call(ast.Attribute(_name("race_log"), "flush", ast.Load()),
+                                          [ast.Constant(f"the end of {tag}")], [])))
+        return [ast.Assign([_store_name(name)], reshape)] + body
+
+    def _same_thread(self, var, min_expr, extent_expr, body_stmt, outer: "_Axis", tag: str) -> list[ast.stmt]:
+        """A loop bound to a thread tag that is already running: the same threads, not new ones
+        (before UnifyThreadBinding the IR may bind ``threadIdx.x`` again inside itself)."""
+        extent = self.visit_expr(extent_expr)
+        same_extent = (isinstance(extent.node, ast.Constant) and isinstance(outer.extent, ast.Constant)
+                       and extent.node.value == outer.extent.value)
+        if not (_is_zero(min_expr) and same_extent):
+            raise _CannotVectorize(f"{tag} bound again with a different extent")
+        name = self.namer.define(var, var.name)
+        self.scope.var_kinds[_key(var)] = ("np", _dtype(var), True)
+        return [ast.Assign([_store_name(name)], _name(outer.name))] + self.visit_stmt(body_stmt)
+
+    def _lanes_while(self, node, cond: Value) -> list[ast.stmt]:
+        """A while loop whose condition differs between the threads of a block (in lockstep): it runs
+        while any thread still loops, each trip writing only for the threads whose condition held on
+        every trip so far — a thread leaves for good the first time its condition fails, as on the GPU.
+        Barriers inside see the mask, so one that only the still-looping threads reach stays an error."""
+        self._require_thread_lanes("while loop whose condition differs between iterations")
+        active = self.namer.define_name("looping")
+        outer = self._mask_expr(self.lanes.stmt_masks)
+        first = self.to_np(cond).node
+        start = first if outer is None else ast.BinOp(outer, ast.BitAnd(), first)
+        body, again = self._lanes_loop_body(active, node.body, lambda: self.visit_expr(node.condition))
+        narrow = ast.Assign([_store_name(active)], ast.BinOp(_name(active), ast.BitAnd(), again))
+        return [ast.Assign([_store_name(active)], start),
+                ast.While(ast.Call(_np("any"), [_name(active)], []), body + [narrow], [])]
+
+    def _lanes_serial_for(self, node) -> list[ast.stmt]:
+        """A serial loop whose bounds differ between the threads of a block: each thread counts its own
+        loop variable from its own start, the loop running, like a per-thread while loop, until every
+        thread is done."""
+        self._require_thread_lanes("loop bounds that differ between iterations")
+        dtype = _dtype(node.loop_var)
+        end = self.to_np(self.visit_expr(tvm.sym.Analyzer().simplify(node.min + node.extent))).node
+        lo = self.visit_expr(node.min).node
+        name = self.namer.define(node.loop_var, node.loop_var.name)
+        self.scope.var_kinds[_key(node.loop_var)] = ("np", dtype, True)
+        end_name = self.namer.define_name(f"{name}_end")
+        active = self.namer.define_name("looping")
+        outer = self._mask_expr(self.lanes.stmt_masks)
+        first = ast.Compare(_name(name), [ast.Lt()], [_name(end_name)])
+        start = first if outer is None else ast.BinOp(outer, ast.BitAnd(), first)
+        body, again = self._lanes_loop_body(active, node.body, lambda: None)
+        step = ast.Assign([_store_name(name)], ast.BinOp(_name(name), ast.Add(), ast.Constant(1)))
+        narrow = ast.Assign([_store_name(active)], ast.BinOp(_name(active), ast.BitAnd(), first))
+        zeros = ast.Call(_np("zeros_like"), [_name(end_name)], [])
+        return [ast.Assign([_store_name(end_name)], end),
+                ast.Assign([_store_name(name)], ast.BinOp(lo, ast.Add(), zeros)),
+                ast.Assign([_store_name(active)], start),
+                ast.While(ast.Call(_np("any"), [_name(active)], []), body + [step, narrow], [])]
+
+    def _require_thread_lanes(self, what: str) -> None:
+        """Per-lane control flow is emulated for threads only: fast mode's vectorised iterations (and
+        the race check's parallel ones) fall back to running one after another."""
+        if not self.lanes.axes or not all(ax.is_thread for ax in self.lanes.axes):
+            raise _CannotVectorize(what)
+
+    def _lanes_loop_body(self, active: str, body_stmt, condition):
+        """``body_stmt`` (and ``condition()``, re-evaluated at the end of each trip) for the lanes in
+        ``active`` only; no view is hoisted out of such a loop (what it depends on may change per trip)."""
+        frames, self.serial.frames = self.serial.frames, []
+        self.lanes.stmt_masks.append(_name(active))
+        try:
+            body = self.visit_stmt(body_stmt)
+            again = condition()  # loads masked to the looping lanes
+            return body, None if again is None else self.to_np(again).node
+        finally:
+            self.lanes.stmt_masks.pop()
+            self.serial.frames = frames

@@ -1,0 +1,233 @@
+"""Buffer accesses: loads and stores, bounds (proven or checked at run time), subscripts, lane prefixes
+and the masks that guard writes."""
+from __future__ import annotations
+
+import ast
+
+from tvm import tirx
+
+from ..errors import UnsupportedConstructError
+from .names import (Value, _BufferInfo, _CannotVectorize, _INT64_MAX, _dtype, _key, _lanes, _name, _scalar_dtype,
+    _store_name, _type_key, _varying)
+
+
+class MemoryAccessMixin:
+    """The memory room of :class:`~.generator.HybridCodegen` (see the module docstring)."""
+    #: Operators of a lane-view store ``X = X op Y`` that update the view in place.
+    IN_PLACE_OPS = (ast.Add, ast.Sub, ast.Mult)
+
+    # ------------------------------------------------------------------ memory
+    def _buffer(self, buf) -> _BufferInfo:
+        info = self.scope.buffers.get(_key(buf))
+        if info is None:
+            raise UnsupportedConstructError("undeclared buffer", str(buf.name))
+        return info
+
+    def _index_range(self, idx) -> tuple[int, int]:
+        key = _type_key(idx)
+        if key == "prim.Ramp":
+            lo, hi = self._bounds(idx.base)
+            stride_lo, stride_hi = self._bounds(idx.stride)
+            if stride_lo != stride_hi:
+                return -_INT64_MAX, _INT64_MAX
+            span = stride_lo * (int(idx.lanes) - 1)
+            return lo + min(0, span), hi + max(0, span)
+        if key == "prim.Broadcast":
+            return self._bounds(idx.value)
+        return self._bounds(idx)
+
+    def _in_bounds(self, info: _BufferInfo, indices) -> bool:
+        if len(indices) != len(info.shape):
+            return False
+        for idx, dim in zip(indices, info.shape):
+            lo, hi = self._index_range(idx)
+            if lo < 0:
+                return False
+            if _type_key(dim) == "ir.IntImm":
+                if hi >= int(dim.value):
+                    return False
+                continue
+            last = idx
+            if _type_key(idx) == "prim.Ramp":
+                last = idx.base + idx.stride * (int(idx.lanes) - 1)
+            elif _type_key(idx) == "prim.Broadcast":
+                last = idx.value
+            try:
+                if not self.analyzer.can_prove(last < dim):
+                    return False
+            except Exception:
+                return False
+        return True
+
+    def _prefix(self, info: _BufferInfo) -> list[ast.expr]:
+        """Lane indices in front of a per-lane buffer's own indices."""
+        if not info.per_thread:
+            return list(info.prefix)
+        active = {ax.tag: ax for ax in self.lanes.axes if ax.is_thread}
+        lanes = []
+        for tag, _axis in sorted(self.THREAD_AXES.items(), key=lambda kv: kv[1]):
+            ax = active.get(tag)
+            if ax is not None:
+                lanes.append(_name(ax.name))
+            else:  # a thread that runs serially (a cross-thread reduction block) still has its own copy,
+                # except of the accumulator it reduces into: thread 0's copy, shared afterwards
+                serial = self.gpu.serial_thread_lanes.get(tag)
+                if tag in self.gpu.accumulator_tags.get(info.name, ()):
+                    serial = None
+                lanes.append(_name(serial) if serial is not None else ast.Constant(0))
+        return lanes + list(info.prefix)
+
+    def _subscript(self, info: _BufferInfo, indices, values: list[Value]) -> ast.expr:
+        parts = self._prefix(info)
+        for idx, val in zip(indices, values):
+            if _type_key(idx) == "prim.Ramp" and len(parts) == 0 and len(indices) == 1 and not val.varying:
+                s_lo, s_hi = self._bounds(idx.stride)
+                if s_lo == s_hi and s_lo >= 1:
+                    base = self.visit_expr(idx.base).node
+                    span = s_lo * (int(idx.lanes) - 1) + 1
+                    if isinstance(base, ast.Constant):
+                        stop = ast.Constant(base.value + span)
+                    else:
+                        stop = ast.BinOp(base, ast.Add(), ast.Constant(span))
+                    parts.append(ast.Slice(base, stop, ast.Constant(s_lo) if s_lo > 1 else None))
+                    continue
+            parts.append(val.node)
+        index = parts[0] if len(parts) == 1 else ast.Tuple(parts, ast.Load())
+        return ast.Subscript(_name(info.name), index, ast.Load())
+
+    def _mask_expr(self, masks: list[ast.expr]) -> ast.expr | None:
+        if not masks:
+            return None
+        mask = masks[0]
+        for m in masks[1:]:
+            mask = ast.BinOp(mask, ast.BitAnd(), m)
+        return mask
+
+    def _vector_lanes_as_axis(self, info: _BufferInfo, indices, values: list[Value]):
+        """A buffer of vectors (a thread's ``float32x4`` accumulator) indexed differently per lane:
+        its vector lanes are one more buffer axis, indexed by the lanes axis of the values."""
+        lanes = _lanes(info.dtype)
+        if lanes == 1 or not (_varying(*values) or info.prefix or info.per_thread):
+            return info, indices, values
+        if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") or v.lanes > 1 for i, v in zip(indices, values)):
+            return info, indices, values  # refused by _check_vector_buffer
+        scalar = _BufferInfo(info.name, list(info.shape) + [tirx.IntImm("int32", lanes)], _scalar_dtype(info.dtype),
+                             list(info.prefix), info.per_thread, info.shadow)
+        lane = Value(self._call("vector_lane_index", ast.Constant(lanes), ast.Constant(self.FAST_AXES)), "np",
+                     f"int32x{lanes}", True)
+        return scalar, list(indices) + [tirx.Ramp(tirx.IntImm("int32", 0), tirx.IntImm("int32", 1), lanes)], (
+            list(values) + [lane])
+
+    @staticmethod
+    def _check_vector_buffer(info: _BufferInfo, values: list[Value]) -> None:
+        """Fast mode keeps accesses to a buffer of vectors (an extra lanes axis) serial."""
+        if _lanes(info.dtype) > 1 and (_varying(*values) or info.prefix or info.per_thread):
+            raise _CannotVectorize(f"buffer of vectors {info.name} indexed per lane")
+
+    def visit_TensorLoad(self, node) -> Value:
+        info = self._buffer(node.source)
+        indices = list(node.indices)
+        saved_defer, self.defer_poison = self.defer_poison, False  # an address must be initialised
+        try:
+            values = [self.visit_expr(i) for i in indices]
+        finally:
+            self.defer_poison = saved_defer
+        info, indices, values = self._vector_lanes_as_axis(info, indices, values)
+        self._check_vector_buffer(info, values)
+        if self._sanitized(info):
+            views = self._checked_views(info, indices, values)
+            if views is not None:
+                return Value(self._call("read_written", *views, ast.Constant(info.name), _name(info.shadow)),
+                             "np", _dtype(node), True)
+            # ``access`` returns one value per lane only where lanes, lane indices or masks are involved.
+            varying = (_varying(*values) or bool(info.prefix) or info.per_thread or bool(self._logged_lanes())
+                       or bool(self.lanes.stmt_masks or self.lanes.masks))
+            return Value(self._access_call(info, values, write=False), "np", _dtype(node), varying)
+        view = self._lane_view(info, indices, values)
+        if view is not None:
+            return Value(view, "np", _dtype(node), True)
+        dtype = _dtype(node)
+        varying = _varying(*values) or bool(info.prefix) or info.per_thread
+        # In a lane-masked region the analyzer's guard does not hold for masked-out lanes.
+        if not self.lanes.stmt_masks and self._in_bounds(info, indices):
+            return Value(self._subscript(info, indices, values), "np", dtype, varying)
+        args = [_name(info.name), ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load()),
+                ast.Constant(info.name)]
+        mask = self._mask_expr(self.lanes.stmt_masks + self.lanes.masks)
+        if mask is not None:
+            args.append(mask)
+        return Value(self._call("load", *args), "np", dtype, varying or bool(self.lanes.stmt_masks))
+
+    def visit_BufferStore(self, node) -> list[ast.stmt]:
+        info = self._buffer(node.buffer)
+        indices = list(node.indices)
+        values = [self.visit_expr(i) for i in indices]
+        info, indices, values = self._vector_lanes_as_axis(info, indices, values)
+        self._check_vector_buffer(info, values)
+        saved_defer = self.defer_poison
+        self.defer_poison = self._defers_poison(info)
+        try:
+            stored = self.visit_expr(node.value)
+        finally:
+            self.defer_poison = saved_defer
+        value = stored.node
+        if (stored.varying and self.lanes.axes and not _varying(*values) and not info.prefix and not info.per_thread
+                and not self._sanitized(info)):
+            # Every lane writes this one element (a race between threads): the last lane's value is
+            # one valid outcome.  (The sanitizer reports it as a race.)
+            mask = self._mask_expr(self.lanes.stmt_masks)
+            value = self._call("last_lane", value, ast.Constant(_lanes(_dtype(node.value)) > 1),
+                               *([mask] if mask is not None else []))
+        out = self._store(info, indices, values, value)
+        if self._statement_lanes() and self._sanitized(info) and not info.per_thread:
+            out.insert(0, ast.Expr(ast.Call(ast.Attribute(_name("race_log"), "new_statement", ast.Load()), [], [])))
+        return out
+
+    def _store(self, info: _BufferInfo, indices, values: list[Value], value: ast.expr) -> list[ast.stmt]:
+        """``buffer[indices] = value`` by the access rules: sanitizer, lane view, proven subscript or
+        bounds-checked (and lane-masked) ``store``."""
+        if self._sanitized(info):
+            views = self._checked_views(info, indices, values)
+            if views is not None:
+                view, written = views
+                return [ast.Assign([ast.Subscript(view, ast.Constant(Ellipsis), ast.Store())], value),
+                        ast.Assign([ast.Subscript(written, ast.Constant(Ellipsis), ast.Store())], ast.Constant(True))]
+            return [ast.Expr(self._access_call(info, values, write=True, value=value))]
+        view = self._lane_view(info, indices, values)
+        if view is not None:
+            if (isinstance(value, ast.BinOp) and isinstance(value.op, self.IN_PLACE_OPS)
+                    and ast.dump(value.left) == ast.dump(view)):
+                # ``X[...] = X + Y`` as ``X += Y``: the same numpy loop, without a temporary and a copy.
+                if isinstance(view, ast.Name):
+                    return [ast.AugAssign(_store_name(view.id), value.op, value.right)]
+                lanes = self.namer.define_name(f"{info.name}_lanes")
+                return [ast.Assign([_store_name(lanes)], view),
+                        ast.AugAssign(_store_name(lanes), value.op, value.right)]
+            return [ast.Assign([ast.Subscript(view, ast.Constant(Ellipsis), ast.Store())], value)]
+        if not self.lanes.stmt_masks and self._in_bounds(info, indices):
+            target = self._subscript(info, indices, values)
+            target.ctx = ast.Store()
+            return [ast.Assign([target], value)]
+        args = [_name(info.name), ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load()), value,
+                ast.Constant(info.name)]
+        if self.lanes.stmt_masks:
+            args.append(self._mask_expr(self.lanes.stmt_masks))
+        return [ast.Expr(self._call("store", *args))]
+
+    def _assign_element(self, load, value: ast.expr) -> list[ast.stmt]:
+        """``buffer[indices] = value`` for the element ``load`` names."""
+        info = self._buffer(load.source)
+        indices = list(load.indices)
+        return self._store(info, indices, [self.visit_expr(i) for i in indices], value)
+
+    def _masked_store(self, args) -> list[ast.stmt]:
+        """``masked_store(buffer, value, *indices, mask)``: the lanes where ``mask`` holds are written."""
+        info = self._buffer(args[0])
+        indices = list(args[2:-1])
+        values = [self.visit_expr(i) for i in indices]
+        value = self.visit_expr(args[1]).node
+        self.lanes.stmt_masks.append(self.to_np(self.visit_expr(args[-1])).node)
+        try:
+            return self._store(info, indices, values, value)
+        finally:
+            self.lanes.stmt_masks.pop()

@@ -1,0 +1,223 @@
+"""Small data of code generation: values, buffer records, lane axes, the namer and Python-ast builders."""
+from __future__ import annotations
+
+import ast
+import keyword
+import math
+import unicodedata
+from dataclasses import dataclass, field
+
+from ..signature import ParamSpec
+
+_FOR_KIND_ITERATORS = {0: "range", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread_binding"}
+_INT64_MAX = (1 << 63) - 1
+
+
+def _type_key(node) -> str:
+    info = getattr(type(node), "__tvm_ffi_type_info__", None)
+    return info.type_key if info is not None else type(node).__name__
+
+
+def _key(obj) -> int:
+    return obj.__chandle__()
+
+
+def _dtype(expr) -> str:
+    dtype = getattr(expr.ty, "dtype", None)
+    return str(dtype) if dtype is not None else "handle"  # PointerType: a data pointer
+
+
+def _scalar_dtype(dtype: str) -> str:
+    return dtype.split("x")[0] if "x" in dtype else dtype
+
+
+def _lanes(dtype: str) -> int:
+    return int(dtype.split("x")[1]) if "x" in dtype else 1
+
+
+def _is_float(dtype: str) -> bool:
+    return dtype.startswith(("float", "bfloat"))
+
+
+def _float_bits(dtype: str) -> int:
+    digits = "".join(c for c in _scalar_dtype(dtype) if c.isdigit())
+    return int(digits) if digits else 0
+
+
+def _is_int(dtype: str) -> bool:
+    return dtype.startswith(("int", "uint"))
+
+
+def _int_range(dtype: str) -> tuple[int, int]:
+    base = _scalar_dtype(dtype)
+    bits = int(base[4:] if base.startswith("uint") else base[3:])
+    if base.startswith("uint"):
+        return 0, (1 << bits) - 1
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+@dataclass
+class Value:
+    """A generated expression with what the generator knows about its Python value."""
+
+    node: ast.expr
+    kind: str  # "np" | "py" | "weak"
+    dtype: str
+    varying: bool = False  # fast mode: differs between the lanes of vectorised loops
+
+    @property
+    def lanes(self) -> int:
+        return _lanes(self.dtype)
+
+
+def _varying(*values: "Value") -> bool:
+    return any(v.varying for v in values)
+
+
+class _CannotVectorize(Exception):
+    """Fast mode met a construct it cannot run for all lanes at once; the loop runs serially."""
+
+
+@dataclass
+class GeneratedKernel:
+    """The result of code generation for one stage."""
+
+    source: str
+    function_name: str
+    params: list[ParamSpec]
+    helpers: list[str] = field(default_factory=list)
+    #: Number of outermost serial loops that report progress (executed variant only).
+    progress_loops: int = 0
+    #: How each loop runs, and why (a ``codegen.plan.EmulationPlan``).
+    plan: object = None
+
+
+@dataclass
+class _BufferInfo:
+    name: str
+    shape: list
+    dtype: str
+    #: Lane indices prepended to every access of a buffer private to each lane (an allocation inside
+    #: a loop that runs as array lanes).
+    prefix: list = field(default_factory=list)
+    #: Per-thread memory (``local`` scope): indexed by the thread lanes first.
+    per_thread: bool = False
+    #: Sanitizer (``check=True``): name of the array that marks which elements were written.
+    shadow: str | None = None
+
+
+@dataclass
+class _Axis:
+    """An array axis standing for the iterations of a loop (fast mode) or the threads of a block."""
+
+    name: str
+    lo: ast.expr
+    extent: ast.expr
+    is_thread: bool
+    axis: int = 0
+    tag: str = ""
+    race: bool = False  # lanes that run concurrently (threads; parallel iterations when checking)
+    var: object = None  # the TIR loop or thread variable
+    min_expr: object = None
+
+
+def _name(ident: str) -> ast.Name:
+    return ast.Name(id=ident, ctx=ast.Load())
+
+
+def _store_name(ident: str) -> ast.Name:
+    return ast.Name(id=ident, ctx=ast.Store())
+
+
+def _const(value) -> ast.expr:
+    if isinstance(value, float) and not math.isfinite(value):
+        if math.isnan(value):
+            return ast.Attribute(_name("np"), "nan", ast.Load())
+        inf = ast.Attribute(_name("np"), "inf", ast.Load())
+        return inf if value > 0 else ast.UnaryOp(ast.USub(), inf)
+    return ast.Constant(value)
+
+
+def _np(attr: str) -> ast.expr:
+    return ast.Attribute(_name("np"), attr, ast.Load())
+
+
+def ascii_identifier(text: str) -> str:
+    """``text`` as an ASCII identifier body: NFKC-normalised as Python normalises identifiers
+    (``ﬁ`` is ``fi``, ``Ⅻ`` is ``XII``, ``x²`` is ``x2``), every other character an underscore.
+    ASCII names are their own NFKC form, so distinct names stay distinct in Python."""
+    text = unicodedata.normalize("NFKC", str(text))
+    return "".join(c if (c.isascii() and (c.isalnum() or c == "_")) else "_" for c in text)
+
+
+class _Namer:
+    """Distinct objects get distinct names, chosen like TVMScript's printer (``A``, ``A_1``)."""
+
+    def __init__(self, reserved: set[str]):
+        self._used = set(reserved)
+        self._names: dict[int, str] = {}
+
+    def define(self, obj, hint: str) -> str:
+        hint = ascii_identifier(hint or "v") or "v"
+        if hint[0].isdigit():
+            hint = "v_" + hint
+        if hint.startswith("__"):  # dunders are the script's own hooks (``__progress__``)
+            hint = "v" + hint
+        name, n = hint, 0
+        while name in self._used or keyword.iskeyword(name):
+            n += 1
+            name = f"{hint}_{n}"
+        self._used.add(name)
+        self._names[_key(obj)] = name
+        return name
+
+    def lookup(self, obj) -> str | None:
+        return self._names.get(_key(obj))
+
+    def define_name(self, hint: str) -> str:
+        """A fresh name that belongs to no TIR object (sanitizer bookkeeping)."""
+        name, n = hint, 0
+        while name in self._used:
+            n += 1
+            name = f"{hint}_{n}"
+        self._used.add(name)
+        return name
+
+
+@dataclass
+class _SerialFrame:
+    """Fast mode: a serial loop whose body is being generated, and the lane views hoisted out of it."""
+
+    var: object                 # the TIR loop variable
+    min_expr: object            # its TIR start
+    lo: ast.expr                # its start and extent in Python
+    extent: ast.expr
+    name: str                   # its Python name
+    outside: set                # Python names defined before the loop (usable in front of it)
+    guard_depth: int
+    hoisted: list = field(default_factory=list)   # statements to put in front of the loop
+    views: dict = field(default_factory=dict)     # ast.dump of a hoisted view -> its name
+
+
+class _BinaryLike:
+    """Adapts a bitwise intrinsic call to the binary-node interface (``a``, ``b``, ``ty``)."""
+
+    def __init__(self, a, b, call):
+        self.a, self.b, self.ty = a, b, call.ty
+        self._call = call
+
+    def __getattr__(self, item):
+        return getattr(self._call, item)
+
+
+class _AllocLike:
+    def __init__(self, buffer):
+        self.buffer = buffer
+
+
+def _is_zero(expr) -> bool:
+    return expr is None or (_type_key(expr) == "ir.IntImm" and int(expr.value) == 0)
+
+
+def _is_true(expr) -> bool:
+    return expr is None or (_type_key(expr) == "ir.IntImm" and bool(expr.value))

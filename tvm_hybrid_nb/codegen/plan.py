@@ -1,0 +1,321 @@
+"""The emulation plan: how each loop of a PrimFunc runs in the hybrid script, and why.
+
+Decide, then emit.  :func:`plan_emulation` walks the TIR (TVM's analyzer, no Python ``ast``) and
+decides every loop's strategy with its reason; the emitting rooms read the decision
+(:meth:`EmulationPlan.decision`) and never undo what they emitted.  One thing the analysis cannot
+see is whether every expression in a loop body has a lane form (a buffer of vectors indexed per lane,
+a per-lane copy too large for memory, a packed call with per-lane arguments...): emission then stops
+with :class:`PlanRejected` naming the loop, and :func:`emit_with_plan` records that loop as serial with
+the reason, plans again and emits again from scratch.  Exact mode is the plan "every loop as written".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import tvm_ffi
+
+from .analysis import _type_key, loop_dependence
+from .names import _key
+
+#: The strategies, as the explorer names them.
+SERIAL = "serial"
+LANES = "lanes"
+PARALLEL_CHUNKS = "parallel chunks"
+RACE_LANES = "race-check lanes"
+THREAD_LANES = "thread lanes"
+SAME_THREADS = "same threads"
+BLOCK_LOOP = "block loop"
+
+#: Array axes available to loops run as lanes (see ``LanesMixin.FIRST_LOOP_AXIS`` / ``FAST_AXES``).
+LOOP_AXES = 7
+#: Fewer lanes than this do not pay for numpy's per-call cost (see ``LanesMixin.FAST_MIN_LANES``).
+FAST_MIN_LANES = 8
+_THREAD_AXES = ("threadIdx.z", "threadIdx.y", "threadIdx.x", "vthread")
+
+
+@dataclass(frozen=True)
+class LoopDecision:
+    """How one loop runs, and why."""
+
+    loop: str       #: the TIR loop (or thread) variable's name
+    kind: str       #: ``serial``, ``parallel``, ``vectorized``, ``unrolled``, ``thread_binding`` or ``attr``
+    strategy: str   #: one of the strategy names above
+    reason: str
+    depth: int      #: nesting depth among the function's loops
+
+    def text(self) -> str:
+        return f"{self.loop}: {self.strategy} ({self.reason})"
+
+
+@dataclass
+class EmulationPlan:
+    """Every loop's :class:`LoopDecision`, in program order."""
+
+    mode: str
+    check: bool = False
+    decisions: list[LoopDecision] = field(default_factory=list)
+    #: For node (by handle) -> its decision.
+    by_node: dict[int, LoopDecision] = field(default_factory=dict)
+    #: Loops emission found it could not run as lanes (by handle) -> why.
+    rejected: dict[int, str] = field(default_factory=dict)
+    #: The plans of the device kernels this function launches (after SplitHostDevice), by name.
+    launched: dict[str, "EmulationPlan"] = field(default_factory=dict)
+
+    def decision(self, node) -> LoopDecision | None:
+        return self.by_node.get(_key(node))
+
+    def all_decisions(self) -> list[LoopDecision]:
+        """This function's decisions, then those of the kernels it launches."""
+        return self.decisions + [d for plan in self.launched.values() for d in plan.all_decisions()]
+
+    def lane_loops(self) -> list[LoopDecision]:
+        return [d for d in self.all_decisions() if d.strategy in (LANES, PARALLEL_CHUNKS, RACE_LANES)]
+
+    def summary(self) -> str:
+        """One line: which loops run as arrays, which stay serial and why (the first reasons)."""
+        if self.mode != "fast" and not self.check:
+            return "exact mode: every loop runs as written, one iteration after another"
+        decisions = self.all_decisions()
+        fast = ", ".join(f"{d.loop} ({d.strategy})" for d in self.lane_loops())
+        text = f"{self.mode} mode: " + (f"loops {fast}" if fast else "no loop runs as array lanes")
+        threads = sorted({d.loop for d in decisions if d.strategy == THREAD_LANES})
+        if threads:
+            text += "; threads " + ", ".join(threads) + " run in lockstep as lanes"
+        blocks = sorted({d.loop for d in decisions if d.strategy == BLOCK_LOOP})
+        if blocks:
+            text += "; blocks " + ", ".join(blocks) + " run one after another"
+        serial = [d for d in decisions if d.strategy == SERIAL]
+        if serial:
+            text += "; " + "; ".join(f"{d.loop} stays serial: {d.reason}" for d in serial[:4])
+            if len(serial) > 4:
+                text += f"; and {len(serial) - 4} more serial loop(s)"
+        return text
+
+    def text(self) -> str:
+        """The plan as an indented outline, one loop a line."""
+        return "\n".join([self.summary()] + self.outline())
+
+    def outline(self, indent: int = 1) -> list[str]:
+        """One line a loop, indented by nesting; launched kernels follow under their names."""
+        lines = ["  " * (d.depth + indent) + d.text() for d in self.decisions]
+        for name, plan in self.launched.items():
+            lines.append("  " * indent + f"kernel {name}:")
+            lines += plan.outline(indent + 1)
+        return lines
+
+    def as_dict(self) -> dict:
+        """The plan as JSON-ready data."""
+        return {"mode": self.mode, "check": self.check, "summary": self.summary(),
+                "loops": [{"loop": d.loop, "kind": d.kind, "strategy": d.strategy, "reason": d.reason,
+                           "depth": d.depth} for d in self.decisions],
+                "launched": {name: plan.as_dict() for name, plan in self.launched.items()}}
+
+
+class PlanRejected(Exception):
+    """Emission met, in a loop planned as lanes, a construct with no lane form."""
+
+    def __init__(self, node, reason: str):
+        super().__init__(reason)
+        self.node_key = _key(node)
+        self.reason = reason
+
+
+_KIND_NAMES = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread_binding"}
+
+
+@dataclass
+class _Lane:
+    extent: int | None   # None: symbolic (assumed large)
+    is_thread: bool
+    tag: str = ""
+
+
+class _Planner:
+    """One walk over the function in program order, with the lane axes the emitted code will have open."""
+
+    def __init__(self, func, mode: str, check: bool, rejected: dict[int, str]):
+        self.fast = mode == "fast"
+        self.check = check
+        self.plan = EmulationPlan(mode, check, rejected=dict(rejected))
+        self.lanes: list[_Lane] = []
+        self.serial_depth = 0
+        self.depth = 0
+        self.roots: dict[int, int] = {}
+        self.func = func
+
+    # -------------------------------------------------------------- walk
+    def stmt(self, node) -> None:
+        if node is None:
+            return
+        key = _type_key(node)
+        handler = getattr(self, "visit_" + key.split(".")[-1], None)
+        if handler is not None:
+            handler(node)
+            return
+        for child in _children(node):
+            self.stmt(child)
+
+    def decide(self, node, loop: str, kind: str, strategy: str, reason: str) -> None:
+        decision = LoopDecision(loop, kind, strategy, reason, self.depth)
+        self.plan.decisions.append(decision)
+        self.plan.by_node[_key(node)] = decision
+
+    def nested(self, body, lane: _Lane | None = None, serial: bool = False) -> None:
+        if lane is not None:
+            self.lanes.append(lane)
+        self.serial_depth += serial
+        self.depth += 1
+        try:
+            self.stmt(body)
+        finally:
+            self.depth -= 1
+            self.serial_depth -= serial
+            if lane is not None:
+                self.lanes.pop()
+
+    def visit_DeclBuffer(self, node) -> None:
+        data = node.data
+        if data is not None and _type_key(data) == "ir.Call" and data.args:
+            source = data.args[0]
+            if _type_key(source) == "ir.TensorLoad":
+                source = source.source
+            if hasattr(source, "data"):
+                self.roots[_key(node.buffer)] = self.roots.get(_key(source), _key(source))
+        self.stmt(node.body) if hasattr(node, "body") else None
+
+    def visit_AttrStmt(self, node) -> None:
+        if node.attr_key in ("thread_extent", "virtual_thread"):
+            iv = node.node
+            tag = str(iv.thread_tag)
+            if tag.startswith("blockIdx"):
+                self.decide(node, str(iv.var.name), "attr", BLOCK_LOOP,
+                            "blocks of a launched kernel run one after another")
+                self.nested(node.body, serial=True)
+                return
+            self.thread(node, str(iv.var.name), "attr", tag, node.value, node.body)
+            return
+        self.stmt(node.body)
+
+    def thread(self, node, name: str, kind: str, tag: str, extent, body) -> None:
+        tag = "vthread" if tag.startswith("vthread") else tag
+        if any(lane.is_thread and lane.tag == tag for lane in self.lanes):
+            self.decide(node, name, kind, SAME_THREADS, f"{tag} is already running: the same threads")
+            self.nested(body)
+            return
+        self.decide(node, name, kind, THREAD_LANES, "threads of a block run in lockstep, one array lane each")
+        self.nested(body, _Lane(_int(extent), True, tag))
+
+    def visit_For(self, node) -> None:
+        kind = int(node.kind)
+        name = str(node.loop_var.name)
+        kind_name = _KIND_NAMES.get(kind, str(kind))
+        step = node.step
+        if step is not None and not (_type_key(step) == "ir.IntImm" and int(step.value) == 1):
+            self.decide(node, name, kind_name, SERIAL, "a loop with a step runs as range(start, end, step)")
+            self.nested(node.body, serial=True)
+            return
+        if kind == 4 and node.thread_binding is not None:
+            tag = str(node.thread_binding.thread_tag)
+            if not tag.startswith("blockIdx"):
+                self.thread(node, name, kind_name, tag, node.extent, node.body)
+                return
+        strategy, reason = self.strategy(node, kind)
+        self.decide(node, name, kind_name, strategy, reason)
+        if strategy == SERIAL:
+            self.nested(node.body, serial=True)
+        else:
+            extent = None if strategy == PARALLEL_CHUNKS else _int(node.extent)
+            self.nested(node.body, _Lane(extent, False))
+
+    def strategy(self, node, kind: int) -> tuple[str, str]:
+        if not (self.fast or self.check):
+            return SERIAL, "exact mode runs every loop as written"
+        rejected = self.plan.rejected.get(_key(node))
+        if rejected is not None:
+            return SERIAL, f"no lane form: {rejected}"
+        dependence = loop_dependence(node, self.roots)
+        free_axis = sum(not lane.is_thread for lane in self.lanes) < LOOP_AXES
+        if kind == 1 and self.check and dependence is not None and free_axis:
+            return RACE_LANES, "sanitizer: the iterations of a parallel loop run as lanes whose accesses are compared"
+        if not self.fast:
+            return SERIAL, "exact mode runs every loop as written"
+        extent = _int(node.extent)
+        if extent is not None and extent <= 1:
+            return SERIAL, "a loop of one iteration"
+        if dependence is not None:
+            return SERIAL, dependence
+        if not free_axis:
+            return SERIAL, "too many nested array axes"
+        few = self.too_few_lanes(node)
+        if few is not None:
+            return SERIAL, few
+        if kind == 1 and self.serial_depth == 0 and not self.lanes and not self.check:
+            return PARALLEL_CHUNKS, "iterations independent: chunks of them run as lanes on all cores"
+        return LANES, "iterations independent: all of them run at once as array lanes"
+
+    def too_few_lanes(self, node) -> str | None:
+        """Why running this loop as lanes cannot beat running it serially, or None (fast mode must
+        never be slower than exact): never a unit loop, and an innermost loop only when its
+        statements then act on enough lanes."""
+        extent = _int(node.extent)
+        lanes = 1
+        for size in [lane.extent for lane in self.lanes] + [extent]:
+            if size is None:
+                return None  # a symbolic extent: assume it is large
+            lanes *= size
+        if lanes >= FAST_MIN_LANES:
+            return None
+        inner = []
+        tvm_ffi.structural_walk(node.body, lambda n: inner.append(_type_key(n) == "tirx.For") or True, order="post")
+        if any(inner):
+            return None  # the loops inside may add lanes
+        return f"only {lanes} lane(s): numpy's per-call cost would exceed the loop's"
+
+
+def _int(expr) -> int | None:
+    return int(expr.value) if _type_key(expr) == "ir.IntImm" else None
+
+
+def _children(node) -> list:
+    """The statements directly inside ``node`` (the planner's default walk)."""
+    key = _type_key(node)
+    if key == "tirx.SeqStmt":
+        return list(node.seq)
+    if key == "tirx.IfThenElse":
+        return [node.then_case, node.else_case]
+    if key == "s_tir.SBlockRealize":
+        return [node.block.init, node.block.body]
+    if key in ("tirx.While", "tirx.AllocBuffer", "tirx.Bind", "tirx.LetStmt", "tirx.AssertStmt",
+               "tirx.Allocate", "tirx.AllocateConst"):
+        return [getattr(node, "body", None)]
+    body = getattr(node, "body", None)
+    return [body] if body is not None and not isinstance(body, (list, tuple)) else []
+
+
+def plan_emulation(func, mode: str = "exact", check: bool = False,
+                   rejected: dict[int, str] | None = None) -> EmulationPlan:
+    """Decide how every loop of ``func`` runs in the ``mode`` script (``check``: with sanitizers).
+
+    ``rejected`` names loops (by handle) that emission found have no lane form, with the reason.
+    """
+    planner = _Planner(func, mode, check, rejected or {})
+    planner.stmt(func.body)
+    return planner.plan
+
+
+def emit_with_plan(func, mode: str, check: bool, emit: Callable[[EmulationPlan], object]):
+    """``emit(plan)`` with the plan of ``func``; each loop emission rejects runs serially instead.
+
+    Returns ``(result, plan)``.  Every rejection demotes one more loop, so this ends after at most as
+    many tries as the function has loops.
+    """
+    rejected: dict[int, str] = {}
+    while True:
+        plan = plan_emulation(func, mode, check, rejected)
+        try:
+            return emit(plan), plan
+        except PlanRejected as exc:
+            if exc.node_key in rejected:  # the same loop again: a planner bug, not a user error
+                raise RuntimeError(f"emission rejected loop twice: {exc.reason}") from None
+            rejected[exc.node_key] = exc.reason

@@ -1,0 +1,67 @@
+"""Sanitizer instrumentation (``check=True``): which accesses are logged for races, shadowed for
+uninitialised reads and checked for bounds."""
+from __future__ import annotations
+
+import ast
+
+from .names import Value, _Axis, _BufferInfo, _name
+
+
+class SanitizerMixin:
+    """The sanitize room of :class:`~.generator.HybridCodegen` (see the module docstring)."""
+
+    def _defers_poison(self, info: _BufferInfo) -> bool:
+        """Whether uninitialised thread-local values may flow into ``info`` without an error yet."""
+        return self.check and info.per_thread and info.shadow is not None
+
+    def _race_lanes(self) -> list["_Axis"]:
+        return [ax for ax in self.lanes.axes if ax.race]
+
+    def _statement_lanes(self) -> list["_Axis"]:
+        """Sanitizer: threads of a block before explicit barriers (``s_tir.ThreadSync``).  The IR
+        implies a barrier between statements, none inside one: conflicting accesses of one
+        statement by different threads are a race at every stage."""
+        if not self.check or self._race_lanes():
+            return []
+        return [ax for ax in self.lanes.axes if ax.is_thread]
+
+    def _logged_lanes(self) -> list["_Axis"]:
+        return self._race_lanes() or self._statement_lanes()
+
+    def _sanitized(self, info: _BufferInfo) -> bool:
+        # Copies made per fast-mode lane are still shared by the threads (race lanes) of that lane.
+        return self.check and (info.shadow is not None or (not info.per_thread and bool(self._logged_lanes())))
+
+    def _access_call(self, info: _BufferInfo, values: list[Value], write: bool, value: ast.expr | None = None):
+        keywords = {}
+        if write:
+            keywords["write"] = ast.Constant(True)
+            keywords["value"] = value
+        masks = self.lanes.stmt_masks + ([] if write else self.lanes.masks)
+        if masks:
+            keywords["mask"] = self._mask_expr(masks)
+        if info.shadow is not None:
+            keywords["shadow"] = _name(info.shadow)
+        if self._defers_poison(info) and (write or self.defer_poison):
+            keywords["poison"] = _name("race_log")
+        lanes = self._logged_lanes()
+        if lanes and not info.per_thread:
+            if not self._race_lanes():
+                keywords["statement"] = ast.Constant(True)
+            keywords["log"] = _name("race_log")
+            keywords["lanes"] = ast.Tuple([ast.Tuple([ast.Constant(ax.axis), ax.extent, ast.Constant(ax.tag)],
+                                                     ast.Load()) for ax in lanes], ast.Load())
+        index = ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load())
+        return self._call("access", _name(info.name), index, ast.Constant(info.name), kw=keywords)
+
+    def _checked_views(self, info: _BufferInfo, indices, values: list[Value]) -> tuple | None:
+        """Sanitizer, fast mode: an allocation's access as lane views of the buffer and of its
+        written-marks, where no race record is needed (no racing lanes) and the access is a view."""
+        if info.shadow is None or self._logged_lanes():
+            return None
+        view = self._lane_view(info, indices, values)
+        if view is None:
+            return None
+        marks = _BufferInfo(info.shadow, info.shape, "bool", list(info.prefix), info.per_thread)
+        written = self._lane_view(marks, indices, values)
+        return None if written is None else (view, written)

@@ -1,0 +1,98 @@
+"""The generator's state while it walks one PrimFunc, grouped by the concern that owns it.
+
+Each group is a small record; :class:`~.generator.HybridCodegen` holds one of each, so a room reads
+``self.lanes.axes`` or ``self.gpu.launched`` and the owner of every field is visible at the use.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from .names import _Axis, _BufferInfo, _SerialFrame
+
+
+@dataclass
+class Scope:
+    """What is declared at the point being generated: buffers, variables and their Python kinds."""
+
+    buffers: dict[int, _BufferInfo] = field(default_factory=dict)
+    #: TIR variable -> ("np" | "py", dtype, varies between lanes).
+    var_kinds: dict[int, tuple] = field(default_factory=dict)
+    #: Allocations with explicit strides (by buffer key and by name): their flat storage's name.
+    strided_storage: dict = field(default_factory=dict)
+    #: Buffer -> the allocation whose storage it views.
+    storage_roots: dict[int, int] = field(default_factory=dict)
+    #: Buffers allocated by a block (``s_tir``): where they live is decided later, by
+    #: ``PlanAndUpdateBufferAllocationLocation`` (see ``LanesMixin._planned_into``).
+    block_allocs: dict[int, object] = field(default_factory=dict)
+    access_counts: dict[int, int] | None = None
+    #: Runtime helpers the script calls (their source is appended to it).
+    helpers: set[str] = field(default_factory=set)
+
+
+@dataclass
+class LaneState:
+    """Fast mode (and the GPU's lockstep threads): the array axes open at the point being generated."""
+
+    axes: list[_Axis] = field(default_factory=list)
+    #: Array axis planned for each loop of the current lane nest (see ``analysis._plan_lane_axes``).
+    axis_plan: dict[int, int] = field(default_factory=dict)
+    vector_depth: int = 0
+    #: Lane conditions of the statements being generated (branches that differ between lanes).
+    stmt_masks: list[ast.expr] = field(default_factory=list)
+    masks: list[ast.expr] = field(default_factory=list)
+    #: Lane conditions of the lazy ``if_then_else`` arms being generated: lanes outside them
+    #: do not evaluate the arm, so they must not trap (divide by zero) there.
+    lazy_masks: list[ast.expr] = field(default_factory=list)
+    vectorized_loops: list[str] = field(default_factory=list)
+    #: ``T.parallel`` loops whose chunks run on several cores (see ``LanesMixin._split_parallel``).
+    parallel_loops: list[str] = field(default_factory=list)
+    #: While generating a chunk function: its loop variable and full extent, and the largest
+    #: number of lanes one of its statements runs (to decide how many cores it is worth).
+    chunked_var: int | None = None
+    chunked_extent: ast.expr | None = None
+    peak_lanes: int = 0
+
+
+@dataclass
+class SerialState:
+    """The serial loops around the statement being generated (fast mode hoists views out of the
+    innermost) and how many analyser guards are open."""
+
+    depth: int = 0
+    frames: list[_SerialFrame] = field(default_factory=list)
+    guard_depth: int = 0
+    hoisted_views: set[str] = field(default_factory=set)
+
+
+@dataclass
+class ProgressHooks:
+    """``__progress__`` calls of the executed variant."""
+
+    enabled: bool = False
+    #: Number of loops that report (the outermost serial loops).
+    loops: int = 0
+    #: The progress call of the outermost loop being generated (an inner loop may report too).
+    outer: ast.Call | None = None
+
+
+@dataclass
+class GpuState:
+    """Threads, launches and cross-thread reductions."""
+
+    #: Constant extent of each thread tag launched in the function (for per-thread memory).
+    thread_extents: dict[str, int] = field(default_factory=dict)
+    #: Threads race only where barriers are explicit: after s_tir.ThreadSync, or written by the user.
+    #: Before that pass the IR implies a barrier wherever one is needed.
+    thread_races: bool = False
+    #: Other functions of the module (kernels this one launches) and the Python names given to them.
+    module_functions: dict = field(default_factory=dict)
+    launched: dict[str, str] = field(default_factory=dict)
+    extra_defs: list[ast.FunctionDef] = field(default_factory=list)
+    #: The emulation plan of each launched kernel (by its name in the module).
+    launched_plans: dict = field(default_factory=dict)
+    reducers: list = field(default_factory=list)
+    #: Thread tag -> loop variable of a thread run serially (inside a cross-thread reduction block),
+    #: and the per-thread buffers that block reduces into -> the tags it reduces across.
+    serial_thread_lanes: dict[str, str] = field(default_factory=dict)
+    accumulator_tags: dict[str, set] = field(default_factory=dict)
