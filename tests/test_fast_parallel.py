@@ -39,8 +39,22 @@ def test_chunks_cover_every_iteration_once_across_threads(cores):
     runtime.parallel_chunks(body, 5, 10, lanes=10, min_lanes=1)
     covered = sorted(i for lo, extent, _ in seen for i in range(lo, lo + extent))
     assert covered == list(range(5, 15))
-    names = sorted(name for *_, name in seen)
-    assert names == sorted([threading.current_thread().name, "parallel-chunk-1", "parallel-chunk-2"])
+    assert len(seen) == 3  # one chunk per core
+    names = {name for *_, name in seen}
+    assert names <= {threading.current_thread().name, "parallel-chunk-1", "parallel-chunk-2"}
+
+
+def test_a_grid_too_large_for_memory_runs_in_more_chunks_than_threads(cores):
+    cores(2)
+    seen, lock = [], threading.Lock()
+
+    def body(lo, extent):
+        with lock:
+            seen.append((lo, extent))
+
+    # 1000 iterations of 4096 lanes each, at most 8192 lanes a chunk: 500 chunks of 2 iterations.
+    runtime.parallel_chunks(body, 0, 1000, lanes=1000 * 4096, min_lanes=1, max_lanes=8192)
+    assert sorted(seen) == [(lo, 2) for lo in range(0, 1000, 2)]
 
 
 def test_short_operations_stay_on_one_thread(cores):

@@ -215,6 +215,13 @@ def _buffer_access_counts(stmt) -> dict[int, int]:
     return counts
 
 
+def grid_loop(attr):
+    """The loop over the blocks of a ``thread_extent`` attribute of ``blockIdx`` (after the loops
+    bound to blocks were lowered): the same variable, extent and body, as a ``For``."""
+    iv = attr.node
+    return tirx.For(iv.var, tirx.const(0, _dtype(iv.var)), attr.value, tirx.ForKind.SERIAL, attr.body)
+
+
 def _loop_is_independent(loop, roots: dict[int, int]) -> bool:
     """Whether the iterations of ``loop`` touch disjoint memory wherever one of them writes."""
     return loop_dependence(loop, roots) is None

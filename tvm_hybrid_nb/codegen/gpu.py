@@ -9,8 +9,8 @@ import tvm
 import tvm_ffi
 
 from ..errors import UnsupportedConstructError
-from .analysis import _python_name
-from .plan import emit_with_plan
+from .analysis import _python_name, grid_loop
+from .plan import LANES, PARALLEL_CHUNKS, emit_with_plan
 from .names import Value, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_true, _key, _name, _store_name, _type_key
 
 
@@ -83,6 +83,10 @@ class GpuMixin:
                 self.gpu.reducers.pop()
         if node.attr_key in ("thread_extent", "virtual_thread"):
             iv = node.node
+            decision = self.plan.decision(node)
+            if (decision is not None and decision.strategy in (LANES, PARALLEL_CHUNKS)
+                    and self._free_loop_axis() is not None):
+                return self._grid_lanes(node, decision.strategy)
             name = self.namer.define(iv.var, iv.var.name)
             self.scope.var_kinds[_key(iv.var)] = ("py", _dtype(iv.var), False)
             extent = self.visit_expr(node.value)
@@ -106,6 +110,23 @@ class GpuMixin:
                             [ast.keyword("thread", ast.Constant(str(iv.thread_tag)))])
             return [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]
         return self.visit_stmt(node.body)
+
+    def _grid_lanes(self, node, strategy: str) -> list[ast.stmt]:
+        """The blocks of a grid proven independent (they cannot synchronise with each other), run at
+        once as lanes beside the thread lanes; at the top of a kernel, in chunks on all cores."""
+        iv = node.node
+        dtype = _dtype(iv.var)
+        try:
+            self.analyzer.bind(iv.var, tvm.ir.Range.from_min_extent(0, node.value), allow_override=True)
+        except Exception:
+            pass
+        loop = grid_loop(node)
+        lo = Value(ast.Constant(0), "py", dtype)
+        if strategy == PARALLEL_CHUNKS and self._can_split_parallel():
+            extent = self.visit_expr(node.value)
+            return self._as_planned(node, lambda: self._split_parallel(loop, lo, extent))
+        return self._as_planned(node, lambda: self._lanes_for(iv.var, loop.min, lo, node.value, node.body,
+                                                              is_thread=False))
 
     def _thread_allreduce(self, args) -> list[ast.stmt]:
         count = int(args[0].value)

@@ -8,7 +8,7 @@ from tvm import tirx
 import tvm
 
 from .analysis import _buffer_access_counts, _plan_lane_axes, _step
-from .names import (Value, _AllocLike, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_zero, _key, _lanes, _name,
+from .names import (Value, ascii_identifier, _AllocLike, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_zero, _key, _lanes, _name,
     _np, _store_name, _type_key, _varying)
 
 
@@ -170,7 +170,7 @@ class LanesMixin:
                 self.analyzer.bind(chunk_var, dom, allow_override=True)
             except Exception:
                 pass
-        function = self.namer.define_name(f"{var.name}_chunk")
+        function = self.namer.define_name(ascii_identifier(f"{var.name}_chunk"))
         self.lanes.chunked_var, self.lanes.chunked_extent, self.lanes.peak_lanes = _key(var), extent.node, 0
         try:
             body = self._lanes_for(var, chunk_lo, Value(_name(self.namer.lookup(chunk_lo)), "py", dtype),
@@ -178,6 +178,14 @@ class LanesMixin:
         finally:
             self.lanes.chunked_var = self.lanes.chunked_extent = None
         self.lanes.parallel_loops.append(self.namer.lookup(var))
+        if self.hooks.enabled and self.serial.depth == 0:
+            # Progress per chunk: the iterations done once this chunk is (only the caller's chunks
+            # report; reports never go backwards).
+            done = ast.BinOp(ast.BinOp(_name(self.namer.lookup(chunk_lo)), ast.Sub(), lo.node), ast.Add(),
+                             ast.BinOp(_name(self.namer.lookup(chunk_extent)), ast.Sub(), ast.Constant(1)))
+            body.append(ast.Expr(ast.Call(_name("__progress__"), [ast.Constant(self.hooks.loops), done,
+                                                                   extent.node], [])))
+            self.hooks.loops += 1
         args = [ast.arg(self.namer.lookup(chunk_lo)), ast.arg(self.namer.lookup(chunk_extent))]
         fdef = ast.FunctionDef(
             name=function, args=ast.arguments(posonlyargs=[], args=args, kwonlyargs=[], kw_defaults=[],

@@ -15,7 +15,7 @@ from typing import Callable
 
 import tvm_ffi
 
-from .analysis import _type_key, loop_dependence
+from .analysis import _type_key, grid_loop, loop_dependence
 from .names import _key
 
 #: The strategies, as the explorer names them.
@@ -189,9 +189,9 @@ class _Planner:
             iv = node.node
             tag = str(iv.thread_tag)
             if tag.startswith("blockIdx"):
-                self.decide(node, str(iv.var.name), "attr", BLOCK_LOOP,
-                            "blocks of a launched kernel run one after another")
-                self.nested(node.body, serial=True)
+                strategy, reason = self.strategy(grid_loop(node), 4, key=node, grid=True)
+                self.decide(node, str(iv.var.name), "attr", BLOCK_LOOP if strategy == SERIAL else strategy, reason)
+                self.nested_as(strategy, node.value, node.body)
                 return
             self.thread(node, str(iv.var.name), "attr", tag, node.value, node.body)
             return
@@ -215,23 +215,29 @@ class _Planner:
             self.decide(node, name, kind_name, SERIAL, "a loop with a step runs as range(start, end, step)")
             self.nested(node.body, serial=True)
             return
+        grid = False
         if kind == 4 and node.thread_binding is not None:
             tag = str(node.thread_binding.thread_tag)
             if not tag.startswith("blockIdx"):
                 self.thread(node, name, kind_name, tag, node.extent, node.body)
                 return
-        strategy, reason = self.strategy(node, kind)
+            grid = True
+        strategy, reason = self.strategy(node, kind, grid=grid)
         self.decide(node, name, kind_name, strategy, reason)
-        if strategy == SERIAL:
-            self.nested(node.body, serial=True)
-        else:
-            extent = None if strategy == PARALLEL_CHUNKS else _int(node.extent)
-            self.nested(node.body, _Lane(extent, False))
+        self.nested_as(strategy, node.extent, node.body)
 
-    def strategy(self, node, kind: int) -> tuple[str, str]:
+    def nested_as(self, strategy: str, extent, body) -> None:
+        if strategy in (LANES, PARALLEL_CHUNKS, RACE_LANES):
+            self.nested(body, _Lane(None if strategy == PARALLEL_CHUNKS else _int(extent), False))
+        else:
+            self.nested(body, serial=True)
+
+    def strategy(self, node, kind: int, key=None, grid: bool = False) -> tuple[str, str]:
+        """The strategy of loop ``node`` (``key``: the statement the decision belongs to, when not the
+        loop itself; ``grid``: a loop over the blocks of a GPU grid) and the reason."""
         if not (self.fast or self.check):
             return SERIAL, "exact mode runs every loop as written"
-        rejected = self.plan.rejected.get(_key(node))
+        rejected = self.plan.rejected.get(_key(key if key is not None else node))
         if rejected is not None:
             return SERIAL, f"no lane form: {rejected}"
         dependence = loop_dependence(node, self.roots)
@@ -250,9 +256,10 @@ class _Planner:
         few = self.too_few_lanes(node)
         if few is not None:
             return SERIAL, few
-        if kind == 1 and self.serial_depth == 0 and not self.lanes and not self.check:
-            return PARALLEL_CHUNKS, "iterations independent: chunks of them run as lanes on all cores"
-        return LANES, "iterations independent: all of them run at once as array lanes"
+        what = "blocks" if grid else "iterations"
+        if (kind == 1 or grid) and self.serial_depth == 0 and not self.lanes and not self.check:
+            return PARALLEL_CHUNKS, f"{what} independent: chunks of them run as lanes on all cores"
+        return LANES, f"{what} independent: all of them run at once as array lanes"
 
     def too_few_lanes(self, node) -> str | None:
         """Why running this loop as lanes cannot beat running it serially, or None (fast mode must
@@ -267,10 +274,15 @@ class _Planner:
         if lanes >= FAST_MIN_LANES:
             return None
         inner = []
-        tvm_ffi.structural_walk(node.body, lambda n: inner.append(_type_key(n) == "tirx.For") or True, order="post")
+        tvm_ffi.structural_walk(node.body, lambda n: inner.append(_adds_lanes(n)) or True, order="post")
         if any(inner):
-            return None  # the loops inside may add lanes
+            return None  # the loops (or threads) inside may add lanes
         return f"only {lanes} lane(s): numpy's per-call cost would exceed the loop's"
+
+
+def _adds_lanes(node) -> bool:
+    key = _type_key(node)
+    return key == "tirx.For" or (key == "tirx.AttrStmt" and node.attr_key in ("thread_extent", "virtual_thread"))
 
 
 def _int(expr) -> int | None:

@@ -99,18 +99,23 @@ def lanes_view(buffer, base, lanes, ndim=12, _layouts={}):  # noqa: B006 (the de
     return np.ndarray(shape, buffer.dtype, buffer, start * buffer.itemsize, strides)
 
 
-def parallel_chunks(body, lo, extent, lanes, min_lanes=None):
-    """Fast mode: a ``T.parallel`` loop whose iterations are proven independent, split into
-    consecutive chunks ``body(chunk_lo, chunk_extent)`` that run on the machine's cores at once, as
-    the compiled kernel runs them on its threads (numpy releases the GIL in its loops).
+def parallel_chunks(body, lo, extent, lanes, min_lanes=None, max_lanes=None):
+    """Fast mode: a loop whose iterations are proven independent (a ``T.parallel`` loop, the blocks
+    of a GPU grid), split into consecutive chunks ``body(chunk_lo, chunk_extent)`` that run on the
+    machine's cores at once, as the compiled kernel runs them on its threads (numpy releases the GIL
+    in its loops).
 
-    ``lanes`` is the largest number of elements one numpy operation of the loop handles.  Each
+    ``lanes`` is the largest number of elements one numpy operation of the whole loop handles.  Each
     chunk gets at least ``min_lanes`` of them (``TVM_HYBRID_NB_CHUNK_LANES``, default 32768):
     threads whose operations are shorter spend more time handing the GIL to each other than they
-    save.  ``TVM_HYBRID_NB_THREADS`` caps the number of threads (1 turns this off).
+    save; and at most ``max_lanes`` (``TVM_HYBRID_NB_MAX_CHUNK_LANES``, default 2**21), so a large
+    grid never holds all its lanes in memory at once: there are then more chunks than threads, and
+    each thread takes the next chunk when it is done with one.  ``TVM_HYBRID_NB_THREADS`` caps the
+    number of threads (1 turns this off).  Chunks never change the result: the iterations are
+    independent.
 
-    The first chunk runs in the calling thread.  An exception in any chunk stops the others and the
-    first one in chunk order propagates; KeyboardInterrupt stops every chunk before it propagates.
+    The calling thread runs chunks too.  An exception in any chunk stops the others and the first
+    one in chunk order propagates; KeyboardInterrupt stops every chunk before it propagates.
     Worker threads inherit the caller's context (numpy's ``errstate``).
     """
     import contextvars
@@ -118,48 +123,58 @@ def parallel_chunks(body, lo, extent, lanes, min_lanes=None):
     import os
     import threading
 
+    def setting(name, default):
+        value = os.environ.get(name, "")
+        return int(value) if value.isdigit() and int(value) > 0 else default
+
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    cap = os.environ.get("TVM_HYBRID_NB_THREADS", "")
-    if cap.isdigit() and int(cap) > 0:
-        cores = min(cores, int(cap))
-    if min_lanes is None:
-        setting = os.environ.get("TVM_HYBRID_NB_CHUNK_LANES", "")
-        min_lanes = int(setting) if setting.isdigit() and int(setting) > 0 else 1 << 15
-    parts = max(1, min(cores, int(extent), int(lanes) // min_lanes))
+    cores = min(cores, setting("TVM_HYBRID_NB_THREADS", cores))
+    min_lanes = min_lanes if min_lanes is not None else setting("TVM_HYBRID_NB_CHUNK_LANES", 1 << 15)
+    max_lanes = max_lanes if max_lanes is not None else setting("TVM_HYBRID_NB_MAX_CHUNK_LANES", 1 << 21)
+    extent, lanes = int(extent), int(lanes)
+    parts = max(1, min(extent, max(min(cores, lanes // min_lanes), -(-lanes // max(max_lanes, 1)))))
     edges = [lo + extent * p // parts for p in range(parts + 1)]
     chunks = [(a, b - a) for a, b in zip(edges, edges[1:])]
-    if parts == 1:
-        body(*chunks[0])
+    workers = min(cores, parts)
+    if workers == 1:
+        for chunk in chunks:
+            body(*chunk)
         return
     errors = [None] * parts
-    running, lock = set(), threading.Lock()
+    lock = threading.Lock()
+    queue = iter(range(1, parts))  # chunk 0 is the caller's: it starts at once
+    stop = []
 
-    def work(index):
-        try:
+    def work(caught=BaseException, index=None):
+        while not stop:
+            if index is None:
+                with lock:
+                    index = next(queue, None)
+                if index is None:
+                    return
             try:
                 body(*chunks[index])
-            finally:
-                with lock:
-                    running.discard(index)
-        except BaseException as exc:  # noqa: BLE001  (handed to the calling thread)
-            errors[index] = exc
+            except caught as exc:  # noqa: BLE001  (handed to the calling thread)
+                errors[index] = exc
+                stop.append(index)
+                return
+            index = None
 
-    threads = []
-    for index in range(1, parts):
-        thread = threading.Thread(target=contextvars.copy_context().run, args=(work, index), daemon=True,
-                                  name=f"parallel-chunk-{index}")
-        running.add(index)
-        threads.append(thread)
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(work,), daemon=True,
+                                name=f"parallel-chunk-{n}") for n in range(1, workers)]
+    for thread in threads:
         thread.start()
     try:
-        body(*chunks[0])
+        work(Exception, 0)  # the caller's KeyboardInterrupt goes straight to the handler below
         for thread in threads:
             thread.join()
     except BaseException:
+        stop.append(-1)
         with lock:  # stop the chunks still running at their next Python step, then wait for them
-            for index in running:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threads[index - 1].ident),
-                                                           ctypes.py_object(KeyboardInterrupt))
+            for thread in threads:
+                if thread.is_alive():
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                                               ctypes.py_object(KeyboardInterrupt))
         for thread in threads:
             thread.join()
         raise

@@ -1,0 +1,152 @@
+"""The emulation plan: fast mode decides each loop's strategy before emitting, and says why."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tvm
+from tvm import te
+from tvm.script import tirx as T
+
+import tvm_hybrid_nb as thn
+from tvm_hybrid_nb import ui
+from tvm_hybrid_nb.codegen import plan as P
+
+
+def _rand(*shape):
+    return np.random.default_rng(0).standard_normal(shape).astype("float32")
+
+
+def _matmul(n=32):
+    A = te.placeholder((n, n), name="A")
+    B = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return thn.build([A, B, C])
+
+
+def test_matmul_plan_runs_i_and_j_as_lanes_and_names_the_carried_dependence_of_k():
+    hm = _matmul()
+    plan = hm.stage(0).plan("fast")
+    by_loop = {d.loop: d for d in plan.decisions}
+    assert by_loop["i"].strategy == P.LANES and by_loop["j"].strategy == P.LANES
+    assert by_loop["k"].strategy == P.SERIAL
+    assert "carried dependence on C" in by_loop["k"].reason
+    assert "k stays serial: carried dependence on C" in plan.summary()
+    # The plan is what ran: the fast script computes the matmul exactly as the exact one.
+    a, b = _rand(32, 32), _rand(32, 32)
+    fast = hm.emulate(a, b, np.zeros((32, 32), "float32"), mode="fast").copy()
+    exact = hm.emulate(a, b, np.zeros((32, 32), "float32"), mode="exact").copy()
+    np.testing.assert_array_equal(fast, exact)
+    np.testing.assert_allclose(fast, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_exact_mode_plans_every_loop_serial_and_explain_is_text_and_data():
+    hm = _matmul(8)
+    text = hm.explain(0, mode="exact")
+    assert text.startswith("exact mode") and text.count("serial (exact mode") == 3
+    data = hm.stage(0).plan("fast").as_dict()
+    assert json.loads(json.dumps(data)) == data
+    assert [d["loop"] for d in data["loops"]] == ["i", "j", "k"]
+    with pytest.raises(ValueError, match="mode"):
+        hm.stage(0).plan("quick")
+
+
+def test_a_loop_emission_cannot_run_as_lanes_is_planned_serial_with_the_reason():
+    @T.prim_func
+    def f(A: T.Buffer((2048,), "float32"), B: T.Buffer((2048,), "float32")):
+        for i in range(2048):
+            tmp = T.alloc_buffer((1048576,), "float32")
+            tmp[i * 64] = A[i] * T.float32(2)
+            B[i] = tmp[i * 64] + T.float32(1)
+
+    hm = thn.build(f)
+    (decision,) = hm.stage(0).plan("fast").decisions
+    assert decision.strategy == P.SERIAL
+    assert decision.reason.startswith("no lane form: one copy of tmp per lane would need")
+    a = _rand(2048)
+    out = hm.emulate(a, np.zeros(2048, "float32"), mode="fast")
+    np.testing.assert_array_equal(out, a * np.float32(2) + np.float32(1))
+
+
+def test_parallel_loop_is_planned_in_chunks_and_a_too_small_loop_stays_serial():
+    @T.prim_func
+    def f(A: T.Buffer((64, 4), "float32"), B: T.Buffer((64, 4), "float32")):
+        for i in T.parallel(64):
+            for j in range(4):
+                B[i, j] = A[i, j] + T.float32(1)
+        for u in range(1):
+            B[0, 0] = B[0, 0] * T.float32(2)
+
+    hm = thn.build(f)
+    by_loop = {d.loop: d for d in hm.stage(0).plan("fast").decisions}
+    assert by_loop["i"].strategy == P.PARALLEL_CHUNKS and by_loop["j"].strategy == P.LANES
+    assert by_loop["u"].strategy == P.SERIAL and "one iteration" in by_loop["u"].reason
+    a = _rand(64, 4)
+    want = a + np.float32(1)
+    want[0, 0] *= np.float32(2)
+    np.testing.assert_array_equal(hm.emulate(a, np.zeros((64, 4), "float32"), mode="fast"), want)
+
+
+def _gpu_build(compute, n=256, threads=64):
+    A = te.placeholder((n,), name="A")
+    B = compute(A)
+    sch = tvm.s_tir.Schedule(te.create_prim_func([A, B]))
+    loops = sch.get_loops(sch.get_sblock("B"))
+    bx, tx = sch.split(loops[-1] if len(loops) == 1 else loops[0], [None, threads])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    return thn.build(sch, target="cuda")
+
+
+def _after_split(hm):
+    """The first stage after the host/device split: the host function launches the kernel."""
+    return next(s for s in hm.stages if s.emulatable and s.changed and s.plan("fast").launched)
+
+
+def test_gpu_blocks_run_as_lanes_in_chunks_at_every_stage_when_independent():
+    hm = _gpu_build(lambda A: te.compute(A.shape, lambda i: A[i] * 2.0, name="B"))
+    strategies = {d.loop: d.strategy for d in hm.stage(0).plan("fast").decisions}
+    assert strategies == {"i_0": P.PARALLEL_CHUNKS, "i_1": P.THREAD_LANES}
+    later = _after_split(hm)
+    plan = later.plan("fast")
+    (kernel,) = plan.launched.values()
+    assert [(d.loop, d.strategy) for d in kernel.decisions] == [("blockIdx.x", P.PARALLEL_CHUNKS),
+                                                                 ("threadIdx.x", P.THREAD_LANES)]
+    assert "kernel " in plan.text() and "blocks independent" in plan.text()
+    a = _rand(256)
+    for stage in (0, later.index):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros(256, "float32"), stage=stage, mode="fast"),
+                                      a * np.float32(2))
+
+
+def test_gpu_blocks_that_communicate_through_global_memory_run_one_after_another():
+    @T.prim_func
+    def f(A: T.Buffer((256,), "float32"), B: T.Buffer((64,), "float32")):
+        for bx in T.thread_binding(4, thread="blockIdx.x"):
+            for tx in T.thread_binding(64, thread="threadIdx.x"):
+                B[tx] = B[tx] + A[bx * 64 + tx]  # every block adds into the same B: they race on a GPU
+
+    hm = thn.build(f, target="cuda")
+    (block,) = [d for d in hm.stage(0).plan("fast").decisions if d.loop == "bx"]
+    assert block.strategy == P.SERIAL and "carried dependence on B" in block.reason
+    later = _after_split(hm)
+    (kernel,) = later.plan("fast").launched.values()
+    assert kernel.decisions[0].strategy == P.BLOCK_LOOP and "carried dependence on B" in kernel.decisions[0].reason
+    assert "run one after another" in later.plan("fast").summary()
+    a = _rand(256)
+    want = np.zeros(64, "float32")
+    for bx in range(4):
+        want += a[bx * 64:(bx + 1) * 64]
+    for stage in (0, later.index):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros(64, "float32"), stage=stage, mode="fast"), want)
+
+
+def test_the_explorer_shows_the_plan_next_to_the_hybrid_source():
+    hm = _matmul(8)
+    panel = ui.stage_panel(hm.stage(0), hm.stages, run_compare=None)
+    html = panel.content.value
+    assert 'class="thn-plan"' in html
+    assert "k stays serial: carried dependence on C" in html
+    assert html.startswith("<details class=\"thn-plan\"")  # above the source
