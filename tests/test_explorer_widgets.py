@@ -116,6 +116,9 @@ def test_hybrid_view_starts_at_the_kernel_with_helpers_folded(matmul):
     assert panel.views.options == ("Hybrid Python", "TVMScript", "Diff")
     assert panel.views.value == "Hybrid Python"
     shown = panel.content.value
+    # Fast mode's plan comes first (folded), then the source.
+    assert shown.startswith('<details class="thn-plan">') and "fast mode:" in shown
+    shown = shown[shown.index("</details>") + len("</details>"):]
     kernel_part, helpers_part = shown.split('<details class="thn-helpers">')
     kernel_lines = [ln for ln in text_of(kernel_part).splitlines() if ln.strip()]
     assert any("def main(" in ln for ln in kernel_lines[:10])

@@ -150,3 +150,22 @@ def test_the_explorer_shows_the_plan_next_to_the_hybrid_source():
     assert 'class="thn-plan"' in html
     assert "k stays serial: carried dependence on C" in html
     assert html.startswith("<details class=\"thn-plan\"")  # above the source
+
+
+def test_blocks_with_shared_tiles_each_get_their_own_shared_memory_and_match_exact():
+    from tvm_hybrid_nb import examples
+
+    ex = examples.gpu_tiled_matmul(64, 16)
+    hm = thn.build(ex.obj, target="cuda")
+    inputs = ex.inputs(hm)
+    out = [k for k, p in enumerate(hm.params) if p.is_output][0]
+    stages = [hm.stage(0), _after_split(hm)]
+    plans = [s.plan("fast") for s in stages]
+    blocks = [d for p in plans for d in p.all_decisions() if "blockIdx" in d.loop or d.loop in ("i_0", "j_0")]
+    assert blocks and all(d.strategy in (P.LANES, P.PARALLEL_CHUNKS) for d in blocks), [p.text() for p in plans]
+    for stage in stages:
+        fast, exact = [a.copy() for a in inputs], [a.copy() for a in inputs]
+        hm.emulate(*fast, stage=stage.index, mode="fast")
+        hm.emulate(*exact, stage=stage.index, mode="exact")
+        np.testing.assert_array_equal(fast[out], exact[out])
+        np.testing.assert_allclose(fast[out], inputs[0] @ inputs[1], rtol=1e-4, atol=1e-4)

@@ -222,21 +222,51 @@ def grid_loop(attr):
     return tirx.For(iv.var, tirx.const(0, _dtype(iv.var)), attr.value, tirx.ForKind.SERIAL, attr.body)
 
 
+def block_scoped_allocations(func) -> dict[int, object]:
+    """The function's allocations that belong to one GPU block: shared memory (``shared*``) and
+    per-thread memory (``local*``), from ``AllocBuffer`` statements and blocks' ``alloc_buffers``,
+    by buffer key."""
+    found: dict[int, object] = {}
+
+    def visit(node):
+        key = _type_key(node)
+        bufs = [node.buffer] if key == "tirx.AllocBuffer" else list(node.alloc_buffers) if key == "s_tir.SBlock" else []
+        for buf in bufs:
+            if str(buf.scope()).startswith(("shared", "local")):
+                found[_key(buf)] = buf
+        return True
+
+    tvm_ffi.structural_walk(func.body, visit, order="post")
+    return found
+
+
+def per_block_memory(shared: dict[int, object], loop_body, counts: dict[int, int]) -> dict[int, object]:
+    """The block-scoped allocations that only ``loop_body`` (the body of a loop over a GPU grid)
+    touches: shared and per-thread memory belong to one block, so each block (each iteration) has
+    its own copy, wherever the IR allocates it."""
+    if not shared:
+        return {}
+    inside = _buffer_access_counts(loop_body)
+    return {key: buf for key, buf in shared.items() if inside.get(key, 0) and inside[key] == counts.get(key)}
+
+
 def _loop_is_independent(loop, roots: dict[int, int]) -> bool:
     """Whether the iterations of ``loop`` touch disjoint memory wherever one of them writes."""
     return loop_dependence(loop, roots) is None
 
 
-def loop_dependence(loop, roots: dict[int, int]) -> str | None:
+def loop_dependence(loop, roots: dict[int, int], private=()) -> str | None:
     """Why the iterations of ``loop`` may touch the same memory where one of them writes, or None
     when they provably do not.
 
     Sufficient test, per written buffer: in some dimension every access index has the form
     ``c * x + g`` with the same constant ``c`` and the values of all the ``g`` (over the inner loops
     and vector lanes) spread over less than ``|c|``, so the elements that iteration ``x`` touches are
-    disjoint from those of any other iteration.
+    disjoint from those of any other iteration.  Buffers in ``private`` (keys) have a copy per
+    iteration wherever they are allocated.
     """
     acc = _LoopAccesses(roots)
+    acc.local |= set(private)
     acc.stmt(loop.body)
     if acc.private:
         return acc.private

@@ -30,7 +30,6 @@ class BuffersMixin:
         # allocation inside a loop that runs as lanes one copy per lane; shared memory is one copy.
         info.per_thread = scope.startswith("local") or (scope == "global" and any(ax.is_thread for ax in self.lanes.axes))
         private = [ax for ax in self.lanes.axes if not ax.is_thread]
-        self._check_lane_copies(buf, private, dims)
         info.prefix = [ast.BinOp(_name(ax.name), ast.Sub(), ax.lo)
                        if not (isinstance(ax.lo, ast.Constant) and ax.lo.value == 0) else _name(ax.name)
                        for ax in private]
@@ -46,6 +45,7 @@ class BuffersMixin:
                     extent = self.gpu.thread_extents.get(tag)
                     lanes_shape.append(ast.Constant(extent) if extent is not None
                                        else running.get(axis, ast.Constant(1)))
+        self._check_lane_copies(buf, private, lanes_shape + dims)
         # A buffer of vectors (float32x3 after StorageRewrite): each element is a row of lanes.
         vector_lanes = [ast.Constant(_lanes(str(buf.dtype)))] if _lanes(str(buf.dtype)) > 1 else []
         shape = ast.Tuple(lanes_shape + [ax.extent for ax in private] + [d.node for d in dims] + vector_lanes,
@@ -72,7 +72,7 @@ class BuffersMixin:
             return
         nbytes = max(tvm.DataType(str(buf.dtype)).bits // 8, 1) * _lanes(str(buf.dtype))
         for node in [ax.extent if ax.var is None or _key(ax.var) != self.lanes.chunked_var else self.lanes.chunked_extent
-                     for ax in private] + [d.node for d in dims]:
+                     for ax in private] + [d if isinstance(d, ast.expr) else d.node for d in dims]:
             nbytes *= node.value if isinstance(node, ast.Constant) else self.UNKNOWN_LANES
         if nbytes > self.LANE_COPIES_MAX_BYTES:
             raise _CannotVectorize(f"one copy of {buf.name} per lane would need {nbytes >> 20} MiB")

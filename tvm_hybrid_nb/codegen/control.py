@@ -93,9 +93,10 @@ class ControlFlowMixin:
                 node.loop_var, node.min, lo, node.extent, node.body, is_thread=False,
                 tag=f"parallel {node.loop_var.name}", race=True, private_allocs=self._planned_into(node)))
         if strategy in (LANES, PARALLEL_CHUNKS) and self._free_loop_axis() is not None:
+            private = self._per_block_allocs(node) if kind == 4 else []  # a loop over the blocks
             if strategy == PARALLEL_CHUNKS and self._can_split_parallel():
-                return self._as_planned(node, lambda: self._split_parallel(node, lo, extent))
-            return self._as_planned(node, lambda: self._vectorized_for(node, lo))
+                return self._as_planned(node, lambda: self._split_parallel(node, lo, extent, private))
+            return self._as_planned(node, lambda: self._vectorized_for(node, lo, private))
         if _is_zero(node.min):
             bounds = [extent.node]
         else:

@@ -144,9 +144,10 @@ class LanesMixin:
             index = ast.BinOp(index, ast.Sub(), frame.lo)
         return ast.Subscript(_name(name), index, ast.Load())
 
-    def _vectorized_for(self, node, lo: Value) -> list[ast.stmt]:
+    def _vectorized_for(self, node, lo: Value, private_allocs=()) -> list[ast.stmt]:
         """All iterations at once: the loop variable becomes an array along its own axis."""
-        return self._lanes_for(node.loop_var, node.min, lo, node.extent, node.body, is_thread=False)
+        return self._lanes_for(node.loop_var, node.min, lo, node.extent, node.body, is_thread=False,
+                               private_allocs=private_allocs)
 
     def _can_split_parallel(self) -> bool:
         """Whether a ``T.parallel`` loop here may run in chunks on several cores: outside every
@@ -155,7 +156,7 @@ class LanesMixin:
         return (self.serial.depth == 0 and not self.lanes.axes and not self.lanes.stmt_masks and not self.lanes.masks
                 and not self.check)
 
-    def _split_parallel(self, node, lo: Value, extent: Value) -> list[ast.stmt]:
+    def _split_parallel(self, node, lo: Value, extent: Value, private_allocs=()) -> list[ast.stmt]:
         """A ``T.parallel`` loop proven independent: a function of one chunk of its iterations (run
         as lanes) and a ``parallel_chunks`` call that runs the chunks on the machine's cores."""
         var = node.loop_var
@@ -174,7 +175,7 @@ class LanesMixin:
         self.lanes.chunked_var, self.lanes.chunked_extent, self.lanes.peak_lanes = _key(var), extent.node, 0
         try:
             body = self._lanes_for(var, chunk_lo, Value(_name(self.namer.lookup(chunk_lo)), "py", dtype),
-                                   chunk_extent, node.body, is_thread=False)
+                                   chunk_extent, node.body, is_thread=False, private_allocs=private_allocs)
         finally:
             self.lanes.chunked_var = self.lanes.chunked_extent = None
         self.lanes.parallel_loops.append(self.namer.lookup(var))

@@ -15,7 +15,8 @@ from typing import Callable
 
 import tvm_ffi
 
-from .analysis import _type_key, grid_loop, loop_dependence
+from .analysis import (_buffer_access_counts, _type_key, grid_loop, loop_dependence, per_block_memory,
+                       block_scoped_allocations)
 from .names import _key
 
 #: The strategies, as the explorer names them.
@@ -143,6 +144,8 @@ class _Planner:
         self.depth = 0
         self.roots: dict[int, int] = {}
         self.func = func
+        self.shared: dict | None = None  # shared-memory allocations (found on first use)
+        self.counts: dict[int, int] = {}
 
     # -------------------------------------------------------------- walk
     def stmt(self, node) -> None:
@@ -240,7 +243,8 @@ class _Planner:
         rejected = self.plan.rejected.get(_key(key if key is not None else node))
         if rejected is not None:
             return SERIAL, f"no lane form: {rejected}"
-        dependence = loop_dependence(node, self.roots)
+        private = self.per_block(node) if grid else {}
+        dependence = loop_dependence(node, self.roots, private)
         free_axis = sum(not lane.is_thread for lane in self.lanes) < LOOP_AXES
         if kind == 1 and self.check and dependence is not None and free_axis:
             return RACE_LANES, "sanitizer: the iterations of a parallel loop run as lanes whose accesses are compared"
@@ -260,6 +264,12 @@ class _Planner:
         if (kind == 1 or grid) and self.serial_depth == 0 and not self.lanes and not self.check:
             return PARALLEL_CHUNKS, f"{what} independent: chunks of them run as lanes on all cores"
         return LANES, f"{what} independent: all of them run at once as array lanes"
+
+    def per_block(self, loop) -> dict:
+        if self.shared is None:
+            self.shared = block_scoped_allocations(self.func)
+            self.counts = _buffer_access_counts(self.func.body) if self.shared else {}
+        return per_block_memory(self.shared, loop.body, self.counts)
 
     def too_few_lanes(self, node) -> str | None:
         """Why running this loop as lanes cannot beat running it serially, or None (fast mode must
