@@ -247,3 +247,12 @@ def test_sanitizers_record_no_races_for_parallel_loops_proven_independent():
     assert "log=race_log" not in kernel.source
     a, b, c = _int_inputs(hm, seed=5)
     np.testing.assert_array_equal(hm.emulate(a, b, c.copy(), mode="fast", check=True), a @ b)
+
+
+def test_chunks_report_the_iterations_done_in_the_calling_thread(cores):
+    cores(1)
+    reports = []
+    runtime.parallel_chunks(lambda lo, n: None, 0, 10, lanes=10, min_lanes=1, max_lanes=2,
+                            report=lambda done: reports.append((done, threading.get_ident())))
+    assert [d for d, _ in reports] == [2, 4, 6, 8, 10]
+    assert {t for _, t in reports} == {threading.get_ident()}

@@ -169,3 +169,21 @@ def test_blocks_with_shared_tiles_each_get_their_own_shared_memory_and_match_exa
         hm.emulate(*exact, stage=stage.index, mode="exact")
         np.testing.assert_array_equal(fast[out], exact[out])
         np.testing.assert_allclose(fast[out], inputs[0] @ inputs[1], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("chunk_lanes", ["64", "1000", "2097152"])
+def test_grid_chunks_report_progress_and_never_change_the_result(monkeypatch, chunk_lanes):
+    monkeypatch.setenv("TVM_HYBRID_NB_MAX_CHUNK_LANES", chunk_lanes)
+    monkeypatch.setenv("TVM_HYBRID_NB_CHUNK_LANES", "1")
+    if chunk_lanes == "64":  # one thread: its report after every chunk is deterministic
+        monkeypatch.setenv("TVM_HYBRID_NB_THREADS", "1")
+    hm = _gpu_build(lambda A: te.compute(A.shape, lambda i: te.exp(A[i]) * 2.0, name="B"), n=1024)
+    a = _rand(1024)
+    exact = hm.emulate(a, np.zeros(1024, "float32"), mode="exact").copy()
+    for stage in (0, _after_split(hm).index):
+        seen = []
+        fast = hm.emulate(a, np.zeros(1024, "float32"), stage=stage, mode="fast", progress=seen.append)
+        np.testing.assert_array_equal(fast, exact)
+        assert seen and seen == sorted(seen) and seen[-1] == pytest.approx(1.0)
+        if chunk_lanes == "64":  # 16 blocks of 64 threads, one block a chunk: a report per chunk
+            assert len(seen) == 16, seen

@@ -179,21 +179,23 @@ class LanesMixin:
         finally:
             self.lanes.chunked_var = self.lanes.chunked_extent = None
         self.lanes.parallel_loops.append(self.namer.lookup(var))
-        if self.hooks.enabled and self.serial.depth == 0:
-            # Progress per chunk: the iterations done once this chunk is (only the caller's chunks
-            # report; reports never go backwards).
-            done = ast.BinOp(ast.BinOp(_name(self.namer.lookup(chunk_lo)), ast.Sub(), lo.node), ast.Add(),
-                             ast.BinOp(_name(self.namer.lookup(chunk_extent)), ast.Sub(), ast.Constant(1)))
-            body.append(ast.Expr(ast.Call(_name("__progress__"), [ast.Constant(self.hooks.loops), done,
-                                                                   extent.node], [])))
-            self.hooks.loops += 1
         args = [ast.arg(self.namer.lookup(chunk_lo)), ast.arg(self.namer.lookup(chunk_extent))]
         fdef = ast.FunctionDef(
             name=function, args=ast.arguments(posonlyargs=[], args=args, kwonlyargs=[], kw_defaults=[],
                                               defaults=[]),
             body=body or [ast.Pass()], decorator_list=[], returns=None, type_params=[])
+        keywords = {}
+        if self.hooks.enabled and self.serial.depth == 0:
+            # Progress as chunks complete, reported by the calling thread: report(iterations done).
+            done = ast.arg("done")
+            keywords["report"] = ast.Lambda(
+                ast.arguments(posonlyargs=[], args=[done], kwonlyargs=[], kw_defaults=[], defaults=[]),
+                ast.Call(_name("__progress__"), [ast.Constant(self.hooks.loops),
+                                                 ast.BinOp(_name("done"), ast.Sub(), ast.Constant(1)),
+                                                 extent.node], []))
+            self.hooks.loops += 1
         return [fdef, ast.Expr(self._call("parallel_chunks", _name(function), lo.node, extent.node,
-                                          ast.Constant(self.lanes.peak_lanes)))]
+                                          ast.Constant(self.lanes.peak_lanes), kw=keywords))]
 
     def _free_loop_axis(self) -> int | None:
         used = {ax.axis for ax in self.lanes.axes}

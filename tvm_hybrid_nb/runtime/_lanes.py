@@ -99,7 +99,7 @@ def lanes_view(buffer, base, lanes, ndim=12, _layouts={}):  # noqa: B006 (the de
     return np.ndarray(shape, buffer.dtype, buffer, start * buffer.itemsize, strides)
 
 
-def parallel_chunks(body, lo, extent, lanes, min_lanes=None, max_lanes=None):
+def parallel_chunks(body, lo, extent, lanes, min_lanes=None, max_lanes=None, report=None):
     """Fast mode: a loop whose iterations are proven independent (a ``T.parallel`` loop, the blocks
     of a GPU grid), split into consecutive chunks ``body(chunk_lo, chunk_extent)`` that run on the
     machine's cores at once, as the compiled kernel runs them on its threads (numpy releases the GIL
@@ -113,6 +113,9 @@ def parallel_chunks(body, lo, extent, lanes, min_lanes=None, max_lanes=None):
     each thread takes the next chunk when it is done with one.  ``TVM_HYBRID_NB_THREADS`` caps the
     number of threads (1 turns this off).  Chunks never change the result: the iterations are
     independent.
+
+    ``report(done)``, when given, is called in the calling thread with the number of iterations
+    done so far: after each of its own chunks, and while it waits for the other threads.
 
     The calling thread runs chunks too.  An exception in any chunk stops the others and the first
     one in chunk order propagates; KeyboardInterrupt stops every chunk before it propagates.
@@ -137,10 +140,15 @@ def parallel_chunks(body, lo, extent, lanes, min_lanes=None, max_lanes=None):
     chunks = [(a, b - a) for a, b in zip(edges, edges[1:])]
     workers = min(cores, parts)
     if workers == 1:
+        done = 0
         for chunk in chunks:
             body(*chunk)
+            done += chunk[1]
+            if report is not None:
+                report(done)
         return
     errors = [None] * parts
+    finished = [0]  # iterations done, over all threads
     lock = threading.Lock()
     queue = iter(range(1, parts))  # chunk 0 is the caller's: it starts at once
     stop = []
@@ -158,6 +166,10 @@ def parallel_chunks(body, lo, extent, lanes, min_lanes=None, max_lanes=None):
                 errors[index] = exc
                 stop.append(index)
                 return
+            with lock:
+                finished[0] += chunks[index][1]
+            if caught is Exception and report is not None:  # the calling thread
+                report(finished[0])
             index = None
 
     threads = [threading.Thread(target=contextvars.copy_context().run, args=(work,), daemon=True,
@@ -167,7 +179,10 @@ def parallel_chunks(body, lo, extent, lanes, min_lanes=None, max_lanes=None):
     try:
         work(Exception, 0)  # the caller's KeyboardInterrupt goes straight to the handler below
         for thread in threads:
-            thread.join()
+            while thread.is_alive():
+                thread.join(0.1)
+                if report is not None:
+                    report(finished[0])
     except BaseException:
         stop.append(-1)
         with lock:  # stop the chunks still running at their next Python step, then wait for them
