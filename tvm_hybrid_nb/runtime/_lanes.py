@@ -183,6 +183,8 @@ def parallel_chunks(body, lo, extent, lanes, min_lanes=None, max_lanes=None, rep
                 thread.join(0.1)
                 if report is not None:
                     report(finished[0])
+        if report is not None and not stop:
+            report(finished[0])  # the last chunks may have ended on other threads
     except BaseException:
         stop.append(-1)
         with lock:  # stop the chunks still running at their next Python step, then wait for them
