@@ -557,15 +557,19 @@ def run_local(jobs: Sequence[dict], workers: int, timeout: float | None,
     try:
         while pending or busy:
             while pending and len(busy) < workers:
-                if idle:
-                    worker = idle.pop()
-                else:
+                fresh = not idle
+                if fresh:
                     started += 1
                     worker = _Worker(ctx, started)
+                else:
+                    worker = idle.pop()
                 try:
                     worker.give(pending[0])
-                except OSError:  # an idle worker that died between jobs: not the job's fault
+                except OSError:
                     worker.kill()
+                    if fresh:  # a new process that cannot take a job: report it rather than retry forever
+                        on_result(_died(pending.popleft(), worker.proc.exitcode, 0.0))
+                    # else an idle worker that died between jobs: not the job's fault, give it to another
                     continue
                 pending.popleft()
                 busy[worker.conn] = worker
