@@ -131,6 +131,34 @@ def test_a_crashing_or_hanging_kernel_costs_only_its_own_worker(model):
     assert not report.ok
 
 
+def test_a_worker_runs_kernel_after_kernel_and_is_replaced_when_it_crashes_or_hangs(model, tmp_path):
+    log = tmp_path / "pids.txt"
+
+    def log_then_crash_or_hang(func):
+        """Writes which process built which kernel; kills its process on softmax, hangs on transpose."""
+        name = str(func.attrs["global_symbol"])
+        with open(log, "a") as f:
+            f.write(f"{name} {os.getpid()}\n")
+        if name == "softmax":
+            os.abort()
+        if name == "transpose":
+            time.sleep(120)
+        return None
+
+    report = verify(model, workers=1, schedule=log_then_crash_or_hang, timeout=4)
+    outcomes = {k.name: k.outcome for k in report.kernels}
+    assert outcomes == {"layer_norm": "ok", "transpose": "timeout", "transpose1": "ok", "softmax": "crashed",
+                        "fused_matmul1_add1_add2": "ok", GELU_KERNEL: "ok"}, str(report)
+    pid = dict(line.split() for line in log.read_text().splitlines())
+    assert list(pid) == list(outcomes)  # one worker: the kernels in the model's order
+    # One process per run of kernels between failures: reused while its jobs succeed, replaced after
+    # the job that hung (killed) and after the one that crashed it.
+    assert pid["layer_norm"] == pid["transpose"]
+    assert pid["transpose1"] == pid["softmax"]
+    assert pid["fused_matmul1_add1_add2"] == pid[GELU_KERNEL]
+    assert len({pid["layer_norm"], pid["softmax"], pid[GELU_KERNEL], str(os.getpid())}) == 4
+
+
 def test_the_same_run_on_a_dask_cluster_gives_the_identical_report(model, wrong_pass_report, tmp_path):
     distributed = pytest.importorskip("distributed")
     passes = [("tirx.FlattenBuffer", halves_become_quarters)]

@@ -11,10 +11,12 @@ machines without pickling TVM objects.
 
 Where jobs run:
 
-* default: one process per job forked from a ``forkserver`` that has already imported TVM (a fork
-  costs milliseconds), ``workers`` of them at once.  A job that crashes (a segfault, an abort)
-  takes only its own process down and is reported as ``"crashed"``; one that runs past ``timeout``
-  is killed and reported as ``"timeout"``;
+* default: ``workers`` worker processes forked from a ``forkserver`` that has already imported TVM
+  (a fork costs milliseconds), each running one job at a time and reused for the next, so that a
+  process's cold first build and emulation are paid once per worker, not once per kernel.  A job
+  that crashes (a segfault, an abort) takes only its own worker down and is reported as
+  ``"crashed"``; one that runs past ``timeout`` is killed with its worker and reported as
+  ``"timeout"``; either way a fresh worker takes the jobs still pending;
 * ``client=dask.distributed.Client(...)``: the same job function mapped over the cluster
   (``client.map``); a job that kills its Dask worker surfaces as ``KilledWorker`` → ``"crashed"``;
 * ``workers=0``: in this process, one job after another (no isolation; for debugging and for custom
@@ -477,16 +479,23 @@ def _as_tuple(value) -> tuple:
     return value if isinstance(value, tuple) else (value,)
 
 
-def _job_main(job: dict, conn) -> None:
-    """Entry point of a job's own process: run it and send the result back."""
+def _worker_main(conn) -> None:
+    """Entry point of a worker process: run the jobs it is sent, one at a time, until ``None``."""
     try:
-        conn.send(run_job(job))
+        while True:
+            try:
+                job = conn.recv()
+            except (EOFError, OSError):  # the parent has gone
+                return
+            if job is None:
+                return
+            conn.send(run_job(job))
     finally:
         conn.close()
 
 
 # ---------------------------------------------------------------------- runners
-#: Imported once by the forkserver, so that no job pays for them (about 0.5 s per job otherwise).
+#: Imported once by the forkserver, so that no worker pays for them (about 0.5 s per process otherwise).
 FORKSERVER_PRELOAD = [__name__, "tvm_hybrid_nb.module", "tvm_hybrid_nb.bisect", "cloudpickle", "tvm.s_tir.dlight"]
 
 
@@ -496,57 +505,103 @@ def _forkserver_context():
     return ctx
 
 
+class _Worker:
+    """One worker process and the parent's end of its pipe; ``job``/``start`` while it runs one."""
+
+    def __init__(self, ctx, number: int):
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=_worker_main, args=(child,), name=f"verify worker {number}", daemon=True)
+        self.proc.start()
+        child.close()
+        self.job: dict | None = None
+        self.start = 0.0
+
+    def give(self, job: dict) -> None:
+        self.conn.send(job)
+        self.job, self.start = job, time.monotonic()
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.join()
+        self.conn.close()
+
+    def stop(self) -> None:
+        """Ask an idle worker to exit; kill it if it does not."""
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.proc.join(timeout=5)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        self.conn.close()
+
+
 def run_local(jobs: Sequence[dict], workers: int, timeout: float | None,
               on_result: Callable[[dict], None]) -> None:
-    """Run ``jobs`` ``workers`` at a time, each in its own process forked from a forkserver.
+    """Run ``jobs`` on ``workers`` local worker processes, forked from a forkserver.
 
-    ``on_result`` gets every result dict as it arrives (in completion order).  A process that dies
-    without a result gives ``"crashed"`` (with its exit signal); one past ``timeout`` seconds is
-    killed and gives ``"timeout"``.
+    A worker runs one job at a time and is reused for the next, so a process's first build and
+    emulation (TVM's lazy initialisation, first calls into numpy) are paid once per worker, not
+    once per kernel.  ``on_result`` gets every result dict as it arrives (in completion order).  A
+    worker that dies without a result gives ``"crashed"`` (with its exit signal); one past
+    ``timeout`` seconds on a job is killed and gives ``"timeout"``.  Either way only that job is
+    lost: the worker is replaced by a fresh process for the jobs still pending.
     """
     ctx = _forkserver_context()
     pending = deque(jobs)
-    running: dict[Any, tuple] = {}  # receiving end of the pipe -> (process, job, start)
+    idle: list[_Worker] = []
+    busy: dict[Any, _Worker] = {}  # the parent's end of the pipe -> worker
+    started = 0
     try:
-        while pending or running:
-            while pending and len(running) < workers:
-                job = pending.popleft()
-                receiver, sender = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_job_main, args=(job, sender), name=f"verify {job['name']}",
-                                   daemon=True)
-                proc.start()
-                sender.close()
-                running[receiver] = (proc, job, time.monotonic())
-            now = time.monotonic()
+        while pending or busy:
+            while pending and len(busy) < workers:
+                fresh = not idle
+                if fresh:
+                    started += 1
+                    worker = _Worker(ctx, started)
+                else:
+                    worker = idle.pop()
+                try:
+                    worker.give(pending[0])
+                except OSError:
+                    worker.kill()
+                    if fresh:  # a new process that cannot take a job: report it rather than retry forever
+                        on_result(_died(pending.popleft(), worker.proc.exitcode, 0.0))
+                    # else an idle worker that died between jobs: not the job's fault, give it to another
+                    continue
+                pending.popleft()
+                busy[worker.conn] = worker
             wait = None
             if timeout is not None:
-                wait = max(0.0, min(start + timeout for _, _, start in running.values()) - now)
-            for receiver in multiprocessing.connection.wait(list(running), timeout=wait):
-                proc, job, start = running.pop(receiver)
+                wait = max(0.0, min(w.start + timeout for w in busy.values()) - time.monotonic())
+            for conn in multiprocessing.connection.wait(list(busy), timeout=wait):
+                worker = busy.pop(conn)
                 try:
-                    result = receiver.recv()
+                    result = conn.recv()
                 except (EOFError, OSError):
-                    proc.join()
-                    result = _died(job, proc.exitcode, time.monotonic() - start)
-                receiver.close()
-                proc.join()
+                    worker.proc.join()
+                    result = _died(worker.job, worker.proc.exitcode, time.monotonic() - worker.start)
+                    worker.kill()
+                else:
+                    worker.job = None
+                    idle.append(worker)
                 on_result(result)
             if timeout is not None:
                 now = time.monotonic()
-                for receiver, (proc, job, start) in list(running.items()):
-                    if now - start >= timeout:
-                        proc.kill()
-                        proc.join()
-                        receiver.close()
-                        del running[receiver]
-                        on_result(asdict(KernelResult(job["name"], "timeout", None,
+                for conn, worker in list(busy.items()):
+                    if now - worker.start >= timeout:
+                        worker.kill()
+                        del busy[conn]
+                        on_result(asdict(KernelResult(worker.job["name"], "timeout", None,
                                                       f"stopped after the time limit of {timeout:g} s",
-                                                      now - start)))
+                                                      now - worker.start)))
     finally:
-        for receiver, (proc, _, _) in running.items():
-            proc.kill()
-            proc.join()
-            receiver.close()
+        for worker in busy.values():
+            worker.kill()
+        for worker in idle:
+            worker.stop()
 
 
 def _died(job: dict, exitcode: int | None, seconds: float) -> dict:
