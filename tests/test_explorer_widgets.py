@@ -471,3 +471,21 @@ def test_few_outer_iterations_let_the_loop_inside_report_progress(mode):
     hm.emulate(s, out, mode=mode, progress=fractions.append)
     assert len(fractions) >= 4096 and fractions == sorted(fractions) and fractions[-1] == 1.0
     np.testing.assert_allclose(out, s.sum(axis=1), rtol=1e-4)
+
+
+def test_compare_gives_the_verdict_then_the_sanitizers_verdict_under_it():
+    from test_gpu import _missing_barrier, _with_barrier
+
+    def want(x):
+        return np.concatenate([x[:32][::-1], x[32:][::-1]])
+
+    clean = ui.explorer(thn.build(_with_barrier, target="cuda"), reference=want)
+    shown = click(clean.panel(0).compare)
+    assert shown.startswith("MATCH")
+    assert "Sanitizers: no data race, out-of-bounds access or read of unwritten memory" in shown
+    # The lockstep run of a kernel missing its barrier matches; only the sanitizers see the race.
+    racy = ui.explorer(thn.build(_missing_barrier, target="cuda"), reference=want)
+    panel = racy.panel(0).compare
+    shown = click(panel)
+    assert shown.startswith("MATCH") and "Sanitizers:" in shown and "data race on S[" in shown
+    assert panel.last_result is not None and panel.last_result.ok

@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 import ipywidgets as widgets
 
 from . import presentation as P
-from .errors import HybridError
+from .errors import EmulationError, HybridError
 
 VIEW_SCRIPT = "TVMScript"
 VIEW_HYBRID = "Hybrid Python"
@@ -44,6 +44,7 @@ DIVERGENCE_BUTTON = "Find first divergent pass"
 CANCEL_BUTTON = "Cancel"
 FILTER_PLACEHOLDER = "filter passes"
 CANCELLED_TEXT = "cancelled"
+SANITIZERS_RUNNING = "Running the sanitizers (data races, out-of-bounds accesses, reads of unwritten memory)…"
 
 
 class RunCancelled(KeyboardInterrupt):
@@ -273,12 +274,15 @@ def _shown_error(exc: BaseException, locate: Callable[[BaseException], str] | No
 
 
 def compare_panel(run: Callable[..., Any], description: str = COMPARE_BUTTON,
-                  locate: Callable[[BaseException], str] | None = None) -> widgets.VBox:
+                  locate: Callable[[BaseException], str] | None = None,
+                  sanitize: Callable[[Callable[[float], None]], str] | None = None) -> widgets.VBox:
     """A button that runs ``run(progress)`` (returning a CompareResult) and shows the result.
 
     The result line contains ``MATCH`` or ``MISMATCH`` with per-output errors and both run times;
     each output that differs gets a heat map of the error size.  Errors are one line (``locate``
-    may rewrite one to name the shown source line); ``Cancel`` stops the run.
+    may rewrite one to name the shown source line); ``Cancel`` stops the run.  ``sanitize(progress)``,
+    when given, runs next in the same run (the verdict is shown first): it returns a one-line verdict
+    of the sanitizers or raises the alarm, which is added under the result.
 
     Returns
     -------
@@ -294,13 +298,39 @@ def compare_panel(run: Callable[..., Any], description: str = COMPARE_BUTTON,
     panel.controls, panel.button, panel.result, panel.heatmaps, panel.last_result = (
         controls, controls.button, result, heatmaps, None)
 
+    checked: dict = {}  # this run's verdict, shown before the sanitizers run
+
+    def work(progress):
+        checked.clear()
+        outcome = run(progress)
+        if sanitize is None or getattr(outcome, "error", None):
+            return outcome
+        show(outcome, None)
+        checked["outcome"] = outcome
+        result.value += P.note_html(SANITIZERS_RUNNING)
+        started = time.monotonic()
+        try:
+            verdict = sanitize(progress)
+        except Exception as exc:  # an alarm (or a failure) of the sanitizers: shown under the verdict
+            checked["alarm"] = _shown_error(exc, locate)
+        else:
+            checked["verdict"] = f"{verdict} ({P.format_seconds(time.monotonic() - started)})"
+        return outcome
+
     def show(outcome: Any, error: BaseException | None) -> None:
+        if error is not None and "outcome" in checked:  # cancelled while the sanitizers ran
+            outcome, error = checked["outcome"], None
+            checked["verdict"] = "sanitizers: " + CANCELLED_TEXT
         if error is not None:
             panel.last_result = None
             result.value = _shown_error(error, locate)
             return
         panel.last_result = outcome
         result.value = P.compare_html(outcome)
+        if "alarm" in checked:
+            result.value += P.note_html("Sanitizers: ", "error") + checked["alarm"]
+        elif "verdict" in checked:
+            result.value += P.note_html(checked["verdict"])
         images = []
         for out in outcome.outputs:
             if out.mismatch_mask is not None:
@@ -313,7 +343,7 @@ def compare_panel(run: Callable[..., Any], description: str = COMPARE_BUTTON,
     def on_click(_button=None):
         result.value = P.note_html("Running the emulation and the reference…")
         heatmaps.children = ()
-        controls.start(lambda progress: run(progress), show)
+        controls.start(work, show)
 
     controls.button.on_click(on_click)
     return panel
@@ -427,7 +457,7 @@ def stage_panel(stage: Any, stages: Sequence[Any], run_compare: Callable[..., An
     compare = None
     children: list = [info_widget, views, holder]
     if run_compare is not None and stage.emulatable:
-        compare = compare_panel(run_compare, locate=locate)
+        compare = compare_panel(run_compare, locate=locate, sanitize=getattr(run_compare, "sanitize", None))
         children.insert(1, compare)
     panel.children = tuple(children)
     panel.add_class("thn-stage-panel")
@@ -553,9 +583,10 @@ class Explorer(widgets.VBox):
     def __init__(self, hm: Any, run_compare: Callable[..., Any],
                  run_divergence: Callable[[Callable[[Any], None]], Any],
                  locate: Callable[[int, BaseException], str] | None = None, reference_note: str = "",
-                 **kwargs):
+                 run_sanitizers: Callable[..., str] | None = None, **kwargs):
         self.hm = hm
         self._run_compare = run_compare
+        self._run_sanitizers = run_sanitizers
         self._locate = locate
         self._panels: dict[int, widgets.Widget] = {}
         self._results: dict[int, str] = {}
@@ -683,6 +714,8 @@ class Explorer(widgets.VBox):
             self._results[index] = "MATCH" if outcome.ok else "MISMATCH"
             self._relabel()
             return outcome
+        if self._run_sanitizers is not None:
+            run.sanitize = lambda progress=None: self._run_sanitizers(index, progress)
         return run
 
     def _relabel(self) -> None:
@@ -845,17 +878,25 @@ def explorer(hm: Any, reference: str | Callable | None = None,
         values = inputs() if callable(inputs) else inputs
         return tuple(values)
 
-    # The buttons emulate in fast mode (bit-identical to exact) with the sanitizers on.
+    # The buttons emulate in fast mode (bit-identical to exact): the verdict first, then the
+    # sanitizers on the same inputs (they cost far more than the emulation).
     def run_compare(index: int, progress=None):
-        outcome = hm.compare(*arguments(), reference=reference, stage=index, mode="fast", check=True,
+        outcome = hm.compare(*arguments(), reference=reference, stage=index, mode="fast",
                              progress=progress, on_error="partial")
         if outcome.error:
             outcome.error = locate_message(index, outcome.error)
         return outcome
 
+    def run_sanitizers(index: int, progress=None) -> str:
+        try:
+            hm.emulate(*arguments(), stage=index, mode="fast", check=True, progress=progress)
+        except EmulationError as exc:
+            raise EmulationError(locate_message(index, str(exc))) from None
+        return "Sanitizers: no data race, out-of-bounds access or read of unwritten memory"
+
     def run_divergence(progress):
-        found = find_first_divergence(hm, *arguments(), reference=reference, progress=progress, mode="fast",
-                                      check=True)
+        # Outputs only (fast mode): the sanitizers run per stage, under Emulate & compare.
+        found = find_first_divergence(hm, *arguments(), reference=reference, progress=progress, mode="fast")
         if found.stage is not None and found.error is not None and found.result is None:
             # The stage's emulation failed: still show the verdict on what it wrote before failing.
             found.result = run_compare(found.stage.index)
@@ -868,8 +909,6 @@ def explorer(hm: Any, reference: str | Callable | None = None,
         shown = shown_line(hm.stages[index], message)
         if shown is not None:
             return shown
-        from .errors import EmulationError
-
         try:
             hm.emulate(*arguments(), stage=index, mode="exact", check=True)
         except EmulationError as exc:
@@ -879,7 +918,8 @@ def explorer(hm: Any, reference: str | Callable | None = None,
     def locate(index: int, exc: BaseException) -> str:
         return locate_message(index, error_text(exc))
 
-    return Explorer(hm, run_compare, run_divergence, locate=locate, reference_note=note)
+    return Explorer(hm, run_compare, run_divergence, locate=locate, reference_note=note,
+                    run_sanitizers=run_sanitizers)
 
 
 _LINE_IN_MESSAGE = re.compile(r"at line (\d+): (.+?): ([A-Z]\w*(?:Error|Exception))\b")
