@@ -30,6 +30,7 @@ class BuffersMixin:
         # allocation inside a loop that runs as lanes one copy per lane; shared memory is one copy.
         info.per_thread = scope.startswith("local") or (scope == "global" and any(ax.is_thread for ax in self.lanes.axes))
         private = [ax for ax in self.lanes.axes if not ax.is_thread]
+        info.prefix_axes = [_key(ax.var) if ax.var is not None else None for ax in private]
         info.prefix = [ast.BinOp(_name(ax.name), ast.Sub(), ax.lo)
                        if not (isinstance(ax.lo, ast.Constant) and ax.lo.value == 0) else _name(ax.name)
                        for ax in private]
@@ -193,7 +194,7 @@ class BuffersMixin:
         self._declare_buffer(buf, name)
         self.scope.storage_roots[_key(buf)] = self.scope.storage_roots.get(_key(source_buf), _key(source_buf))
         info = self.scope.buffers[_key(buf)]
-        info.per_thread, info.prefix = True, list(source.prefix)
+        info.per_thread, info.prefix, info.prefix_axes = True, list(source.prefix), list(source.prefix_axes)
         lead = ast.Constant(len(self.THREAD_AXES) + len(source.prefix))
         dtype, shape_nodes, offset = str(buf.dtype), [v.node for v in shape_values], offset_value.node
         if _lanes(dtype) > 1:

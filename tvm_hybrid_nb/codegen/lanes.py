@@ -24,24 +24,32 @@ class LanesMixin:
     VIEW_MIN_ELEMENTS = 16
     FIRST_LOOP_AXIS = 4
 
-    def _lane_view(self, info: _BufferInfo, indices, values: list[Value]) -> ast.expr | None:
+    def _lane_view(self, info: _BufferInfo, indices, values: list[Value], write: bool = False) -> ast.expr | None:
         """Fast mode: an access whose index is affine in the lanes is a strided view of the buffer
-        (``lanes_view``), not a gather or scatter through index arrays."""
-        if (not self.fast or self.lanes.stmt_masks or self.lanes.masks or info.prefix or info.per_thread
+        (``lanes_view``), not a gather or scatter through index arrays.  A buffer with a copy per
+        lane or per thread is viewed through its lane dimensions too (a thread's accumulator)."""
+        if (not self.fast or self.lanes.stmt_masks or self.lanes.masks
                 or info.name in self.scope.strided_storage
-                or _lanes(info.dtype) > 1 or not _varying(*values) or not self._in_bounds(info, indices)):
+                or _lanes(info.dtype) > 1 or not self._in_bounds(info, indices)):
+            return None
+        prefix = self._view_prefix(info)
+        if prefix is None or not (prefix or _varying(*values)):
             return None
         axes = [ax for ax in self.lanes.axes if ax.var is not None]
         lane_axis = self.FAST_AXES - 1
-        bases, coefs = [], {ax.axis: [0] * len(indices) for ax in axes}
+        dims = len(prefix) + len(indices)
+        bases, coefs = [], {ax.axis: [0] * dims for ax in axes}
         extents = {ax.axis: ax.extent for ax in axes}
+        for p, (_base, axis) in enumerate(prefix):
+            if axis is not None:
+                coefs[axis][p] = 1
         try:
-            for d, idx in enumerate(indices):
+            for d, idx in enumerate(indices, start=len(prefix)):
                 key = _type_key(idx)
                 if key == "prim.Ramp":
                     if _type_key(idx.stride) != "ir.IntImm":
                         return None
-                    coefs.setdefault(lane_axis, [0] * len(indices))[d] = int(idx.stride.value)
+                    coefs.setdefault(lane_axis, [0] * dims)[d] = int(idx.stride.value)
                     extents[lane_axis] = ast.Constant(int(idx.lanes))
                     idx = idx.base
                 elif key == "prim.Broadcast":
@@ -66,16 +74,44 @@ class LanesMixin:
         if base_nodes is None:
             return None
         used = [axis for axis, cs in sorted(coefs.items()) if any(cs)]
+        if prefix and write and set(used) < {ax.axis for ax in axes}:
+            return None  # lanes that share an element of a per-lane copy: not one view
         count = 1
         for axis in used:
             count *= extents[axis].value if isinstance(extents[axis], ast.Constant) else self.VIEW_MIN_ELEMENTS
         if count < self.VIEW_MIN_ELEMENTS:  # building a view costs more than gathering a few elements
             return None
         lanes = [(axis, extents[axis], coefs[axis]) for axis in used]
+        if prefix:
+            start = ast.Tuple([base for base, _axis in prefix] + base_nodes, ast.Load())
+            return self._call("lanes_view", _name(info.name), start, self._lanes_arg(lanes))
         hoisted = self._hoisted_view(info, bases, lanes)
         if hoisted is not None:
             return hoisted
         return self._call("lanes_view", _name(info.name), ast.Tuple(base_nodes, ast.Load()), self._lanes_arg(lanes))
+
+    def _view_prefix(self, info: _BufferInfo) -> list | None:
+        """The lane dimensions in front of a per-lane or per-thread buffer's own, as ``(start, array
+        axis or None)`` for a view, or None when one of them has no view (see ``_prefix``)."""
+        parts = []
+        if info.per_thread:
+            active = {ax.tag: ax for ax in self.lanes.axes if ax.is_thread}
+            for tag, _axis in sorted(self.THREAD_AXES.items(), key=lambda kv: kv[1]):
+                ax = active.get(tag)
+                if ax is not None:
+                    parts.append((ax.lo, ax.axis))
+                elif tag in self.gpu.serial_thread_lanes:
+                    return None  # a thread run serially: an index that changes per iteration
+                else:
+                    parts.append((ast.Constant(0), None))
+        for key in info.prefix_axes:
+            ax = next((a for a in self.lanes.axes if a.var is not None and _key(a.var) == key), None)
+            if ax is None:
+                return None
+            parts.append((ast.Constant(0), ax.axis))
+        if len(parts) != len(info.prefix) + (len(self.THREAD_AXES) if info.per_thread else 0):
+            return None
+        return parts
 
     def _same_for_all_lanes(self, exprs) -> list[ast.expr] | None:
         """``exprs`` in Python when none of them differs between lanes, else None."""

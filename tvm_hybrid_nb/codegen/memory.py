@@ -112,7 +112,7 @@ class MemoryAccessMixin:
         if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") or v.lanes > 1 for i, v in zip(indices, values)):
             return info, indices, values  # refused by _check_vector_buffer
         scalar = _BufferInfo(info.name, list(info.shape) + [tirx.IntImm("int32", lanes)], _scalar_dtype(info.dtype),
-                             list(info.prefix), info.per_thread, info.shadow)
+                             list(info.prefix), info.per_thread, info.shadow, list(info.prefix_axes))
         lane = Value(self._call("vector_lane_index", ast.Constant(lanes), ast.Constant(self.FAST_AXES)), "np",
                      f"int32x{lanes}", True)
         return scalar, list(indices) + [tirx.Ramp(tirx.IntImm("int32", 0), tirx.IntImm("int32", 1), lanes)], (
@@ -193,7 +193,7 @@ class MemoryAccessMixin:
                 return [ast.Assign([ast.Subscript(view, ast.Constant(Ellipsis), ast.Store())], value),
                         ast.Assign([ast.Subscript(written, ast.Constant(Ellipsis), ast.Store())], ast.Constant(True))]
             return [ast.Expr(self._access_call(info, values, write=True, value=value))]
-        view = self._lane_view(info, indices, values)
+        view = self._lane_view(info, indices, values, write=True)
         if view is not None:
             if (isinstance(value, ast.BinOp) and isinstance(value.op, self.IN_PLACE_OPS)
                     and ast.dump(value.left) == ast.dump(view)):

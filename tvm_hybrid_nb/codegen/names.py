@@ -104,6 +104,8 @@ class _BufferInfo:
     per_thread: bool = False
     #: Sanitizer (``check=True``): name of the array that marks which elements were written.
     shadow: str | None = None
+    #: The loop variables (keys) of the ``prefix`` lane indices, in order (for strided views).
+    prefix_axes: list = field(default_factory=list)
 
 
 @dataclass
