@@ -38,7 +38,7 @@ from typing import Any, Sequence
 import numpy as np
 import tvm
 
-from . import __version__
+from ._version import __version__
 from . import capture as _capture
 from .compare import CompareResult, OutputComparison
 from .errors import BuildError, DumpError, HybridError, UnknownPassError
