@@ -16,7 +16,7 @@ import tvm
 from tvm import s_tir, te
 
 import tvm_hybrid_nb as thn
-from tvm_hybrid_nb import dump
+from tvm_hybrid_nb import dump, dump_write
 from tvm_hybrid_nb.errors import BuildError, DumpError, UnknownPassError
 from tvm_hybrid_nb.signature import ParamSpec, random_arguments
 
@@ -150,7 +150,7 @@ def test_runner_inputs_follow_random_arguments():
     params = [ParamSpec("a", "float32", (5, "n")), ParamSpec("b", "int8", (7,)), ParamSpec("c", "int32", (6,)),
               ParamSpec("d", "uint8", (4,)), ParamSpec("e", "bool", (9,)), ParamSpec("f", "float16", (3,)),
               ParamSpec("out", "int64", ("n",), is_output=True)]
-    ours = dump._RUNNER["_thn_random_arguments"](dump._param_tuples(params), 11, {"n": 4}, {})
+    ours = dump_write._RUNNER["_thn_random_arguments"](dump_write._param_tuples(params), 11, {"n": 4}, {})
     theirs = random_arguments(params, seed=11, sizes={"n": 4})
     for x, y in zip(ours, theirs):
         assert x.dtype == y.dtype

@@ -483,8 +483,13 @@ def test_find_first_divergence_takes_stage_keys_and_refuses_foreign_stages():
     flat = hm.stage("FlattenBuffer").index
     result = find_first_divergence(hm, stages=[0, "FlattenBuffer"], only_changed=False)
     assert not result.found and [s.index for s, _ in result.checked] == [0, flat]
+    assert str(result) == "No divergent pass: all 2 emulated stages MATCH native."
     broken = find_first_divergence(hm, stages=[0, flat], reference=lambda a: 2 * a + (a > 0))
     assert broken.found and broken.stage.index == 0 and broken.result.outputs[0].mismatches > 0
+    assert str(broken) == f"The input stage already differs from <lambda>:\n{broken.result}"
+    later = find_first_divergence(hm, stages=[flat], reference=lambda a: 2 * a + (a > 0))
+    assert str(later) == f"First divergent pass: {later.stage.label} ({later.stage.name})\n{later.result}"
+    assert later.stage.name.endswith("FlattenBuffer") and str(later.result).startswith("MISMATCH")
     with pytest.raises(StageLookupError) as info:
         find_first_divergence(hm, stages=[doubled("int32").stages[flat]])
     assert_one_line(info, "another module")

@@ -20,7 +20,7 @@ import tvm
 from tvm import te
 
 import tvm_hybrid_nb as thn
-from tvm_hybrid_nb import cli, dump
+from tvm_hybrid_nb import cli, dump, dump_write
 from tvm_hybrid_nb.errors import ArgumentShapeError, ArgumentTypeError, DumpError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -730,13 +730,13 @@ def test_a_user_file_named_like_a_temp_file_blocks_overwrite(hm, dumped):
 
 
 def test_a_file_added_to_the_old_dump_during_the_swap_survives(hm, dumped, monkeypatch):
-    real = dump._exchange
+    real = dump_write._exchange
 
     def exchange_after_a_user_write(a, b):
         (b / "late.txt").write_text("mine")  # the user saves a note just as the new dump is swapped in
         return real(a, b)
 
-    monkeypatch.setattr(dump, "_exchange", exchange_after_a_user_write)
+    monkeypatch.setattr(dump_write, "_exchange", exchange_after_a_user_write)
     with pytest.warns(UserWarning, match="kept"):
         hm.save(dumped, overwrite=True)
     kept = [p for p in dumped.parent.rglob("late.txt")]

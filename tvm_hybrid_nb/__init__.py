@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from ._compat import check_tvm_ffi_version
+from . import _version
 
 check_tvm_ffi_version()
 
-__version__ = "0.1.0"
+__version__ = _version.__version__
 
 __all__ = ["build", "load", "resume", "report", "verify", "HybridModule", "load_ipython_extension"]
 

@@ -48,9 +48,13 @@ class Divergence:
         return self.stage is not None
 
     def __str__(self) -> str:
-        from .presentation import divergence_text
-
-        return divergence_text(self)
+        """Plain text (``print(found)``); :func:`tvm_hybrid_nb.presentation.divergence_html` is the HTML."""
+        if self.stage is None:
+            return f"No divergent pass: all {len(self.checked)} emulated stages MATCH {self.reference}."
+        detail = str(self.result) if self.result is not None else f"its emulation failed: {self.error}"
+        if self.stage.index == 0:
+            return f"The input stage already differs from {self.reference}:\n{detail}"
+        return f"First divergent pass: {self.stage.label} ({self.stage.name})\n{detail}"
 
 
 def find_first_divergence(hm: Any, *arrays, reference: str | Callable = "native",

@@ -21,7 +21,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
-from . import __version__
+from ._version import __version__
 from .files import atomic_write_text
 from .presentation import compare_html, escape, format_seconds, note_html, signature_text, unified_diff
 

@@ -1,7 +1,11 @@
 """HybridModule: one schedule compiled by TVM's real pipeline, with every pass kept and runnable.
 
 Layering: this module joins pipeline capture (TVM) and hybrid code generation (TVM → Python) with
-the numpy-only emulation runtime.  Presentation (``_repr_html_``) is imported lazily.
+the numpy-only emulation runtime.  ``save`` writes through :mod:`tvm_hybrid_nb.dump_write` (below
+this module; :mod:`tvm_hybrid_nb.dump`, which reads dumps back, is above it).  The one upward import
+is ``_repr_html_``'s: Jupyter asks the object for its HTML, and it is rendered by
+:mod:`tvm_hybrid_nb.presentation`, imported only then (presentation imports nothing of this package,
+so no cycle; ``tests/test_import_layers.py`` allows exactly this hook).
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import tvm_ffi
 from tvm import te
 
 from . import capture as _capture
+from . import dump_write
 from .codegen import generate_kernel, kernel_signature
 from .compare import CompareResult, check_tolerance, compare_outputs, reference_outputs
 from .errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError, BuildError, CompareError,
@@ -586,10 +591,9 @@ class HybridModule:
     # ------------------------------------------------------------------ dumps and display
     def save(self, directory, overwrite: bool = False, sizes: dict[str, int] | None = None):
         """Write every stage as ``.py``, ``.tvmscript.py`` and ``.json`` plus ``index.json``
-        (``sizes``: the symbolic sizes the ``.py`` files run with by default)."""
-        from .dump import save
-
-        return save(self, directory, overwrite=overwrite, sizes=sizes)
+        (``sizes``: the symbolic sizes the ``.py`` files run with by default; see
+        :func:`tvm_hybrid_nb.dump.save`, and :func:`tvm_hybrid_nb.dump.load` to read it back)."""
+        return dump_write.save(self, directory, overwrite=overwrite, sizes=sizes)
 
     def __repr__(self) -> str:
         changed = sum(1 for s in self.stages[1:] if s.changed)
@@ -603,6 +607,7 @@ class HybridModule:
                 f"({changed} passes changed the IR{failed})>")
 
     def _repr_html_(self) -> str:
+        # Jupyter's display hook: the only upward import of this layer (pygments loads on display only).
         from .presentation import module_html
 
         return module_html(self)

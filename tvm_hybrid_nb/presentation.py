@@ -386,16 +386,6 @@ def divergence_html(found: Any) -> str:
             f"</div>{detail}")
 
 
-def divergence_text(found: Any) -> str:
-    """Plain-text version of :func:`divergence_html`."""
-    if found.stage is None:
-        return f"No divergent pass: all {len(found.checked)} emulated stages MATCH {found.reference}."
-    detail = str(found.result) if found.result is not None else f"its emulation failed: {found.error}"
-    if found.stage.index == 0:
-        return f"The input stage already differs from {found.reference}:\n{detail}"
-    return f"First divergent pass: {found.stage.label} ({found.stage.name})\n{detail}"
-
-
 def _shorten(text: str, limit: int) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from . import __version__
+from ._version import __version__
 from .html_report import _CSP, _CSS
 from .presentation import escape, format_seconds
 
