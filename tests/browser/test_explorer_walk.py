@@ -109,6 +109,24 @@ def test_kernel_first_view_with_helpers_folded(walk):
     page.screenshot(path=str(screenshot_dir() / "thn_walk_kernel_first.png"))
 
 
+def test_fast_mode_plan_and_the_two_verdicts_of_emulate_and_compare(walk):
+    page, expect = walk
+    ex = explorer(page, 1)
+    select_matching(ex.locator(".thn-pass-list select"), r"^\s*0\sinput\s")
+    detail = ex.locator(".thn-detail")
+    plan = detail.locator("details.thn-plan")
+    expect(plan.locator("summary")).to_contain_text("k stays serial: carried dependence on C")
+    expect(plan.locator("pre")).to_be_hidden()  # folded until asked
+    plan.locator("summary").click()
+    expect(plan.locator("pre")).to_contain_text("i: parallel chunks")
+    detail.locator(".thn-compare-button").click()
+    result = detail.locator(".thn-compare-result")
+    expect(result).to_contain_text("MATCH", timeout=60_000)
+    expect(result).to_contain_text("Sanitizers: no data race", timeout=60_000)
+    detail.scroll_into_view_if_needed()
+    page.screenshot(path=str(screenshot_dir() / "thn_walk_plan.png"))
+
+
 def test_pass_list_filter_and_arrow_keys(walk):
     page, expect = walk
     ex = explorer(page, 1)
