@@ -2,16 +2,11 @@
 thread extents and tree searches."""
 from __future__ import annotations
 
-import builtins
-import keyword
-
-from tvm import tirx
 import tvm
 import tvm_ffi
+from tvm import tirx
 
-from .. import runtime
-from .names import _dtype, _is_zero, _key, _scalar_dtype, _type_key, ascii_identifier
-
+from .names import _dtype, _is_zero, _key, _scalar_dtype, _type_key
 
 
 # ---------------------------------------------------------------------- fast-mode axis plan
@@ -424,14 +419,6 @@ def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lane
         reach += coef * (extent - 1)
     return True
 
-
-
-def _python_name(name: str) -> str:
-    clean = ascii_identifier(name) or "kernel"
-    if (clean[0].isdigit() or keyword.iskeyword(clean) or hasattr(builtins, clean) or clean.startswith("_")
-            or clean in vars(runtime) or clean == "race_log"):
-        clean = "k_" + clean
-    return clean
 
 
 def _thread_extents(body) -> dict[str, int]:

@@ -9,10 +9,10 @@ import tvm
 import tvm_ffi
 
 from ..errors import UnsupportedConstructError
-from .analysis import (_buffer_access_counts, _python_name, grid_loop, per_block_memory,
+from .analysis import (_buffer_access_counts, grid_loop, per_block_memory,
                        block_scoped_allocations)
 from .plan import LANES, PARALLEL_CHUNKS, emit_with_plan
-from .names import Value, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_true, _key, _name, _store_name, _type_key
+from .names import Value, _python_name, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_true, _key, _name, _store_name, _type_key
 
 
 class GpuMixin:

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import keyword
 import math
 import unicodedata
 from dataclasses import dataclass, field
 
+from .. import runtime
 from ..signature import ParamSpec
 
 _FOR_KIND_ITERATORS = {0: "range", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread_binding"}
@@ -223,3 +225,12 @@ def _is_zero(expr) -> bool:
 
 def _is_true(expr) -> bool:
     return expr is None or (_type_key(expr) == "ir.IntImm" and bool(expr.value))
+
+
+def _python_name(name: str) -> str:
+    """A module function's name as a Python function name that shadows no builtin, keyword or helper."""
+    clean = ascii_identifier(name) or "kernel"
+    if (clean[0].isdigit() or keyword.iskeyword(clean) or hasattr(builtins, clean) or clean.startswith("_")
+            or clean in vars(runtime) or clean == "race_log"):
+        clean = "k_" + clean
+    return clean
