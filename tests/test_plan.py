@@ -187,3 +187,25 @@ def test_grid_chunks_report_progress_and_never_change_the_result(monkeypatch, ch
         assert seen and seen == sorted(seen) and seen[-1] == pytest.approx(1.0)
         if chunk_lanes == "64":  # 16 blocks of 64 threads, one block a chunk: a report per chunk
             assert len(seen) == 16, seen
+
+
+def test_only_memory_the_blocks_would_share_gets_a_copy_per_block():
+    from tvm_hybrid_nb import examples
+
+    ex = examples.gpu_tiled_matmul(64, 8)
+    sch = ex.obj
+    block = sch.get_sblock("C")
+    local = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(local, sch.get_loops(block)[3])  # each thread's sum in C_local
+    hm = thn.build(sch, target="cuda")
+    by_loop = {d.loop: d for d in hm.stage(0).plan("fast").decisions}
+    # Blocks of one row share A's tile row, blocks of one column B's; C_local they touch apart.
+    assert by_loop["i_0"].strategy == P.PARALLEL_CHUNKS and by_loop["i_0"].copies == ("B_shared",)
+    assert by_loop["j_0"].strategy == P.LANES and by_loop["j_0"].copies == ("A_shared",)
+    assert "a copy of A_shared per block" in hm.explain(0)
+    inputs = ex.inputs(hm)
+    fast, exact = [a.copy() for a in inputs], [a.copy() for a in inputs]
+    hm.emulate(*fast, mode="fast")
+    hm.emulate(*exact, mode="exact")
+    np.testing.assert_array_equal(fast[2], exact[2])
+    np.testing.assert_allclose(fast[2], inputs[0] @ inputs[1], rtol=1e-4, atol=1e-4)

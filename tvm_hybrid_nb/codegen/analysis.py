@@ -260,11 +260,18 @@ def loop_dependence(loop, roots: dict[int, int], private=()) -> str | None:
     disjoint from those of any other iteration.  Buffers in ``private`` (keys) have a copy per
     iteration wherever they are allocated.
     """
+    blocking, shared = loop_dependences(loop, roots, private)
+    return blocking or next(iter(shared.values()), None)
+
+
+def loop_dependences(loop, roots: dict[int, int], private=()) -> tuple[str | None, dict[int, str]]:
+    """``(why no claim is possible, or None; {root buffer: why its accesses may overlap between
+    iterations}``) — see :func:`loop_dependence`."""
     acc = _LoopAccesses(roots)
     acc.local |= set(private)
     acc.stmt(loop.body)
     if acc.private:
-        return acc.private
+        return acc.private, {}
     groups: dict[int, list] = {}
     for root, buf_key, is_write, indices in acc.accesses:
         groups.setdefault(root, []).append((buf_key, is_write, indices))
@@ -272,20 +279,22 @@ def loop_dependence(loop, roots: dict[int, int], private=()) -> str | None:
     for var, value in acc.binds:
         expand.bind(var, value, allow_override=True)
     x = loop.loop_var.name
+    shared: dict[int, str] = {}
     for root, items in groups.items():
         if root in acc.local or not any(w for _, w, _ in items):
             continue
         name = acc.names.get(root, "a buffer")
         if len({k for k, _, _ in items}) > 1 or len({len(ix) for _, _, ix in items}) > 1:
-            return f"{name} is written and accessed through several views"
+            shared[root] = f"{name} is written and accessed through several views"
+            continue
         ndim = len(items[0][2])
         x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
         if not any(_separates_iterations([ix[d] for _, _, ix in items], loop.loop_var, acc, expand, x_extent)
                    for d in range(ndim)):
             flat = _flat_indices(items, acc.shapes.get(items[0][0]))
             if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent):
-                return f"carried dependence on {name}: two iterations of {x} may touch the same element"
-    return None
+                shared[root] = f"carried dependence on {name}: two iterations of {x} may touch the same element"
+    return None, shared
 
 
 def _flat_indices(items, shape) -> list | None:

@@ -9,8 +9,7 @@ import tvm
 import tvm_ffi
 
 from ..errors import UnsupportedConstructError
-from .analysis import (_buffer_access_counts, grid_loop, per_block_memory,
-                       block_scoped_allocations)
+from .analysis import block_scoped_allocations, grid_loop
 from .plan import LANES, PARALLEL_CHUNKS, emit_with_plan
 from .names import Value, _python_name, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_true, _key, _name, _store_name, _type_key
 
@@ -123,21 +122,23 @@ class GpuMixin:
             pass
         loop = grid_loop(node)
         lo = Value(ast.Constant(0), "py", dtype)
-        private = self._per_block_allocs(loop)
+        private = self._per_block_allocs(node)
         if strategy == PARALLEL_CHUNKS and self._can_split_parallel():
             extent = self.visit_expr(node.value)
             return self._as_planned(node, lambda: self._split_parallel(loop, lo, extent, private))
         return self._as_planned(node, lambda: self._lanes_for(iv.var, loop.min, lo, node.value, node.body,
                                                               is_thread=False, private_allocs=private))
 
-    def _per_block_allocs(self, loop) -> list:
-        """Shared memory allocated outside a loop over the blocks that only the loop touches: each
-        block lane gets its own copy (shared memory belongs to one block)."""
+    def _per_block_allocs(self, node) -> list:
+        """The block-scoped memory the plan gives a copy per block lane (``decision.private``) that
+        is allocated outside the loop: allocated again inside the lanes, once per block."""
+        decision = self.plan.decision(node)
+        if decision is None or not decision.private:
+            return []
         if self.gpu.shared is None:
             self.gpu.shared = block_scoped_allocations(self.func)
-            self.gpu.shared_counts = _buffer_access_counts(self.func.body) if self.gpu.shared else {}
-        return [buf for key, buf in per_block_memory(self.gpu.shared, loop.body, self.gpu.shared_counts).items()
-                if key in self.scope.buffers]
+        return [self.gpu.shared[key] for key in decision.private
+                if key in self.gpu.shared and key in self.scope.buffers]
 
     def _thread_allreduce(self, args) -> list[ast.stmt]:
         count = int(args[0].value)

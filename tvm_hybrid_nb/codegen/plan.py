@@ -15,7 +15,8 @@ from typing import Callable
 
 import tvm_ffi
 
-from .analysis import (_buffer_access_counts, _type_key, grid_loop, loop_dependence, per_block_memory,
+from .analysis import (_buffer_access_counts, _type_key, grid_loop, loop_dependence, loop_dependences,
+                       per_block_memory,
                        block_scoped_allocations)
 from .names import _key
 
@@ -44,9 +45,14 @@ class LoopDecision:
     strategy: str   #: one of the strategy names above
     reason: str
     depth: int      #: nesting depth among the function's loops
+    #: Buffers (keys) that get a copy per lane: block-scoped memory the blocks would share in the IR.
+    private: tuple = ()
+    #: Their names, for the explanation.
+    copies: tuple = ()
 
     def text(self) -> str:
-        return f"{self.loop}: {self.strategy} ({self.reason})"
+        copies = f"; a copy of {', '.join(self.copies)} per block" if self.copies else ""
+        return f"{self.loop}: {self.strategy} ({self.reason}{copies})"
 
 
 @dataclass
@@ -109,7 +115,7 @@ class EmulationPlan:
         """The plan as JSON-ready data."""
         return {"mode": self.mode, "check": self.check, "summary": self.summary(),
                 "loops": [{"loop": d.loop, "kind": d.kind, "strategy": d.strategy, "reason": d.reason,
-                           "depth": d.depth} for d in self.decisions],
+                           "depth": d.depth, "copies": list(d.copies)} for d in self.decisions],
                 "launched": {name: plan.as_dict() for name, plan in self.launched.items()}}
 
 
@@ -159,8 +165,10 @@ class _Planner:
         for child in _children(node):
             self.stmt(child)
 
-    def decide(self, node, loop: str, kind: str, strategy: str, reason: str) -> None:
-        decision = LoopDecision(loop, kind, strategy, reason, self.depth)
+    def decide(self, node, loop: str, kind: str, strategy: str, reason: str, private: tuple = ()) -> None:
+        private = private if strategy in (LANES, PARALLEL_CHUNKS) else ()
+        names = tuple(str(self.shared[key].name) for key in private if self.shared and key in self.shared)
+        decision = LoopDecision(loop, kind, strategy, reason, self.depth, private, names)
         self.plan.decisions.append(decision)
         self.plan.by_node[_key(node)] = decision
 
@@ -192,8 +200,9 @@ class _Planner:
             iv = node.node
             tag = str(iv.thread_tag)
             if tag.startswith("blockIdx"):
-                strategy, reason = self.strategy(grid_loop(node), 4, key=node, grid=True)
-                self.decide(node, str(iv.var.name), "attr", BLOCK_LOOP if strategy == SERIAL else strategy, reason)
+                strategy, reason, private = self.strategy(grid_loop(node), 4, key=node, grid=True)
+                self.decide(node, str(iv.var.name), "attr", BLOCK_LOOP if strategy == SERIAL else strategy, reason,
+                            private)
                 self.nested_as(strategy, node.value, node.body)
                 return
             self.thread(node, str(iv.var.name), "attr", tag, node.value, node.body)
@@ -225,8 +234,8 @@ class _Planner:
                 self.thread(node, name, kind_name, tag, node.extent, node.body)
                 return
             grid = True
-        strategy, reason = self.strategy(node, kind, grid=grid)
-        self.decide(node, name, kind_name, strategy, reason)
+        strategy, reason, private = self.strategy(node, kind, grid=grid)
+        self.decide(node, name, kind_name, strategy, reason, private)
         self.nested_as(strategy, node.extent, node.body)
 
     def nested_as(self, strategy: str, extent, body) -> None:
@@ -235,35 +244,46 @@ class _Planner:
         else:
             self.nested(body, serial=True)
 
-    def strategy(self, node, kind: int, key=None, grid: bool = False) -> tuple[str, str]:
+    def strategy(self, node, kind: int, key=None, grid: bool = False) -> tuple[str, str, tuple]:
         """The strategy of loop ``node`` (``key``: the statement the decision belongs to, when not the
-        loop itself; ``grid``: a loop over the blocks of a GPU grid) and the reason."""
+        loop itself; ``grid``: a loop over the blocks of a GPU grid), the reason, and the buffers
+        that get a copy per lane."""
+        private: tuple = ()
         if not (self.fast or self.check):
-            return SERIAL, "exact mode runs every loop as written"
+            return SERIAL, "exact mode runs every loop as written", private
         rejected = self.plan.rejected.get(_key(key if key is not None else node))
         if rejected is not None:
-            return SERIAL, f"no lane form: {rejected}"
-        private = self.per_block(node) if grid else {}
-        dependence = loop_dependence(node, self.roots, private)
+            return SERIAL, f"no lane form: {rejected}", private
+        if grid:
+            # Shared and per-thread memory belong to one block: a buffer that blocks would share in
+            # the IR gets a copy per block lane; one they touch apart needs none.
+            blocking, shared = loop_dependences(node, self.roots)
+            candidates = self.per_block(node)
+            if blocking is None and shared and set(shared) <= set(candidates):
+                private = tuple(sorted(shared))
+            dependence = blocking or next((why for buf, why in shared.items() if buf not in candidates), None)
+        else:
+            dependence = loop_dependence(node, self.roots)
         free_axis = sum(not lane.is_thread for lane in self.lanes) < LOOP_AXES
         if kind == 1 and self.check and dependence is not None and free_axis:
-            return RACE_LANES, "sanitizer: the iterations of a parallel loop run as lanes whose accesses are compared"
+            return (RACE_LANES, "sanitizer: the iterations of a parallel loop run as lanes whose accesses are compared",
+                    private)
         if not self.fast:
-            return SERIAL, "exact mode runs every loop as written"
+            return SERIAL, "exact mode runs every loop as written", private
         extent = _int(node.extent)
         if extent is not None and extent <= 1:
-            return SERIAL, "a loop of one iteration"
+            return SERIAL, "a loop of one iteration", private
         if dependence is not None:
-            return SERIAL, dependence
+            return SERIAL, dependence, private
         if not free_axis:
-            return SERIAL, "too many nested array axes"
+            return SERIAL, "too many nested array axes", private
         few = self.too_few_lanes(node)
         if few is not None:
-            return SERIAL, few
+            return SERIAL, few, private
         what = "blocks" if grid else "iterations"
         if (kind == 1 or grid) and self.serial_depth == 0 and not self.lanes and not self.check:
-            return PARALLEL_CHUNKS, f"{what} independent: chunks of them run as lanes on all cores"
-        return LANES, f"{what} independent: all of them run at once as array lanes"
+            return PARALLEL_CHUNKS, f"{what} independent: chunks of them run as lanes on all cores", private
+        return LANES, f"{what} independent: all of them run at once as array lanes", private
 
     def per_block(self, loop) -> dict:
         if self.shared is None:

@@ -96,6 +96,5 @@ class GpuState:
     #: and the per-thread buffers that block reduces into -> the tags it reduces across.
     serial_thread_lanes: dict[str, str] = field(default_factory=dict)
     accumulator_tags: dict[str, set] = field(default_factory=dict)
-    #: Shared-memory allocations of the function and how often each is accessed (found on first use).
+    #: The function's block-scoped allocations, by key (found on first use).
     shared: dict | None = None
-    shared_counts: dict[int, int] = field(default_factory=dict)
