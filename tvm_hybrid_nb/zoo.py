@@ -321,6 +321,49 @@ def _inputs(params, seed: int) -> list:
     return seeded_values(specs, seed, SYMBOLIC_SIZES, scalars=SYMBOLIC_SIZES)
 
 
+def crash_reason(exc: BaseException) -> str:
+    """One line for an unexpected exception: its type, first message line and where it was raised."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{where}"
+
+
+def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fast", check: bool = False,
+                   on_stage: Callable[[str], None] | None = None) -> None:
+    """Emulate every changed stage of ``hm`` before MakePackedAPI on copies of ``inputs`` and compare
+    its outputs with ``expected``; the first stage that is refused, cannot be generated or differs
+    sets ``outcome`` (its stage, reason and kind) and ends the walk.  ``on_stage(label)`` is called
+    before each stage runs.  Exceptions other than refusals reach the caller."""
+    from .errors import StageNotEmulatableError, UnsupportedConstructError
+
+    for stage in hm.stages:
+        if hm.packed_api_index is not None and stage.index >= hm.packed_api_index:
+            break
+        if not stage.changed:
+            continue
+        outcome.stage = stage.label
+        if on_stage is not None:
+            on_stage(stage.label)
+        if not stage.emulatable:
+            reason = stage.reason or ""
+            outcome.outcome = "refused" if reason.startswith("unsupported construct") else "crash"
+            outcome.reason = reason
+            return
+        args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
+        try:
+            hm.emulate(*args, stage=stage.index, mode=mode, check=check)
+        except (UnsupportedConstructError, StageNotEmulatableError) as exc:
+            outcome.outcome, outcome.reason = "refused", str(exc)
+            return
+        got = [a for a, p in zip(args, hm.params) if p.is_output]
+        problem = _outputs_equal(got, expected)
+        outcome.stages_checked += 1
+        if problem:
+            outcome.outcome, outcome.reason = "wrong", problem
+            return
+    outcome.stage = ""
+
+
 def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 0,
                  reference=None, check: bool = False) -> KernelOutcome:
     """Build ``func`` scheduled the ``flavour`` way and emulate every changed stage before
@@ -333,7 +376,6 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
 
     start = time.perf_counter()
     outcome = KernelOutcome(flavour, name, "ok")
-    stage_label = "build"
     try:
         target, mod = schedule(func, flavour)
         hm = hmodule.build(mod, target=target)
@@ -347,36 +389,11 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
             expected_args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
             native.run_native(*expected_args)
             expected = [a for a, p in zip(expected_args, native.params) if p.is_output]
-        for stage in hm.stages:
-            if hm.packed_api_index is not None and stage.index >= hm.packed_api_index:
-                break
-            if not stage.changed:
-                continue
-            stage_label = stage.label
-            if not stage.emulatable:
-                reason = stage.reason or ""
-                kind = "refused" if reason.startswith("unsupported construct") else "crash"
-                outcome.outcome, outcome.stage, outcome.reason = kind, stage.label, reason
-                break
-            args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
-            try:
-                hm.emulate(*args, stage=stage.index, mode=mode, check=check)
-            except (UnsupportedConstructError, StageNotEmulatableError) as exc:
-                outcome.outcome, outcome.stage, outcome.reason = "refused", stage.label, str(exc)
-                break
-            got = [a for a, p in zip(args, hm.params) if p.is_output]
-            problem = _outputs_equal(got, expected)
-            outcome.stages_checked += 1
-            if problem:
-                outcome.outcome, outcome.stage, outcome.reason = "wrong", stage.label, problem
-                break
+        emulate_stages(hm, inputs, expected, outcome, mode=mode, check=check)
     except (UnsupportedConstructError, StageNotEmulatableError) as exc:  # the parameters, at build
-        outcome.outcome, outcome.stage, outcome.reason = "refused", stage_label, str(exc)
+        outcome.outcome, outcome.stage, outcome.reason = "refused", outcome.stage or "build", str(exc)
     except Exception as exc:  # the zoo reports every failure rather than stopping at the first
-        tb = traceback.extract_tb(exc.__traceback__)
-        where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
-        outcome.outcome, outcome.stage = "crash", stage_label
-        outcome.reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{where}"
+        outcome.outcome, outcome.stage, outcome.reason = "crash", outcome.stage or "build", crash_reason(exc)
     outcome.seconds = time.perf_counter() - start
     return outcome
 
@@ -414,6 +431,9 @@ def run_zoo(flavours=FLAVOURS, mode: str = "fast", progress: Callable[[KernelOut
 
 def cli_main(args) -> int:
     """``python -m tvm_hybrid_nb zoo``: the table, then every kernel that is not ok."""
+    if args.tvm_tests:
+        from . import tvm_corpus
+        return tvm_corpus.cli_main(args)
     flavours = args.flavour or list(FLAVOURS)
     start = time.perf_counter()
 
@@ -453,4 +473,6 @@ def add_parser(sub, parents, formatter_class) -> None:
     p.add_argument("--mode", choices=("fast", "exact"), default="fast", help="emulation mode (default fast)")
     p.add_argument("--check", action="store_true", help="run the sanitizers too (an alarm counts as a crash)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each kernel as it finishes")
+    from .tvm_corpus import add_arguments
+    add_arguments(p)
     p.set_defaults(func=cli_main)
