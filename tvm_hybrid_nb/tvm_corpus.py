@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import errno
 import json
 import os
 import selectors
@@ -123,7 +124,7 @@ def harvest(root: str | os.PathLike) -> list[HarvestedFunc]:
     found with :mod:`ast`; files that do not parse as Python are skipped.  Sorted by file and line."""
     root = Path(root)
     if not root.exists():
-        raise FileNotFoundError(f"--tvm-tests: no such file or directory: {root}")
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(root))
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*.py") if p.is_file())
     base = root.parent if root.is_file() else root
     out = []
@@ -296,17 +297,30 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
     except Exception as exc:  # noqa: BLE001 - a dtype numpy has no values for
         outcome.outcome, outcome.reason = "no native reference", f"no seeded inputs: {exc}"
         return outcome
+    # Inputs on which the kernel traps (division by zero, out of bounds) are refused before the
+    # native run, by an emulation of stage 0: its own phase, so that its time counts as ours.
+    report("0 input (trap check)")
+    try:
+        hm._refuse_trapping_inputs([a.copy() if isinstance(a, np.ndarray) else a for a in inputs])
+    except EmulationError as exc:
+        outcome.outcome, outcome.reason = "no native reference", f"native run refused: {str(exc)[:200]}"
+        return outcome
+    except Exception as exc:  # noqa: BLE001
+        outcome.outcome, outcome.stage, outcome.reason = "crash", "0 input (trap check)", crash_reason(exc)
+        return outcome
     report("native")
     runs = []
     for _ in range(2):
         args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
         try:
-            hm.run_native(*args)
+            hm.run_native(*args, _emulated=True)
         except (EmulationError, UnsupportedConstructError, StageNotEmulatableError) as exc:
             outcome.outcome, outcome.reason = "no native reference", f"native run refused: {str(exc)[:200]}"
             return outcome
         except Exception as exc:  # noqa: BLE001
-            if _is_tvm_error(exc):
+            if isinstance(exc, MemoryError):  # the worker's address-space limit (--memory-gib)
+                outcome.outcome, outcome.reason = "no native reference", f"memory limit: {str(exc)[:200]}"
+            elif _is_tvm_error(exc):
                 outcome.outcome, outcome.reason = "no native reference", f"native run: {str(exc).splitlines()[0][:200]}"
             else:
                 outcome.outcome, outcome.stage, outcome.reason = "crash", "native", crash_reason(exc)
@@ -378,6 +392,15 @@ def _worker(result_fd: int, mode: str, memory_gib: float) -> None:
         limit = int(memory_gib * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     out = os.fdopen(result_fd, "w", buffering=1)
+    parent = os.getppid()
+
+    def orphaned() -> None:  # the parent was killed: do not run on in the background
+        while os.getppid() == parent:
+            time.sleep(2)
+        os._exit(1)
+
+    import threading
+    threading.Thread(target=orphaned, daemon=True).start()
     import tvm  # noqa: F401 - warm up before the first function's clock starts
 
     from . import module  # noqa: F401
@@ -573,10 +596,13 @@ def run_corpus(items: list[HarvestedFunc], mode: str = "fast", timeout: float = 
             now = time.perf_counter()
             for w in list(workers):
                 if w.item is not None and now >= w.deadline:
-                    kind = "not built here" if w.phase in ("construct", "built") else "timeout"
+                    # Over the limit while TVM parses, builds or runs natively: no reference in time.
+                    kind = {"construct": "not built here", "built": "not built here", "build": "no native reference",
+                            "native": "no native reference"}.get(w.phase, "timeout")
                     stage = "" if kind != "timeout" else w.phase
-                    finish(w, KernelOutcome("tvm-tests", w.item.origin, kind, stage=stage,
-                                            reason=f"over {timeout:g} s", seconds=now - w.started))
+                    reason = f"over {timeout:g} s" + (f" in TVM's {w.phase}" if kind != "timeout" else "")
+                    finish(w, KernelOutcome("tvm-tests", w.item.origin, kind, stage=stage, reason=reason,
+                                            seconds=now - w.started))
                     start_next(replace(w))
     finally:
         for w in workers:
@@ -598,12 +624,16 @@ def _refusal_construct(reason: str) -> str:
 
 def cli_main(args) -> int:
     """``zoo --tvm-tests PATH``: the table, then every crash, wrong answer and timeout by origin."""
+    if args.timeout <= 0 or args.jobs < 1 or args.memory_gib < 0:
+        print("error: --timeout must be > 0, --jobs >= 1 and --memory-gib >= 0", file=sys.stderr)
+        return 2
     items = harvest(args.tvm_tests)
     if args.match:
         items = [i for i in items if any(m in i.origin for m in args.match)]
     if not items:
-        print(f"no @T.prim_func definitions under {args.tvm_tests}" + (f" matching {args.match}" if args.match else ""))
-        return 1
+        print(f"error: no @T.prim_func definitions under {args.tvm_tests}"
+              + (f" matching {args.match}" if args.match else ""), file=sys.stderr)
+        return 2
     start = time.perf_counter()
 
     def show(item: HarvestedFunc, o: KernelOutcome) -> None:

@@ -10,7 +10,8 @@ scheduled three ways (:data:`FLAVOURS`).  Every changed stage before ``MakePacke
 fast mode on seeded inputs and compared with the native llvm build of the *unscheduled* PrimFunc (the
 reference for the cuda schedules too: no GPU is needed).
 
-``python -m tvm_hybrid_nb zoo`` prints the table; ``tests/test_zoo.py`` asserts it.
+``python -m tvm_hybrid_nb zoo`` prints the table; ``tests/test_zoo.py`` asserts it.  With
+``--tvm-tests PATH`` it checks the TIR of a local TVM checkout's tests instead (:mod:`.tvm_corpus`).
 """
 from __future__ import annotations
 
@@ -466,7 +467,9 @@ def add_parser(sub, parents, formatter_class) -> None:
                        description="Lower small tvm.relax.frontend.nn models as TVM's backends do, schedule "
                                    "each kernel three ways (none/llvm, dlight.cpu, dlight GPU rules for cuda), "
                                    "emulate every changed stage before MakePackedAPI and compare it with the "
-                                   "native llvm build.  Exit status 1 when a kernel crashes or is wrong.")
+                                   "native llvm build.  Exit status 1 when a kernel crashes or is wrong.  With "
+                                   "--tvm-tests PATH: the @T.prim_func definitions of a TVM checkout's tests "
+                                   "instead, each against its own native build.")
     p.add_argument("--flavour", action="append", choices=FLAVOURS, help="only this flavour (repeatable)")
     p.add_argument("--kernel", action="append", metavar="PREFIX",
                    help="only kernels whose name (model.function) starts with PREFIX (repeatable)")
