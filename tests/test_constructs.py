@@ -444,3 +444,38 @@ def test_progress_reports_inside_the_outermost_loop():
     hm.emulate(_rand(64, 64), np.zeros(64, "float32"), progress=seen.append)
     assert len(seen) > 60 and seen == sorted(seen) and seen[-1] == pytest.approx(1.0)
     assert 0.4 < seen[len(seen) // 2] < 0.6
+
+
+def test_thread_extent_on_a_variable_without_a_thread_tag_is_refused_not_a_crash():
+    # TVM's own test of MergeSharedMemoryAllocations (harvested by `zoo --tvm-tests`): in 0.27,
+    # T.env_thread gives a plain Var, so the thread_extent attribute has no thread tag.  TVM cannot
+    # lower it; the emulator refuses it by name instead of failing on the missing tag.
+    @T.prim_func(s_tir=True, check_well_formed=False)
+    def f(X: T.Buffer((128,), "float32")):
+        tx = T.env_thread("threadIdx.x")
+        with T.attr(tx, "thread_extent", 128):
+            X[tx] = X[tx] + T.float32(1)
+
+    hm = thn.build(f, on_failure="keep")
+    assert hm.failure is not None  # TVM's own lowering fails too
+    assert not hm.stages[0].emulatable
+    assert "thread_extent attribute" in hm.stages[0].reason and "without a thread tag" in hm.stages[0].reason
+
+
+def test_an_inner_loop_bounded_by_an_outer_variable_keeps_the_lanes_between():
+    # MetaSchedule's DynamicLoop test (harvested by `zoo --tvm-tests`): `for k in range(i)` inside
+    # `for i, j`.  Only i's lanes would give k different bounds; j keeps its lanes (it was run
+    # serially too: a 1024-sized kernel took over a minute in fast mode).
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
+        for i, j in T.grid(16, 16):
+            for k in T.serial(0, i):
+                with T.sblock("matmul"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    with T.init():
+                        C[vi, vj] = T.float32(0)
+                    C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    hm = check_every_stage(f, [_rand(16, 16), _rand(16, 16, seed=1), np.zeros((16, 16), "float32")])
+    plan = hm.explain(0)
+    assert "j: lanes" in plan and "i: serial (no lane form: loop bounds that differ between iterations)" in plan, plan

@@ -318,8 +318,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_emulate)
     add_verify_command(sub, common)
 
-    from . import zoo
-    zoo.add_parser(sub, [common], fmt)
+    from . import tvm_corpus, zoo
+    zoo_parser = zoo.add_parser(sub, [common], fmt)
+    # ``zoo --tvm-tests PATH``: the TIR of a TVM checkout's tests instead of the model zoo.
+    tvm_corpus.add_arguments(zoo_parser)
+    zoo_parser.set_defaults(func=lambda args: (tvm_corpus.cli_main if args.tvm_tests else zoo.cli_main)(args))
     return parser
 
 

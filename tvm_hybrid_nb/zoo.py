@@ -10,7 +10,8 @@ scheduled three ways (:data:`FLAVOURS`).  Every changed stage before ``MakePacke
 fast mode on seeded inputs and compared with the native llvm build of the *unscheduled* PrimFunc (the
 reference for the cuda schedules too: no GPU is needed).
 
-``python -m tvm_hybrid_nb zoo`` prints the table; ``tests/test_zoo.py`` asserts it.
+``python -m tvm_hybrid_nb zoo`` prints the table; ``tests/test_zoo.py`` asserts it.  With
+``--tvm-tests PATH`` it checks the TIR of a local TVM checkout's tests instead (:mod:`.tvm_corpus`).
 """
 from __future__ import annotations
 
@@ -321,6 +322,49 @@ def _inputs(params, seed: int) -> list:
     return seeded_values(specs, seed, SYMBOLIC_SIZES, scalars=SYMBOLIC_SIZES)
 
 
+def crash_reason(exc: BaseException) -> str:
+    """One line for an unexpected exception: its type, first message line and where it was raised."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{where}"
+
+
+def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fast", check: bool = False,
+                   on_stage: Callable[[str], None] | None = None) -> None:
+    """Emulate every changed stage of ``hm`` before MakePackedAPI on copies of ``inputs`` and compare
+    its outputs with ``expected``; the first stage that is refused, cannot be generated or differs
+    sets ``outcome`` (its stage, reason and kind) and ends the walk.  ``on_stage(label)`` is called
+    before each stage runs.  Exceptions other than refusals reach the caller."""
+    from .errors import StageNotEmulatableError, UnsupportedConstructError
+
+    for stage in hm.stages:
+        if hm.packed_api_index is not None and stage.index >= hm.packed_api_index:
+            break
+        if not stage.changed:
+            continue
+        outcome.stage = stage.label
+        if on_stage is not None:
+            on_stage(stage.label)
+        if not stage.emulatable:
+            reason = stage.reason or ""
+            outcome.outcome = "refused" if reason.startswith("unsupported construct") else "crash"
+            outcome.reason = reason
+            return
+        args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
+        try:
+            hm.emulate(*args, stage=stage.index, mode=mode, check=check)
+        except (UnsupportedConstructError, StageNotEmulatableError) as exc:
+            outcome.outcome, outcome.reason = "refused", str(exc)
+            return
+        got = [a for a, p in zip(args, hm.params) if p.is_output]
+        problem = _outputs_equal(got, expected)
+        outcome.stages_checked += 1
+        if problem:
+            outcome.outcome, outcome.reason = "wrong", problem
+            return
+    outcome.stage = ""
+
+
 def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 0,
                  reference=None, check: bool = False) -> KernelOutcome:
     """Build ``func`` scheduled the ``flavour`` way and emulate every changed stage before
@@ -333,7 +377,6 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
 
     start = time.perf_counter()
     outcome = KernelOutcome(flavour, name, "ok")
-    stage_label = "build"
     try:
         target, mod = schedule(func, flavour)
         hm = hmodule.build(mod, target=target)
@@ -347,36 +390,11 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
             expected_args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
             native.run_native(*expected_args)
             expected = [a for a, p in zip(expected_args, native.params) if p.is_output]
-        for stage in hm.stages:
-            if hm.packed_api_index is not None and stage.index >= hm.packed_api_index:
-                break
-            if not stage.changed:
-                continue
-            stage_label = stage.label
-            if not stage.emulatable:
-                reason = stage.reason or ""
-                kind = "refused" if reason.startswith("unsupported construct") else "crash"
-                outcome.outcome, outcome.stage, outcome.reason = kind, stage.label, reason
-                break
-            args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
-            try:
-                hm.emulate(*args, stage=stage.index, mode=mode, check=check)
-            except (UnsupportedConstructError, StageNotEmulatableError) as exc:
-                outcome.outcome, outcome.stage, outcome.reason = "refused", stage.label, str(exc)
-                break
-            got = [a for a, p in zip(args, hm.params) if p.is_output]
-            problem = _outputs_equal(got, expected)
-            outcome.stages_checked += 1
-            if problem:
-                outcome.outcome, outcome.stage, outcome.reason = "wrong", stage.label, problem
-                break
+        emulate_stages(hm, inputs, expected, outcome, mode=mode, check=check)
     except (UnsupportedConstructError, StageNotEmulatableError) as exc:  # the parameters, at build
-        outcome.outcome, outcome.stage, outcome.reason = "refused", stage_label, str(exc)
+        outcome.outcome, outcome.stage, outcome.reason = "refused", outcome.stage or "build", str(exc)
     except Exception as exc:  # the zoo reports every failure rather than stopping at the first
-        tb = traceback.extract_tb(exc.__traceback__)
-        where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
-        outcome.outcome, outcome.stage = "crash", stage_label
-        outcome.reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{where}"
+        outcome.outcome, outcome.stage, outcome.reason = "crash", outcome.stage or "build", crash_reason(exc)
     outcome.seconds = time.perf_counter() - start
     return outcome
 
@@ -439,14 +457,16 @@ def cli_main(args) -> int:
     return 1 if any(o.outcome in ("crash", "wrong") and not tvm_finding(o) for o in problems) else 0
 
 
-def add_parser(sub, parents, formatter_class) -> None:
+def add_parser(sub, parents, formatter_class):
     """The ``zoo`` subcommand of the command line."""
     p = sub.add_parser("zoo", parents=parents, formatter_class=formatter_class,
                        help="emulate every kernel of the real-model zoo at every stage",
                        description="Lower small tvm.relax.frontend.nn models as TVM's backends do, schedule "
                                    "each kernel three ways (none/llvm, dlight.cpu, dlight GPU rules for cuda), "
                                    "emulate every changed stage before MakePackedAPI and compare it with the "
-                                   "native llvm build.  Exit status 1 when a kernel crashes or is wrong.")
+                                   "native llvm build.  Exit status 1 when a kernel crashes or is wrong.  With "
+                                   "--tvm-tests PATH: the @T.prim_func definitions of a TVM checkout's tests "
+                                   "instead, each against its own native build.")
     p.add_argument("--flavour", action="append", choices=FLAVOURS, help="only this flavour (repeatable)")
     p.add_argument("--kernel", action="append", metavar="PREFIX",
                    help="only kernels whose name (model.function) starts with PREFIX (repeatable)")
@@ -454,3 +474,4 @@ def add_parser(sub, parents, formatter_class) -> None:
     p.add_argument("--check", action="store_true", help="run the sanitizers too (an alarm counts as a crash)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each kernel as it finishes")
     p.set_defaults(func=cli_main)
+    return p

@@ -9,7 +9,7 @@ from tvm import tirx
 import tvm
 
 from ..errors import UnsupportedConstructError
-from .analysis import _calls_allreduce, _reads_memory
+from .analysis import _calls_allreduce, _contains, _reads_memory
 from .plan import LANES, PARALLEL_CHUNKS, RACE_LANES, SERIAL, PlanRejected
 from .names import (Value, _AllocLike, _CannotVectorize, _FOR_KIND_ITERATORS, _SerialFrame, _dtype, _is_float, _is_int,
     _is_true, _is_zero, _key, _lanes, _name, _np, _store_name, _type_key, _varying)
@@ -72,8 +72,9 @@ class ControlFlowMixin:
         lo = self.visit_expr(node.min)
         extent = self.visit_expr(node.extent)
         if _varying(lo, extent):
-            if kind not in (0, 3):
-                raise _CannotVectorize("loop bounds that differ between iterations")
+            culprit = self._lanes_loop_in(node.min, node.extent)
+            if kind not in (0, 3) or culprit is not None:
+                raise _CannotVectorize("loop bounds that differ between iterations", loop=culprit)
             return self._lanes_serial_for(node)
         try:
             self.analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent),
@@ -131,13 +132,28 @@ class ControlFlowMixin:
         hook = hook or self._inner_progress_hook(name, lo, node, extent, body)
         return frame.hoisted + [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]
 
+    def _lanes_loop_in(self, *exprs):
+        """The innermost loop running as (non-thread) lanes whose variable ``exprs`` use, or None."""
+        axes = [ax for ax in self.lanes.axes if not ax.is_thread and ax.var is not None]
+        for ax in reversed(axes):
+            if any(_contains(e, lambda n, k=_key(ax.var): _type_key(n) == "ir.Var" and _key(n) == k)
+                   for e in exprs):
+                return ax.var
+        return None
+
     @staticmethod
     def _as_planned(node, emit):
         """``emit()`` for a loop the plan runs as lanes; a construct without a lane form inside it
-        rejects the plan for this loop (the driver plans it serial and emits again)."""
+        rejects the plan for this loop (the driver plans it serial and emits again), or for the
+        enclosing lanes loop it names (``_CannotVectorize.loop``)."""
         try:
             return emit()
         except _CannotVectorize as exc:
+            var = getattr(node, "loop_var", None)
+            if var is None and hasattr(getattr(node, "node", None), "var"):  # a grid's thread_extent
+                var = node.node.var
+            if exc.loop is not None and (var is None or _key(var) != _key(exc.loop)):
+                raise  # an enclosing loop's lanes are the cause: its own _as_planned rejects it
             raise PlanRejected(node, str(exc)) from None
 
     def _inner_progress_hook(self, name: str, lo: Value, node, extent: Value, body: list) -> list[ast.stmt]:

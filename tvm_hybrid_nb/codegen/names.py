@@ -77,7 +77,14 @@ def _varying(*values: "Value") -> bool:
 
 
 class _CannotVectorize(Exception):
-    """Fast mode met a construct it cannot run for all lanes at once; the loop runs serially."""
+    """Fast mode met a construct it cannot run for all lanes at once; the loop runs serially.
+
+    ``loop``, when known, is the variable of the enclosing lanes loop that causes it (an inner loop
+    whose bounds use ``i``): that loop runs serially, and the lanes loops inside it keep their lanes."""
+
+    def __init__(self, reason: str = "", loop=None):
+        super().__init__(reason)
+        self.loop = loop
 
 
 @dataclass

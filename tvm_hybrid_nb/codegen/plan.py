@@ -15,6 +15,7 @@ from typing import Callable
 
 import tvm_ffi
 
+from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _type_key, grid_loop, loop_dependence, loop_dependences,
                        per_block_memory,
                        block_scoped_allocations)
@@ -198,6 +199,9 @@ class _Planner:
     def visit_AttrStmt(self, node) -> None:
         if node.attr_key in ("thread_extent", "virtual_thread"):
             iv = node.node
+            if not hasattr(iv, "thread_tag"):  # TVMScript's T.env_thread gives a plain Var in 0.27
+                raise UnsupportedConstructError(f"{node.attr_key} attribute",
+                                                f"on {iv}, a variable without a thread tag (not an IterVar)")
             tag = str(iv.thread_tag)
             if tag.startswith("blockIdx"):
                 strategy, reason, private = self.strategy(grid_loop(node), 4, key=node, grid=True)
