@@ -411,15 +411,16 @@ def test_loops_nested_deeper_than_python_compiles():
     assert "_nest_" in hm.get_source(0)
 
 
-def test_fast_mode_does_not_copy_a_large_allocation_per_iteration():
-    @T.prim_func
-    def f(A: T.Buffer((2048,), "float32"), B: T.Buffer((2048,), "float32")):
-        for i in range(2048):
-            tmp = T.alloc_buffer((1048576,), "float32")
-            tmp[i * 64] = A[i] * T.float32(2)
-            B[i] = tmp[i * 64] + T.float32(1)
+@T.prim_func
+def large_allocation_per_iteration(A: T.Buffer((2048,), "float32"), B: T.Buffer((2048,), "float32")):
+    for i in range(2048):
+        tmp = T.alloc_buffer((1048576,), "float32")
+        tmp[i * 64] = A[i] * T.float32(2)
+        B[i] = tmp[i * 64] + T.float32(1)
 
-    hm = thn.build(f)
+
+def test_fast_mode_does_not_copy_a_large_allocation_per_iteration():
+    hm = thn.build(large_allocation_per_iteration)
     a = _rand(2048)
     tracemalloc.start()
     try:

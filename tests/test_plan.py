@@ -54,14 +54,9 @@ def test_exact_mode_plans_every_loop_serial_and_explain_is_text_and_data():
 
 
 def test_a_loop_emission_cannot_run_as_lanes_is_planned_serial_with_the_reason():
-    @T.prim_func
-    def f(A: T.Buffer((2048,), "float32"), B: T.Buffer((2048,), "float32")):
-        for i in range(2048):
-            tmp = T.alloc_buffer((1048576,), "float32")
-            tmp[i * 64] = A[i] * T.float32(2)
-            B[i] = tmp[i * 64] + T.float32(1)
+    from test_constructs import large_allocation_per_iteration  # a copy of tmp per lane: 8 GiB
 
-    hm = thn.build(f)
+    hm = thn.build(large_allocation_per_iteration)
     (decision,) = hm.stage(0).plan("fast").decisions
     assert decision.strategy == P.SERIAL
     assert decision.reason.startswith("no lane form: one copy of tmp per lane would need")
