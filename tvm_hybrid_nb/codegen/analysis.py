@@ -245,11 +245,6 @@ def per_block_memory(shared: dict[int, object], loop_body, counts: dict[int, int
     return {key: buf for key, buf in shared.items() if inside.get(key, 0) and inside[key] == counts.get(key)}
 
 
-def _loop_is_independent(loop, roots: dict[int, int]) -> bool:
-    """Whether the iterations of ``loop`` touch disjoint memory wherever one of them writes."""
-    return loop_dependence(loop, roots) is None
-
-
 def loop_dependence(loop, roots: dict[int, int], private=()) -> str | None:
     """Why the iterations of ``loop`` may touch the same memory where one of them writes, or None
     when they provably do not.

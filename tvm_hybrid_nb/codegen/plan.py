@@ -19,6 +19,7 @@ from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _type_key, grid_loop, loop_dependence, loop_dependences,
                        per_block_memory,
                        block_scoped_allocations)
+from .lanes import LanesMixin
 from .names import _key
 
 #: The strategies, as the explorer names them.
@@ -30,11 +31,10 @@ THREAD_LANES = "thread lanes"
 SAME_THREADS = "same threads"
 BLOCK_LOOP = "block loop"
 
-#: Array axes available to loops run as lanes (see ``LanesMixin.FIRST_LOOP_AXIS`` / ``FAST_AXES``).
-LOOP_AXES = 7
-#: Fewer lanes than this do not pay for numpy's per-call cost (see ``LanesMixin.FAST_MIN_LANES``).
+#: Array axes available to loops run as lanes (those left after the thread axes and the vector axis).
+LOOP_AXES = LanesMixin.FAST_AXES - 1 - LanesMixin.FIRST_LOOP_AXIS
+#: Fewer lanes than this do not pay for numpy's per-call cost: such a loop stays serial.
 FAST_MIN_LANES = 8
-_THREAD_AXES = ("threadIdx.z", "threadIdx.y", "threadIdx.x", "vthread")
 
 
 @dataclass(frozen=True)
