@@ -184,7 +184,7 @@ def test_grid_chunks_report_progress_and_never_change_the_result(monkeypatch, ch
             assert len(seen) == 16, seen
 
 
-def test_only_memory_the_blocks_would_share_gets_a_copy_per_block():
+def test_only_memory_the_blocks_would_share_and_write_differently_gets_a_copy_per_block():
     from tvm_hybrid_nb import examples
 
     ex = examples.gpu_tiled_matmul(64, 8)
@@ -195,12 +195,54 @@ def test_only_memory_the_blocks_would_share_gets_a_copy_per_block():
     hm = thn.build(sch, target="cuda")
     by_loop = {d.loop: d for d in hm.stage(0).plan("fast").decisions}
     # Blocks of one row share A's tile row, blocks of one column B's; C_local they touch apart.
+    # At stage 0 the tiles are whole (64, 64) buffers that every block of a row (column) loads
+    # alike, in lockstep: one copy serves them.
     assert by_loop["i_0"].strategy == P.PARALLEL_CHUNKS and by_loop["i_0"].copies == ("B_shared",)
     assert by_loop["j_0"].strategy == P.LANES and by_loop["j_0"].copies == ("A_shared",)
-    assert "a copy of A_shared per block" in hm.explain(0)
+    assert by_loop["i_0"].alike_names == ("B_shared",) and by_loop["j_0"].alike_names == ("A_shared",)
+    assert "one copy of A_shared for all the blocks (each writes it alike)" in hm.explain(0)
+    # Once StorageRewrite hoists the compacted (64,) tiles out of blockIdx.x, every block of a row
+    # writes the same indices of B_shared with its own values: each gets its own copy; A_shared
+    # they still write alike.
+    rewritten = next(s for s in hm.stages if s.label.endswith("StorageRewrite"))
+    (bx,) = [d for d in rewritten.plan("fast").all_decisions() if d.loop == "blockIdx.x"]
+    assert "B_shared" in bx.copies and bx.alike_names == ("A_shared",), bx
     inputs = ex.inputs(hm)
-    fast, exact = [a.copy() for a in inputs], [a.copy() for a in inputs]
-    hm.emulate(*fast, mode="fast")
-    hm.emulate(*exact, mode="exact")
-    np.testing.assert_array_equal(fast[2], exact[2])
-    np.testing.assert_allclose(fast[2], inputs[0] @ inputs[1], rtol=1e-4, atol=1e-4)
+    for stage in (0, rewritten.index, _after_split(hm).index):
+        fast, exact = [a.copy() for a in inputs], [a.copy() for a in inputs]
+        hm.emulate(*fast, stage=stage, mode="fast")
+        hm.emulate(*exact, stage=stage, mode="exact")
+        np.testing.assert_array_equal(fast[2], exact[2])
+        np.testing.assert_allclose(fast[2], inputs[0] @ inputs[1], rtol=1e-4, atol=1e-4)
+
+
+def test_shared_memory_blocks_write_alike_only_when_nothing_written_depends_on_the_block():
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+        own = T.sblock_alloc_buffer((8,), scope="shared")      # index alike, value per block
+        twice = T.sblock_alloc_buffer((8,), scope="shared")    # reads own: differs too
+        same = T.sblock_alloc_buffer((8,), scope="shared")     # every block loads the same
+        for bx in T.thread_binding(8, thread="blockIdx.x"):
+            with T.sblock("blk"):
+                T.reads(A[0:64])
+                T.writes(B[bx * 8:bx * 8 + 8])
+                for tx in T.thread_binding(8, thread="threadIdx.x"):
+                    own[tx] = A[bx * 8 + tx]
+                    same[tx] = A[tx]
+                for tx in T.thread_binding(8, thread="threadIdx.x"):
+                    twice[tx] = own[tx] * T.float32(2)
+                for tx in T.thread_binding(8, thread="threadIdx.x"):
+                    B[bx * 8 + tx] = twice[tx] + same[7 - tx]
+
+    hm = thn.build(f, target="cuda")
+    (blocks,) = [d for d in hm.stage(0).plan("fast").decisions if d.loop == "bx"]
+    assert blocks.strategy in (P.LANES, P.PARALLEL_CHUNKS)
+    assert set(blocks.copies) == {"own", "twice", "same"} and blocks.alike_names == ("same",)
+    # The sanitizers keep every copy (their records are per block).
+    (checked,) = [d for d in hm.stage(0).plan("fast", check=True).decisions if d.loop == "bx"]
+    assert checked.alike_names == ()
+    a = _rand(64)
+    want = a * np.float32(2) + np.tile(a[:8][::-1], 8)
+    for stage in (0, _after_split(hm).index):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros(64, "float32"), stage=stage, mode="fast"), want)
+    np.testing.assert_array_equal(hm.emulate(a, np.zeros(64, "float32"), mode="fast", check=True), want)

@@ -489,3 +489,160 @@ def _reads_memory(expr) -> bool:
 def _has_storage_sync(func) -> bool:
     """Whether ``func`` has explicit barriers (``tvm_storage_sync``)."""
     return _contains(func.body, lambda n: _is_call_of(n, "tvm_storage_sync"))
+
+
+# ---------------------------------------------------------------------- blocks that write alike
+#: Calls that take memory by address (what they write is not visible as stores).
+_POINTER_CALLS = ("address_of", "tvm_access_ptr", "call_extern", "call_pure_extern", "call_packed",
+                  "call_cpacked", "call_llvm_intrin", "call_llvm_pure_intrin", "tvm_call_packed")
+
+
+class _Writes:
+    """Every write of one loop body with what decides it: the index, the value, and the conditions,
+    loop bounds and block predicates around it; and every scalar binding (for the taint closure)."""
+
+    def __init__(self, roots: dict[int, int]):
+        self.roots = dict(roots)
+        self.binds: list[tuple[int, list]] = []
+        #: (root buffer key, expressions the written element and value depend on)
+        self.writes: list[tuple[int, list]] = []
+        #: Why no claim is possible (None: none of those constructs).
+        self.opaque: str | None = None
+        #: Views declared in the body -> what places them (offset, shape, strides).
+        self.view_exprs: dict[int, list] = {}
+
+    def root(self, buf) -> int:
+        return self.roots.get(_key(buf), _key(buf))
+
+    def placement(self, buf) -> list:
+        """What decides where an access through ``buf`` lands besides its indices."""
+        return self.view_exprs.get(_key(buf), [])
+
+    def expr(self, expr, control: list) -> None:
+        def visit(node):
+            if _type_key(node) == "ir.Call":
+                if isinstance(node.op, tvm.ir.GlobalVar):
+                    self.opaque = f"it launches {node.op.name_hint}"
+                elif any(_type_key(a) == "ir.Var" and _dtype(a) == "handle" for a in node.args) or any(
+                        _is_call_of(node, name) for name in _POINTER_CALLS):
+                    self.opaque = f"{node.op.name} may write memory through a pointer"
+                elif _is_call_of(node, "tvm_thread_allreduce"):
+                    count = int(node.args[0].value)
+                    for result in list(node.args)[2 + count:2 + 2 * count]:
+                        if _type_key(result) != "ir.TensorLoad":
+                            self.opaque = "a cross-thread reduction writes a result that is not a buffer element"
+                            continue
+                        # Reduced across the threads: the result is what every operand decides.
+                        self.writes.append((self.root(result.source),
+                                            control + list(node.args) + self.placement(result.source)))
+            return True
+
+        tvm_ffi.structural_walk(expr, visit, order="post")
+
+    def stmt(self, stmt, control: list) -> None:
+        key = _type_key(stmt)
+        if key == "tirx.SeqStmt":
+            for s in stmt.seq:
+                self.stmt(s, control)
+        elif key == "tirx.For":
+            self.binds.append((_key(stmt.loop_var), control + [stmt.min, stmt.extent]))
+            self.stmt(stmt.body, control + [stmt.min, stmt.extent])
+        elif key == "tirx.Bind":
+            self.expr(stmt.value, control)
+            self.binds.append((_key(stmt.var), control + [stmt.value]))
+        elif key == "tirx.BufferStore":
+            self.writes.append((self.root(stmt.buffer),
+                                control + list(stmt.indices) + [stmt.value] + self.placement(stmt.buffer)))
+            for e in list(stmt.indices) + [stmt.value]:
+                self.expr(e, control)
+        elif key == "tirx.IfThenElse":
+            self.expr(stmt.condition, control)
+            self.stmt(stmt.then_case, control + [stmt.condition])
+            if stmt.else_case is not None:
+                self.stmt(stmt.else_case, control + [stmt.condition])
+        elif key == "tirx.While":
+            self.expr(stmt.condition, control)
+            self.stmt(stmt.body, control + [stmt.condition])
+        elif key in ("tirx.Evaluate",):
+            self.expr(stmt.value, control)
+        elif key == "tirx.AssertStmt":
+            self.expr(stmt.condition, control)
+        elif key == "tirx.AttrStmt":
+            self.stmt(stmt.body, control + ([stmt.value] if hasattr(stmt.value, "dtype") else []))
+        elif key == "tirx.DeclBuffer":
+            data = stmt.data
+            buf = stmt.buffer
+            self.view_exprs[_key(buf)] = [e for e in [buf.elem_offset, *buf.shape, *buf.strides] if e is not None]
+            if data is not None and _type_key(data) == "ir.Call" and data.args:
+                if _type_key(data.args[0]) == "ir.TensorLoad":
+                    self.opaque = f"view {stmt.buffer.name} starts at an element's address"
+                elif hasattr(data.args[0], "data"):
+                    self.roots[_key(stmt.buffer)] = self.root(data.args[0])
+            elif data is not None and _type_key(data) == "ir.Var":
+                self.opaque = f"view {stmt.buffer.name} of a pointer"
+        elif key == "s_tir.SBlockRealize":
+            block = stmt.block
+            inner = control + [stmt.predicate] + list(stmt.iter_values)
+            for iv, value in zip(block.iter_vars, stmt.iter_values):
+                self.binds.append((_key(iv.var), control + [stmt.predicate, value]))
+            if len(block.match_buffers):
+                self.opaque = f"block {block.name_hint} matches a buffer region (match_buffer)"
+            if block.init is not None:
+                self.stmt(block.init, inner)
+            self.stmt(block.body, inner)
+        elif key == "tirx.AllocBuffer":
+            pass
+        else:
+            self.opaque = f"it holds a {key.split('.')[-1]} statement"
+
+
+def written_alike(loop, candidates, roots: dict[int, int]) -> set[int]:
+    """Of ``candidates`` (root buffer keys), those that every iteration of ``loop`` writes alike.
+
+    An iteration writes a buffer alike when no write to it depends on the loop variable: not its
+    index, not its value, not the loop bounds, conditions or block predicates around it, and its
+    value reads no memory that the iterations write differently.  Iterations that run in lockstep as
+    lanes (the blocks of a grid) then hold identical copies of such a buffer at every step, so one
+    copy serves them all (the tiles every block of a row loads into shared memory).
+    """
+    acc = _Writes(roots)
+    acc.stmt(loop.body, [])
+    if acc.opaque:
+        return set()
+    written = {root for root, _ in acc.writes}
+    alike = set(candidates) & written
+    while True:
+        # Memory written differently by the iterations (or not yet proven alike) taints what reads it.
+        tainted_vars = {_key(loop.loop_var)}
+
+        def tainted(exprs) -> bool:
+            hit = []
+
+            def visit(node):
+                if not hit:
+                    key = _type_key(node)
+                    if key == "ir.Var" and _key(node) in tainted_vars:
+                        hit.append(node)
+                    elif key == "ir.TensorLoad":
+                        root = acc.root(node.source)
+                        if (root in written and root not in alike) or tainted(acc.placement(node.source)):
+                            hit.append(node)
+                return True
+
+            for e in exprs:
+                tvm_ffi.structural_walk(e, visit, order="post")
+                if hit:
+                    return True
+            return False
+
+        changed = True
+        while changed:
+            changed = False
+            for var, exprs in acc.binds:
+                if var not in tainted_vars and tainted(exprs):
+                    tainted_vars.add(var)
+                    changed = True
+        differ = {root for root, exprs in acc.writes if root in alike and tainted(exprs)}
+        if not differ:
+            return alike
+        alike -= differ

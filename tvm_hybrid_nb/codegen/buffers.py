@@ -30,6 +30,8 @@ class BuffersMixin:
         # allocation inside a loop that runs as lanes one copy per lane; shared memory is one copy.
         info.per_thread = scope.startswith("local") or (scope == "global" and any(ax.is_thread for ax in self.lanes.axes))
         private = [ax for ax in self.lanes.axes if not ax.is_thread]
+        if getattr(node, "per_block", False):
+            private = [ax for ax in private if not self._one_copy_serves(buf, ax)]
         info.prefix_axes = [_key(ax.var) if ax.var is not None else None for ax in private]
         info.prefix = [ast.BinOp(_name(ax.name), ast.Sub(), ax.lo)
                        if not (isinstance(ax.lo, ast.Constant) and ax.lo.value == 0) else _name(ax.name)
@@ -60,6 +62,15 @@ class BuffersMixin:
             info.shadow = self.namer.define_name(f"{name}_written")
             out.append(ast.Assign([_store_name(info.shadow)], self._call("alloc", shape, ast.Constant("bool"))))
         return out
+
+    def _one_copy_serves(self, buf, axis) -> bool:
+        """Whether one copy of ``buf`` serves all the blocks of grid lane ``axis``: they touch it apart
+        (no element two of them share) or write it alike (see ``analysis.written_alike``)."""
+        proof = self.gpu.block_copies.get(_key(axis.var)) if axis.var is not None else None
+        if proof is None:
+            return False
+        outside, copies = proof
+        return _key(buf) in outside and _key(buf) not in copies
 
     #: Fast mode: the most memory the copies of one allocation made per lane may take; a loop whose
     #: lanes would need more runs serially (one copy at a time), as the compiled kernel does.

@@ -133,6 +133,11 @@ class GpuMixin:
         """The block-scoped memory the plan gives a copy per block lane (``decision.private``) that
         is allocated outside the loop: allocated again inside the lanes, once per block."""
         decision = self.plan.decision(node)
+        if decision is not None and decision.strategy in (LANES, PARALLEL_CHUNKS):
+            var = node.loop_var if hasattr(node, "loop_var") else node.node.var
+            # The plan's proof covers the memory allocated outside the loop, which is in scope now.
+            self.gpu.block_copies[_key(var)] = (frozenset(self.scope.buffers),
+                                                frozenset(decision.private) - frozenset(decision.alike))
         if decision is None or not decision.private:
             return []
         if self.gpu.shared is None:

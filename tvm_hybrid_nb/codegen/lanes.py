@@ -296,7 +296,7 @@ class LanesMixin:
             lanes *= size.value if isinstance(size, ast.Constant) else 1
         self.lanes.peak_lanes = max(self.lanes.peak_lanes, lanes)
         try:
-            body = [s for buf in private_allocs for s in self.visit_AllocBuffer(_AllocLike(buf))]
+            body = [s for buf in private_allocs for s in self.visit_AllocBuffer(_AllocLike(buf, per_block=not race))]
             body += self.visit_stmt(body_stmt)
         finally:
             self.lanes.vector_depth -= 1
@@ -317,6 +317,13 @@ class LanesMixin:
             raise _CannotVectorize(f"{tag} bound again with a different extent")
         name = self.namer.define(var, var.name)
         self.scope.var_kinds[_key(var)] = ("np", _dtype(var), True)
+        if outer.var is not None:
+            # The analyser sees the same thread under both names, so an index written with the inner
+            # one is affine in the running lanes (a strided view rather than a gather).
+            try:
+                self.analyzer.bind(var, outer.var, allow_override=True)
+            except Exception:
+                pass
         return [ast.Assign([_store_name(name)], _name(outer.name))] + self.visit_stmt(body_stmt)
 
     def _lanes_while(self, node, cond: Value) -> list[ast.stmt]:

@@ -222,8 +222,11 @@ class _BinaryLike:
 
 
 class _AllocLike:
-    def __init__(self, buffer):
+    def __init__(self, buffer, per_block: bool = False):
         self.buffer = buffer
+        #: A copy per block of block-scoped memory allocated outside the grid loops: copied only
+        #: along the block lane axes whose blocks would share it.
+        self.per_block = per_block
 
 
 def _is_zero(expr) -> bool:

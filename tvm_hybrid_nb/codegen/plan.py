@@ -17,8 +17,7 @@ import tvm_ffi
 
 from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _type_key, grid_loop, loop_dependence, loop_dependences,
-                       per_block_memory,
-                       block_scoped_allocations)
+                       per_block_memory, block_scoped_allocations, written_alike)
 from .lanes import LanesMixin
 from .names import _key
 
@@ -50,9 +49,16 @@ class LoopDecision:
     private: tuple = ()
     #: Their names, for the explanation.
     copies: tuple = ()
+    #: Of ``private``, the buffers every block writes alike (keys, and names): the blocks run in
+    #: lockstep, so one copy serves all the blocks of this loop.
+    alike: tuple = ()
+    alike_names: tuple = ()
 
     def text(self) -> str:
-        copies = f"; a copy of {', '.join(self.copies)} per block" if self.copies else ""
+        per_block = [n for n in self.copies if n not in self.alike_names]
+        copies = f"; a copy of {', '.join(per_block)} per block" if per_block else ""
+        if self.alike_names:
+            copies += f"; one copy of {', '.join(self.alike_names)} for all the blocks (each writes it alike)"
         return f"{self.loop}: {self.strategy} ({self.reason}{copies})"
 
 
@@ -116,7 +122,8 @@ class EmulationPlan:
         """The plan as JSON-ready data."""
         return {"mode": self.mode, "check": self.check, "summary": self.summary(),
                 "loops": [{"loop": d.loop, "kind": d.kind, "strategy": d.strategy, "reason": d.reason,
-                           "depth": d.depth, "copies": list(d.copies)} for d in self.decisions],
+                           "depth": d.depth, "copies": list(d.copies), "alike": list(d.alike_names)}
+                          for d in self.decisions],
                 "launched": {name: plan.as_dict() for name, plan in self.launched.items()}}
 
 
@@ -166,10 +173,16 @@ class _Planner:
         for child in _children(node):
             self.stmt(child)
 
-    def decide(self, node, loop: str, kind: str, strategy: str, reason: str, private: tuple = ()) -> None:
+    def decide(self, node, loop: str, kind: str, strategy: str, reason: str, private: tuple = (),
+               grid=None) -> None:
+        """Record ``node``'s decision (``grid``: the loop over the blocks of a GPU grid, when it is one)."""
         private = private if strategy in (LANES, PARALLEL_CHUNKS) else ()
         names = tuple(str(self.shared[key].name) for key in private if self.shared and key in self.shared)
-        decision = LoopDecision(loop, kind, strategy, reason, self.depth, private, names)
+        alike: tuple = ()
+        if grid is not None and private and self.fast and not self.check:  # the sanitizers keep every copy
+            alike = tuple(sorted(written_alike(grid, private, self.roots)))
+        alike_names = tuple(str(self.shared[key].name) for key in alike if key in self.shared)
+        decision = LoopDecision(loop, kind, strategy, reason, self.depth, private, names, alike, alike_names)
         self.plan.decisions.append(decision)
         self.plan.by_node[_key(node)] = decision
 
@@ -204,9 +217,10 @@ class _Planner:
                                                 f"on {iv}, a variable without a thread tag (not an IterVar)")
             tag = str(iv.thread_tag)
             if tag.startswith("blockIdx"):
-                strategy, reason, private = self.strategy(grid_loop(node), 4, key=node, grid=True)
+                loop = grid_loop(node)
+                strategy, reason, private = self.strategy(loop, 4, key=node, grid=True)
                 self.decide(node, str(iv.var.name), "attr", BLOCK_LOOP if strategy == SERIAL else strategy, reason,
-                            private)
+                            private, grid=loop)
                 self.nested_as(strategy, node.value, node.body)
                 return
             self.thread(node, str(iv.var.name), "attr", tag, node.value, node.body)
@@ -239,7 +253,7 @@ class _Planner:
                 return
             grid = True
         strategy, reason, private = self.strategy(node, kind, grid=grid)
-        self.decide(node, name, kind_name, strategy, reason, private)
+        self.decide(node, name, kind_name, strategy, reason, private, grid=node if grid else None)
         self.nested_as(strategy, node.extent, node.body)
 
     def nested_as(self, strategy: str, extent, body) -> None:

@@ -98,3 +98,7 @@ class GpuState:
     accumulator_tags: dict[str, set] = field(default_factory=dict)
     #: The function's block-scoped allocations, by key (found on first use).
     shared: dict | None = None
+    #: Loop variable of each grid loop run as lanes -> (the buffers allocated outside it, which the
+    #: plan's proof covers; of those, the ones that need a copy per block along that lane axis: the
+    #: blocks would share them in the IR and write them differently).
+    block_copies: dict = field(default_factory=dict)
