@@ -24,15 +24,15 @@ sch
 """
 
 
-def matmul_schedule(n: int = 16):
-    """A split matmul schedule, C = A @ B."""
+def matmul_schedule(n: int = 16, factor: int = 4):
+    """A matmul schedule, C = A @ B (n x n, float32), its row loop split by ``factor``."""
     A = te.placeholder((n, n), "float32", name="A")
     B = te.placeholder((n, n), "float32", name="B")
     k = te.reduce_axis((0, n), name="k")
     C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
     sch = s_tir.Schedule(te.create_prim_func([A, B, C]))
     i, _j, _k = sch.get_loops(sch.get_sblock("C"))
-    sch.split(i, [None, 4])
+    sch.split(i, [None, factor])
     return sch
 
 

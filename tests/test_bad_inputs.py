@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
-from tvm import s_tir, te
+from tvm import te
 
 import tvm_hybrid_nb as thn
-from nb_kernels import MATMUL_CELL, MATMUL_SETUP
+from nb_kernels import MATMUL_CELL, MATMUL_SETUP, matmul_schedule
 from tvm_hybrid_nb.errors import (ArgumentTypeError, BuildError, InsufficientMemoryError, StageLookupError)
 from tvm_hybrid_nb.signature import physical_memory
 
@@ -55,13 +55,7 @@ def assert_alive(shell, name="keep_me", value="old value"):
 
 @pytest.fixture(scope="module")
 def matmul():
-    A = te.placeholder((8, 8), "float32", name="A")
-    B = te.placeholder((8, 8), "float32", name="B")
-    k = te.reduce_axis((0, 8), name="k")
-    C = te.compute((8, 8), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    sch = s_tir.Schedule(te.create_prim_func([A, B, C]))
-    sch.split(sch.get_loops(sch.get_sblock("C"))[0], [None, 3])
-    return thn.build(sch)
+    return thn.build(matmul_schedule(8, factor=3))  # 8 rows by 3: a partial last tile
 
 
 def outer_product_module():

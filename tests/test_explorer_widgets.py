@@ -279,7 +279,7 @@ def test_kernel_interrupt_cancels_a_running_run(matmul):
                          lambda outcome, error: seen.append(error))
     time.sleep(0.5)
     start = time.monotonic()
-    ui._on_sigint(signal.SIGINT, None)  # what Kernel > Interrupt delivers while the kernel is idle
+    ui.runs._on_sigint(signal.SIGINT, None)  # what Kernel > Interrupt delivers while the kernel is idle
     assert run.join(1.0) and time.monotonic() - start < 1.0
     assert isinstance(seen[0], KeyboardInterrupt)
 

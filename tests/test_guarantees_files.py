@@ -599,40 +599,34 @@ def test_unicode_paths(hm, tmp_path, capsys):
     assert thn.load(directory).last_compare.ok
 
 
-def test_concurrent_writers_of_one_new_directory(hm, tmp_path):
-    target = tmp_path / "shared"
+def save_from_threads(hm, directory: Path, threads: int = 3, **kwargs) -> list[BaseException]:
+    """``hm.save(directory, **kwargs)`` from ``threads`` threads at once; the DumpErrors they raised."""
     errors: list[BaseException] = []
 
     def write():
         try:
-            hm.save(target)
+            hm.save(directory, **kwargs)
         except DumpError as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=write) for _ in range(3)]
-    for t in threads:
+    started = [threading.Thread(target=write) for _ in range(threads)]
+    for t in started:
         t.start()
-    for t in threads:
+    for t in started:
         t.join()
+    return errors
+
+
+def test_concurrent_writers_of_one_new_directory(hm, tmp_path):
+    target = tmp_path / "shared"
+    errors = save_from_threads(hm, target)
     assert len(errors) <= 2 and all(isinstance(e, DumpError) for e in errors)
     assert len(thn.load(target).stages) == len(hm.stages)
     assert no_leftovers(tmp_path)
 
 
 def test_concurrent_overwrites_leave_one_complete_dump(hm, dumped):
-    errors: list[BaseException] = []
-
-    def write():
-        try:
-            hm.save(dumped, overwrite=True)
-        except DumpError as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=write) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = save_from_threads(hm, dumped, overwrite=True)
     assert all(isinstance(e, DumpError) for e in errors) and len(errors) < 3
     loaded = thn.load(dumped)
     assert len(loaded.stages) == len(hm.stages)

@@ -41,6 +41,18 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("entry points", {"__init__", "__main__", "cli", "demo"}),
 ]
 
+#: The UI package's modules, lowest first (the package has the layer "ui" of LAYERS): each imports
+#: only modules of a lower entry here, so they form no cycle.  ``__init__`` is the package's facade.
+UI_LAYERS: list[tuple[str, set[str]]] = [
+    ("leaves: one-line errors, HTML and image widgets, closing a widget tree", {"basics"}),
+    ("runs on a worker thread, Cancel, Kernel > Interrupt, the run controls", {"runs"}),
+    ("run panels: Emulate & compare, Find first divergent pass", {"run_panels"}),
+    ("stage panels: views, diff, plan fold, failed pass", {"stage_panels"}),
+    ("pass list data; what the buttons do with a module", {"pass_list", "actions"}),
+    ("the explorer; the verification table", {"explorer", "verify"}),
+    ("the package facade", {"__init__"}),
+]
+
 #: The upward imports allowed, each only as a function-level import inside the one function named:
 #: (importer, function, imported) -> why.  Anything else going up fails.
 HOOKS: dict[tuple[str, str, str], str] = {
@@ -241,6 +253,33 @@ def test_layers_name_every_module_of_the_package_once():
     assert not named - present, f"LAYERS names modules that do not exist: {sorted(named - present)}"
 
 
+def test_ui_layers_name_every_module_of_the_ui_package_once():
+    present = {name.split(".")[2] if name.count(".") >= 2 else "__init__"
+               for name in package_modules(PACKAGE_DIR) if component(name) == "ui"}
+    named = [n for _, names in UI_LAYERS for n in names]
+    assert len(named) == len(set(named)), f"UI_LAYERS names a module twice: {named}"
+    assert present == set(named), (f"not in UI_LAYERS: {sorted(present - set(named))}; "
+                                   f"in UI_LAYERS but not in ui/: {sorted(set(named) - present)}")
+
+
+def test_ui_modules_import_only_lower_ui_modules():
+    order = {n: i for i, (_, names) in enumerate(UI_LAYERS) for n in names}
+    prefix = f"{PACKAGE}.ui"
+
+    def sub(dotted: str) -> str:
+        return dotted[len(prefix) + 1:].split(".")[0] if dotted.startswith(prefix + ".") else "__init__"
+
+    problems = []
+    for imp in all_imports(PACKAGE_DIR):
+        if component(imp.importer) != "ui" or not (imp.target == prefix or imp.target.startswith(prefix + ".")):
+            continue
+        src, dst = sub(imp.importer), sub(imp.target)
+        if order[dst] >= order[src]:
+            problems.append(f"{imp.where(PACKAGE_DIR)}: ui.{src} ({UI_LAYERS[order[src]][0]}) imports ui.{dst}, "
+                            f"not a lower entry of UI_LAYERS ({UI_LAYERS[order[dst]][0]})")
+    assert not problems, "\n".join(problems)
+
+
 def test_every_import_goes_to_the_same_layer_or_a_lower_one():
     problems, used = upward_imports(PACKAGE_DIR)
     assert not problems, "imports that go up a layer:\n" + "\n".join(problems)
@@ -369,7 +408,7 @@ print(",".join(sorted(m for m in sys.modules if m.split(".")[0] in ("tvm", "tvm_
 
 def test_ipython_is_only_imported_by_the_magic():
     for path in PACKAGE_DIR.rglob("*.py"):
-        if path.parent == PACKAGE_DIR and path.stem in UI_MODULES:
+        if path.relative_to(PACKAGE_DIR).with_suffix("").parts[0] in UI_MODULES:  # ui.py or ui/
             continue
         text = path.read_text(encoding="utf-8")
         for banned in ("import IPython", "from IPython", "import ipywidgets", "from ipywidgets"):

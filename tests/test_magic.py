@@ -212,24 +212,20 @@ def test_rerunning_a_cell_closes_the_previous_explorer(shell):
 def test_unbuildable_values_and_bad_arguments_are_usage_errors(shell):
     assert shell.run_cell(MATMUL_CELL).success  # a good `sch` (other tests rebind it)
     shell.user_ns["keep_me"] = "old value"
-    result, cap = run(shell, "%%hybrid_build keep_me\n42")
-    assert_one_line_usage_error(result, cap, "cannot build a int")
-    result, cap = run(shell, "%%hybrid_build keep_me\nz = 3")
-    assert_one_line_usage_error(result, cap, "must end with an expression")
-    result, cap = run(shell, "%%hybrid_build 9lives\nsch")
-    assert_one_line_usage_error(result, cap, "NAME must be a Python identifier")
-    result, cap = run(shell, "%%hybrid_build keep_me --reference 5\nsch")
-    assert_one_line_usage_error(result, cap, "--reference must name a function")
-    result, cap = run(shell, "%%hybrid_build keep_me --inputs '[1, 2, 3, 4]'\nsch")
-    assert_one_line_usage_error(result, cap, "--inputs gave 4 values")
-    result, cap = run(shell, "%%hybrid_build keep_me --inputs 'nope('\nsch")
-    assert_one_line_usage_error(result, cap, "--inputs", "not valid Python")
-    result, cap = run(shell, "%%hybrid_build keep_me --frobnicate\nsch")
-    assert_one_line_usage_error(result, cap, "unrecognized arguments")
-    result, cap = run(shell, "%hybrid_build")
-    assert_one_line_usage_error(result, cap, "needs an expression")
-    result, cap = run(shell, "%hybrid_build missing_thing")
-    assert_one_line_usage_error(result, cap, "NameError")
+    cases = [  # (cell, what its one-line error says)
+        ("%%hybrid_build keep_me\n42", ["cannot build a int"]),
+        ("%%hybrid_build keep_me\nz = 3", ["must end with an expression"]),
+        ("%%hybrid_build 9lives\nsch", ["NAME must be a Python identifier"]),
+        ("%%hybrid_build keep_me --reference 5\nsch", ["--reference must name a function"]),
+        ("%%hybrid_build keep_me --inputs '[1, 2, 3, 4]'\nsch", ["--inputs gave 4 values"]),
+        ("%%hybrid_build keep_me --inputs 'nope('\nsch", ["--inputs", "not valid Python"]),
+        ("%%hybrid_build keep_me --frobnicate\nsch", ["unrecognized arguments"]),
+        ("%hybrid_build", ["needs an expression"]),
+        ("%hybrid_build missing_thing", ["NameError"]),
+    ]
+    for cell, fragments in cases:
+        result, cap = run(shell, cell)
+        assert_one_line_usage_error(result, cap, *fragments)
     assert shell.user_ns["keep_me"] == "old value"
 
 
