@@ -82,12 +82,12 @@ class LanesMixin:
         if count < self.VIEW_MIN_ELEMENTS:  # building a view costs more than gathering a few elements
             return None
         lanes = [(axis, extents[axis], coefs[axis]) for axis in used]
+        hoisted = self._hoisted_view(info, bases, lanes, [base for base, _axis in prefix])
+        if hoisted is not None:
+            return hoisted
         if prefix:
             start = ast.Tuple([base for base, _axis in prefix] + base_nodes, ast.Load())
             return self._call("lanes_view", _name(info.name), start, self._lanes_arg(lanes))
-        hoisted = self._hoisted_view(info, bases, lanes)
-        if hoisted is not None:
-            return hoisted
         return self._call("lanes_view", _name(info.name), ast.Tuple(base_nodes, ast.Load()), self._lanes_arg(lanes))
 
     def _view_prefix(self, info: _BufferInfo) -> list | None:
@@ -129,12 +129,12 @@ class LanesMixin:
                                                                             ast.Load())], ast.Load())
                           for axis, extent, coefs in lanes], ast.Load())
 
-    def _hoisted_view(self, info: _BufferInfo, bases, lanes) -> ast.expr | None:
+    def _hoisted_view(self, info: _BufferInfo, bases, lanes, prefix=()) -> ast.expr | None:
         """A lane view built once in front of the innermost serial loop instead of every iteration:
         as it is when its start does not move with the loop, else with the loop's iterations as a
         leading axis, of which each iteration takes its own (``view[k]``).  Only where everything the
         view depends on exists before the loop and no branch condition was needed to prove it in
-        bounds."""
+        bounds.  ``prefix``: the starts of a per-lane or per-thread copy's lane dimensions (fixed)."""
         if not self.serial.frames:
             return None
         frame = self.serial.frames[-1]
@@ -158,6 +158,7 @@ class LanesMixin:
         start_nodes = self._same_for_all_lanes(starts)
         if start_nodes is None:
             return None
+        start_nodes, steps = list(prefix) + start_nodes, [0] * len(prefix) + steps
         moving = any(steps)
         if moving:
             lanes = [(0, frame.extent, steps)] + [(axis + 1, extent, coefs) for axis, extent, coefs in lanes]
