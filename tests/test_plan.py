@@ -65,6 +65,26 @@ def test_a_loop_emission_cannot_run_as_lanes_is_planned_serial_with_the_reason()
     np.testing.assert_array_equal(out, a * np.float32(2) + np.float32(1))
 
 
+def test_an_allocation_inside_lanes_is_planned_as_one_copy_for_the_lanes_that_touch_it_apart():
+    from test_constructs import buffer_shared_by_some_lanes, whole_buffer_in_the_innermost_block
+
+    plan = thn.build(whole_buffer_in_the_innermost_block).stage("PlanAndUpdateBufferAllocationLocation").plan("fast")
+    (alloc,) = plan.allocations
+    assert (alloc.buffer, alloc.loops) == ("B", ("i", "j"))
+    assert alloc.reason == "each iteration of i, j touches its own elements of B"
+    assert "B: one copy for the lanes of i, j" in plan.text() and "B allocated once for all lanes" in plan.summary()
+    assert plan.as_dict()["allocations"][0]["loops"] == ["i", "j"]
+    by_loop = {d.loop: d.strategy for d in plan.decisions}
+    assert by_loop["i"] == by_loop["j"] == P.LANES and by_loop["k"] == P.SERIAL
+    # Indexed by vi only: the lanes of j write the same elements, so each j lane keeps a copy.
+    plan = thn.build(buffer_shared_by_some_lanes).stage(0).plan("fast")
+    (alloc,) = plan.allocations
+    assert (alloc.buffer, alloc.loops) == ("tmp", ("i",))
+    # An allocation every lane uses the same element of is never shared (see the next test).
+    from test_constructs import large_allocation_per_iteration
+    assert not thn.build(large_allocation_per_iteration).stage(0).plan("fast").allocations
+
+
 def test_parallel_loop_is_planned_in_chunks_and_a_too_small_loop_stays_serial():
     @T.prim_func
     def f(A: T.Buffer((64, 4), "float32"), B: T.Buffer((64, 4), "float32")):

@@ -262,34 +262,63 @@ def loop_dependence(loop, roots: dict[int, int], private=()) -> str | None:
 def loop_dependences(loop, roots: dict[int, int], private=()) -> tuple[str | None, dict[int, str]]:
     """``(why no claim is possible, or None; {root buffer: why its accesses may overlap between
     iterations}``) — see :func:`loop_dependence`."""
-    acc = _LoopAccesses(roots)
+    acc, expand = _accesses(loop, roots)
     acc.local |= set(private)
-    acc.stmt(loop.body)
     if acc.private:
         return acc.private, {}
     groups: dict[int, list] = {}
     for root, buf_key, is_write, indices in acc.accesses:
         groups.setdefault(root, []).append((buf_key, is_write, indices))
-    expand = tvm.sym.Analyzer()
-    for var, value in acc.binds:
-        expand.bind(var, value, allow_override=True)
-    x = loop.loop_var.name
     shared: dict[int, str] = {}
     for root, items in groups.items():
         if root in acc.local or not any(w for _, w, _ in items):
             continue
-        name = acc.names.get(root, "a buffer")
-        if len({k for k, _, _ in items}) > 1 or len({len(ix) for _, _, ix in items}) > 1:
-            shared[root] = f"{name} is written and accessed through several views"
-            continue
-        ndim = len(items[0][2])
-        x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
-        if not any(_separates_iterations([ix[d] for _, _, ix in items], loop.loop_var, acc, expand, x_extent)
-                   for d in range(ndim)):
-            flat = _flat_indices(items, acc.shapes.get(items[0][0]))
-            if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent):
-                shared[root] = f"carried dependence on {name}: two iterations of {x} may touch the same element"
+        why = _overlap(loop, acc, expand, items, acc.names.get(root, "a buffer"))
+        if why is not None:
+            shared[root] = why
     return None, shared
+
+
+def _accesses(loop, roots: dict[int, int]):
+    """The accesses of ``loop``'s body and the analyzer that expands its bindings."""
+    acc = _LoopAccesses(roots)
+    acc.stmt(loop.body)
+    expand = tvm.sym.Analyzer()
+    for var, value in acc.binds:
+        expand.bind(var, value, allow_override=True)
+    return acc, expand
+
+
+def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> str | None:
+    """Why two iterations of ``loop`` may touch the same element through ``items`` (one buffer's
+    ``(view key, is_write, indices)``), or None when each iteration touches its own elements."""
+    x = loop.loop_var.name
+    if len({k for k, _, _ in items}) > 1 or len({len(ix) for _, _, ix in items}) > 1:
+        return f"{name} is written and accessed through several views"
+    ndim = len(items[0][2])
+    x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
+    if not any(_separates_iterations([ix[d] for _, _, ix in items], loop.loop_var, acc, expand, x_extent)
+               for d in range(ndim)):
+        flat = _flat_indices(items, acc.shapes.get(items[0][0]))
+        if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent):
+            return f"carried dependence on {name}: two iterations of {x} may touch the same element"
+    return None
+
+
+def allocation_overlap(loop, buf, roots: dict[int, int]) -> str | None:
+    """Why two iterations of ``loop`` may touch the same element of ``buf``, an allocation inside
+    its body (each iteration of the compiled loop has its own), or None when they provably touch
+    disjoint elements (reads and writes, through any view of it): then one copy shared by all the
+    lanes holds what the copies of the iterations would, element for element (an element one
+    iteration touches, no other does; a fresh copy's elements and the shared one's start alike)."""
+    acc, expand = _accesses(loop, roots)
+    if acc.private:
+        return acc.private
+    key = _key(buf)
+    items = [(buf_key, is_write, indices) for root, buf_key, is_write, indices in acc.accesses if root == key]
+    if not items:
+        return None
+    return _overlap(loop, acc, expand, items, str(buf.name))
 
 
 def _flat_indices(items, shape) -> list | None:

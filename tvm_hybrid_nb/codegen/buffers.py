@@ -29,7 +29,9 @@ class BuffersMixin:
         # Per-thread memory gets one copy per thread of the block (wherever it is allocated), an
         # allocation inside a loop that runs as lanes one copy per lane; shared memory is one copy.
         info.per_thread = scope.startswith("local") or (scope == "global" and any(ax.is_thread for ax in self.lanes.axes))
-        private = [ax for ax in self.lanes.axes if not ax.is_thread]
+        # Lanes whose iterations each touch their own elements share one copy (the plan proved it).
+        shared = self.plan.shared_lanes(buf)
+        private = [ax for ax in self.lanes.axes if not ax.is_thread and not (ax.var is not None and _key(ax.var) in shared)]
         info.prefix_axes = [_key(ax.var) if ax.var is not None else None for ax in private]
         info.prefix = [ast.BinOp(_name(ax.name), ast.Sub(), ax.lo)
                        if not (isinstance(ax.lo, ast.Constant) and ax.lo.value == 0) else _name(ax.name)
