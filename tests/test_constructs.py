@@ -486,6 +486,38 @@ def test_an_allocation_some_lanes_touch_apart_is_shared_by_those_only_and_exact(
     check_every_stage(buffer_shared_by_some_lanes, [_rand(16, 8, 4), np.zeros((16, 8), "float32")], min_stages=5)
 
 
+@T.prim_func(s_tir=True)
+def predicated_split(A: T.Buffer((12, 16, 16), "float32"), B: T.Buffer((12, 16, 16), "float32")):
+    # TVM's test_tir_schedule_split_fuse `elementwise_split_with_predicate`, smaller: j1 and
+    # k0 * 6 + k1 each take one value more than their row holds, the predicate leaves it out.  Once
+    # flattened (and after RenormalizeSplitPattern's `(k0 * 3 + k1 // 2) // 8 < 1`), only the
+    # predicate keeps the iterations of i0, i1, i2 and j1 apart.
+    for i0, i1, i2, j1, k0, k1 in T.grid(3, 2, 2, 17, 3, 6):
+        with T.sblock("B"):
+            vi = T.axis.spatial(12, i0 * 4 + i1 * 2 + i2)
+            vj = T.axis.spatial(16, j1)
+            vk = T.axis.spatial(16, k0 * 6 + k1)
+            T.where(j1 < 16 and k0 * 6 + k1 < 16)
+            B[vi, vj, vk] = A[vi, vj, vk] * T.float32(2.0)
+
+
+@T.prim_func
+def predicated_overlap(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    # The predicate lets k reach 16, the first element of the next j's row: iterations of j
+    # accumulate into B[16] and B[32] one after another.
+    for j, k0, k1 in T.grid(3, 3, 6):
+        if k0 * 6 + k1 < 17:
+            B[j * 16 + k0 * 6 + k1] = B[j * 16 + k0 * 6 + k1] + A[j * 16 + k0 * 6 + k1]
+
+
+def test_a_predicated_split_keeps_its_lanes_at_every_stage_and_is_exact():
+    check_every_stage(predicated_split, [_rand(12, 16, 16), np.zeros((12, 16, 16), "float32")], min_stages=8)
+
+
+def test_a_predicate_that_lets_iterations_overlap_keeps_them_serial_and_exact():
+    check_every_stage(predicated_overlap, [_rand(64), _rand(64, seed=1)])
+
+
 def test_progress_reports_inside_the_outermost_loop():
     @T.prim_func
     def f(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64,), "float32")):

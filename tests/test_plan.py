@@ -85,6 +85,19 @@ def test_an_allocation_inside_lanes_is_planned_as_one_copy_for_the_lanes_that_to
     assert not thn.build(large_allocation_per_iteration).stage(0).plan("fast").allocations
 
 
+def test_a_predicate_bounds_the_index_in_the_dependence_test():
+    from test_constructs import predicated_overlap, predicated_split
+
+    hm = thn.build(predicated_split)
+    for stage in ("FlattenBuffer", "RenormalizeSplitPattern", "AnnotateEntryFunc"):
+        plan = hm.stage(stage).plan("fast")
+        assert all(d.strategy == P.LANES for d in plan.decisions), (stage, plan.text())
+    plan = thn.build(predicated_overlap).stage(0).plan("fast")
+    by_loop = {d.loop: d for d in plan.decisions}
+    assert by_loop["j"].strategy == P.SERIAL
+    assert by_loop["j"].reason == "carried dependence on B: two iterations of j may touch the same element"
+
+
 def test_parallel_loop_is_planned_in_chunks_and_a_too_small_loop_stays_serial():
     @T.prim_func
     def f(A: T.Buffer((64, 4), "float32"), B: T.Buffer((64, 4), "float32")):
