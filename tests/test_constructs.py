@@ -413,10 +413,11 @@ def test_loops_nested_deeper_than_python_compiles():
 
 @T.prim_func
 def large_allocation_per_iteration(A: T.Buffer((2048,), "float32"), B: T.Buffer((2048,), "float32")):
+    # Every iteration uses element 0 of its own tmp: lanes cannot share one copy.
     for i in range(2048):
         tmp = T.alloc_buffer((1048576,), "float32")
-        tmp[i * 64] = A[i] * T.float32(2)
-        B[i] = tmp[i * 64] + T.float32(1)
+        tmp[0] = A[i] * T.float32(2)
+        B[i] = tmp[0] + T.float32(1)
 
 
 def test_fast_mode_does_not_copy_a_large_allocation_per_iteration():
@@ -432,6 +433,91 @@ def test_fast_mode_does_not_copy_a_large_allocation_per_iteration():
     np.testing.assert_array_equal(out, hm.run_native(a, np.zeros(2048, "float32")))
 
 
+@T.prim_func(s_tir=True)
+def whole_buffer_in_the_innermost_block(A: T.Buffer((32, 16, 8, 4), "float32"), C: T.Buffer((32, 16), "float32")):
+    # TVM's test_tir_schedule_cache_read_write `reduce` (there 128**4): PlanAndUpdateBufferAllocation-
+    # Location moves B into the block under k, so every (i, j, k) allocates all of B; each iteration
+    # of i and j touches only B[i, j, :].
+    B = T.sblock_alloc_buffer((32, 16, 8), dtype="float32")
+    for i, j, k in T.grid(32, 16, 8):
+        for l in range(4):
+            with T.sblock("B"):
+                vi, vj, vk, vl = T.axis.remap("SSSR", [i, j, k, l])
+                with T.init():
+                    B[vi, vj, vk] = T.float32(0)
+                B[vi, vj, vk] = B[vi, vj, vk] + A[vi, vj, vk, vl]
+        with T.sblock("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + B[vi, vj, vk]
+
+
+@T.prim_func(s_tir=True)
+def buffer_shared_by_some_lanes(A: T.Buffer((16, 8, 4), "float32"), C: T.Buffer((16, 8), "float32")):
+    # tmp is indexed by vi but not vj: the lanes of i may share one copy, those of j may not (each j
+    # writes its own values to the same elements).
+    for i, j in T.grid(16, 8):
+        with T.sblock("outer"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.reads(A[vi, vj, 0:4])
+            T.writes(C[vi, vj])
+            tmp = T.sblock_alloc_buffer((16, 4))
+            for k in range(4):
+                with T.sblock("t"):
+                    vk = T.axis.remap("S", [k])
+                    tmp[vi, vk] = A[vi, vj, vk] * T.float32(2)
+            for k in range(4):
+                with T.sblock("c"):
+                    vk = T.axis.remap("R", [k])
+                    with T.init():
+                        C[vi, vj] = T.float32(0)
+                    C[vi, vj] = C[vi, vj] + tmp[vi, 3 - vk]
+
+
+def test_an_allocation_each_lane_touches_apart_is_one_copy_and_exact():
+    hm = check_every_stage(whole_buffer_in_the_innermost_block, [_rand(32, 16, 8, 4), np.zeros((32, 16), "float32")],
+                           min_stages=5)
+    source = hm.stage("PlanAndUpdateBufferAllocationLocation").fast_source()
+    assert "B = alloc((32, 16, 8), 'float32')" in source  # not one (32, 16, 8) copy per lane
+
+
+def test_an_allocation_some_lanes_touch_apart_is_shared_by_those_only_and_exact():
+    check_every_stage(buffer_shared_by_some_lanes, [_rand(16, 8, 4), np.zeros((16, 8), "float32")], min_stages=5)
+
+
+@T.prim_func(s_tir=True)
+def predicated_split(A: T.Buffer((12, 16, 16), "float32"), B: T.Buffer((12, 16, 16), "float32")):
+    # TVM's test_tir_schedule_split_fuse `elementwise_split_with_predicate`, smaller: j1 and
+    # k0 * 6 + k1 each take one value more than their row holds, the predicate leaves it out.  Once
+    # flattened (and after RenormalizeSplitPattern's `(k0 * 3 + k1 // 2) // 8 < 1`), only the
+    # predicate keeps the iterations of i0, i1, i2 and j1 apart.
+    for i0, i1, i2, j1, k0, k1 in T.grid(3, 2, 2, 17, 3, 6):
+        with T.sblock("B"):
+            vi = T.axis.spatial(12, i0 * 4 + i1 * 2 + i2)
+            vj = T.axis.spatial(16, j1)
+            vk = T.axis.spatial(16, k0 * 6 + k1)
+            T.where(j1 < 16 and k0 * 6 + k1 < 16)
+            B[vi, vj, vk] = A[vi, vj, vk] * T.float32(2.0)
+
+
+@T.prim_func
+def predicated_overlap(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    # The predicate lets k reach 16, the first element of the next j's row: iterations of j
+    # accumulate into B[16] and B[32] one after another.
+    for j, k0, k1 in T.grid(3, 3, 6):
+        if k0 * 6 + k1 < 17:
+            B[j * 16 + k0 * 6 + k1] = B[j * 16 + k0 * 6 + k1] + A[j * 16 + k0 * 6 + k1]
+
+
+def test_a_predicated_split_keeps_its_lanes_at_every_stage_and_is_exact():
+    check_every_stage(predicated_split, [_rand(12, 16, 16), np.zeros((12, 16, 16), "float32")], min_stages=8)
+
+
+def test_a_predicate_that_lets_iterations_overlap_keeps_them_serial_and_exact():
+    check_every_stage(predicated_overlap, [_rand(64), _rand(64, seed=1)])
+
+
 def test_progress_reports_inside_the_outermost_loop():
     @T.prim_func
     def f(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64,), "float32")):
@@ -445,6 +531,38 @@ def test_progress_reports_inside_the_outermost_loop():
     hm.emulate(_rand(64, 64), np.zeros(64, "float32"), progress=seen.append)
     assert len(seen) > 60 and seen == sorted(seen) and seen[-1] == pytest.approx(1.0)
     assert 0.4 < seen[len(seen) // 2] < 0.6
+
+
+def test_a_long_serial_nest_reports_progress_from_its_inner_loops(monkeypatch):
+    # MetaSchedule's conv3d: one iteration of the outer tile loops takes a minute; the loops inside
+    # must move the progress too, or slow cannot be told from hung.
+    from tvm_hybrid_nb import module as hmodule
+
+    @T.prim_func
+    def f(A: T.Buffer((8, 8), "float32"), B: T.Buffer((1,), "float32")):
+        for a in range(2):
+            for b in range(2):
+                for c in range(4):
+                    for d in range(8):
+                        for e in range(8):
+                            B[0] = B[0] + A[d, e] * T.Cast("float32", a + b + c)
+
+    hm = thn.build(f)
+    a = _rand(8, 8)
+    want = hm.run_native(a, np.zeros(1, "float32"))
+    for mode in ("exact", "fast"):
+        monkeypatch.setattr(hmodule, "PROGRESS_INTERVAL", 0.0)
+        seen = []
+        out = hm.emulate(a, np.zeros(1, "float32"), mode=mode, progress=seen.append)
+        np.testing.assert_array_equal(out, want)
+        assert seen == sorted(seen) and seen[-1] == pytest.approx(1.0)
+        # Within the first iteration of a and b (a quarter of the run), every iteration of c and d.
+        assert len({x for x in seen if x <= 0.25}) >= 4 * 8, seen
+        # Rate-limited (the loops below the first inner one): fewer calls, still ending at 1.
+        monkeypatch.setattr(hmodule, "PROGRESS_INTERVAL", 3600.0)
+        limited = []
+        hm.emulate(a, np.zeros(1, "float32"), mode=mode, progress=limited.append)
+        assert len(limited) < len(seen) and limited[-1] == pytest.approx(1.0)
 
 
 def test_thread_extent_on_a_variable_without_a_thread_tag_is_refused_not_a_crash():

@@ -65,6 +65,39 @@ def test_a_loop_emission_cannot_run_as_lanes_is_planned_serial_with_the_reason()
     np.testing.assert_array_equal(out, a * np.float32(2) + np.float32(1))
 
 
+def test_an_allocation_inside_lanes_is_planned_as_one_copy_for_the_lanes_that_touch_it_apart():
+    from test_constructs import buffer_shared_by_some_lanes, whole_buffer_in_the_innermost_block
+
+    plan = thn.build(whole_buffer_in_the_innermost_block).stage("PlanAndUpdateBufferAllocationLocation").plan("fast")
+    (alloc,) = plan.allocations
+    assert (alloc.buffer, alloc.loops) == ("B", ("i", "j"))
+    assert alloc.reason == "each iteration of i, j touches its own elements of B"
+    assert "B: one copy for the lanes of i, j" in plan.text() and "B allocated once for all lanes" in plan.summary()
+    assert plan.as_dict()["allocations"][0]["loops"] == ["i", "j"]
+    by_loop = {d.loop: d.strategy for d in plan.decisions}
+    assert by_loop["i"] == by_loop["j"] == P.LANES and by_loop["k"] == P.SERIAL
+    # Indexed by vi only: the lanes of j write the same elements, so each j lane keeps a copy.
+    plan = thn.build(buffer_shared_by_some_lanes).stage(0).plan("fast")
+    (alloc,) = plan.allocations
+    assert (alloc.buffer, alloc.loops) == ("tmp", ("i",))
+    # An allocation every lane uses the same element of is never shared (see the next test).
+    from test_constructs import large_allocation_per_iteration
+    assert not thn.build(large_allocation_per_iteration).stage(0).plan("fast").allocations
+
+
+def test_a_predicate_bounds_the_index_in_the_dependence_test():
+    from test_constructs import predicated_overlap, predicated_split
+
+    hm = thn.build(predicated_split)
+    for stage in ("FlattenBuffer", "RenormalizeSplitPattern", "AnnotateEntryFunc"):
+        plan = hm.stage(stage).plan("fast")
+        assert all(d.strategy == P.LANES for d in plan.decisions), (stage, plan.text())
+    plan = thn.build(predicated_overlap).stage(0).plan("fast")
+    by_loop = {d.loop: d for d in plan.decisions}
+    assert by_loop["j"].strategy == P.SERIAL
+    assert by_loop["j"].reason == "carried dependence on B: two iterations of j may touch the same element"
+
+
 def test_parallel_loop_is_planned_in_chunks_and_a_too_small_loop_stays_serial():
     @T.prim_func
     def f(A: T.Buffer((64, 4), "float32"), B: T.Buffer((64, 4), "float32")):
@@ -246,3 +279,52 @@ def test_shared_memory_blocks_write_alike_only_when_nothing_written_depends_on_t
     for stage in (0, _after_split(hm).index):
         np.testing.assert_array_equal(hm.emulate(a, np.zeros(64, "float32"), stage=stage, mode="fast"), want)
     np.testing.assert_array_equal(hm.emulate(a, np.zeros(64, "float32"), mode="fast", check=True), want)
+
+
+def test_a_tile_allocated_inside_each_block_is_one_copy_for_blocks_that_touch_it_apart_or_write_it_alike():
+    from tvm_hybrid_nb import examples
+
+    ex = examples.gpu_tiled_matmul(64, 8)
+    hm = thn.build(ex.obj, target="cuda")
+    # PlanAndUpdateBufferAllocationLocation moves the whole (64, 64) tiles into every block.
+    moved = next(s for s in hm.stages if s.label.endswith("PlanAndUpdateBufferAllocationLocation"))
+    by_buffer = {a.buffer: a for a in moved.plan("fast").allocations}
+    assert by_buffer["A_shared"].loops == ("i_0", "j_0")
+    assert "the blocks of i_0 touch their own elements of A_shared" in by_buffer["A_shared"].reason
+    assert "every block of j_0 writes A_shared alike" in by_buffer["A_shared"].reason
+    assert "A_shared: one copy for the lanes of i_0, j_0" in moved.plan("fast").text()
+    # Under the sanitizers only the blocks that touch a tile apart share it.
+    checked = {a.buffer: a for a in moved.plan("fast", check=True).allocations}
+    assert checked["A_shared"].loops == ("i_0",) and checked["B_shared"].loops == ("j_0",)
+    inputs = ex.inputs(hm)
+    out = [k for k, p in enumerate(hm.params) if p.is_output][0]
+    exact = [a.copy() for a in inputs]
+    hm.emulate(*exact, stage=moved.index, mode="exact")
+    np.testing.assert_allclose(exact[out], inputs[0] @ inputs[1], rtol=1e-4, atol=1e-4)
+    for check in (False, True):
+        fast = [a.copy() for a in inputs]
+        hm.emulate(*fast, stage=moved.index, mode="fast", check=check)
+        np.testing.assert_array_equal(fast[out], exact[out])
+
+
+def test_blocks_that_write_a_tile_of_their_own_differently_keep_a_copy_each():
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+        for bx in T.thread_binding(8, thread="blockIdx.x"):
+            with T.sblock("blk"):
+                T.reads(A[0:64])
+                T.writes(B[bx * 8:bx * 8 + 8])
+                own = T.sblock_alloc_buffer((8,), scope="shared")      # index alike, value per block
+                same = T.sblock_alloc_buffer((8,), scope="shared")     # every block loads the same
+                for tx in T.thread_binding(8, thread="threadIdx.x"):
+                    own[tx] = A[bx * 8 + tx]
+                    same[tx] = A[tx]
+                for tx in T.thread_binding(8, thread="threadIdx.x"):
+                    B[bx * 8 + tx] = own[tx] * T.float32(2) + same[7 - tx]
+
+    hm = thn.build(f, target="cuda")
+    assert [(a.buffer, a.loops) for a in hm.stage(0).plan("fast").allocations] == [("same", ("bx",))]
+    a = _rand(64)
+    want = a * np.float32(2) + np.tile(a[:8][::-1], 8)
+    for stage in (0, _after_split(hm).index):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros(64, "float32"), stage=stage, mode="fast"), want)

@@ -214,24 +214,36 @@ class Stage:
         # and progress alike; the caller's chunk reports.
         callbacks: dict[int, Callable] = {}
         last: dict[int, float] = {}  # per thread: reports never go backwards
+        sent: dict[int, float] = {}  # per thread: when the callback last ran (rate limit of deep loops)
+        held: dict[int, float] = {}  # per thread: a fraction the rate limit held back
         total = max(gen.progress_loops, 1)
 
-        def report(loop_no, done, extent, inner_done=None, inner_extent=None):
+        def report(loop_no, *pairs):
+            # pairs: (done, extent) of each reporting loop, outermost first; an iteration of the
+            # innermost starts (it counts as done), or, after a trailing (0, 0), the iterations done.
             me = threading.get_ident()
             callback = callbacks.get(me)
-            if callback is not None and extent:
-                if inner_extent is None:  # an outermost loop's iteration starts
-                    part = int(done) + 1
-                elif not inner_extent:  # ... whose inner loop reports: the iterations done
-                    part = int(done)
-                else:
-                    part = int(done) + (int(inner_done) + 1) / int(inner_extent)
-                fraction = max(last.get(me, 0.0), min(1.0, (loop_no + part / int(extent)) / total))
-                last[me] = fraction
-                try:
-                    callback(fraction)
-                except Exception as exc:  # the user's error, not the kernel's: see _run_kernel
-                    raise _ProgressCallbackError(exc) from None
+            if callback is None or not pairs[1]:
+                return
+            n = len(pairs)
+            part = 1.0
+            if not pairs[-1]:
+                n, part = n - 2, 0.0
+            for i in range(n - 2, -1, -2):
+                part = (int(pairs[i]) + part) / int(pairs[i + 1])
+            fraction = max(last.get(me, 0.0), min(1.0, (loop_no + part) / total))
+            last[me] = fraction
+            if n > 4:  # the loops inside the first inner one report at most every PROGRESS_INTERVAL s
+                now = time.monotonic()
+                if now - sent.get(me, 0.0) < PROGRESS_INTERVAL:
+                    held[me] = fraction
+                    return
+                sent[me] = now
+            held.pop(me, None)
+            try:
+                callback(fraction)
+            except Exception as exc:  # the user's error, not the kernel's: see _run_kernel
+                raise _ProgressCallbackError(exc) from None
 
         fn = load_kernel(gen.source, self._owner.name, label=f"{self.label} {mode}",
                          namespace={_PROGRESS_HOOK: report})
@@ -242,12 +254,19 @@ class Stage:
             me = threading.get_ident()
             outer = callbacks.get(me)
             last.pop(me, None)
+            held.pop(me, None)
             if progress is None:
                 callbacks.pop(me, None)
             else:
                 callbacks[me] = progress
             try:
-                return fn(*arrays)
+                result = fn(*arrays)
+                if progress is not None and me in held:  # the last report the rate limit held back
+                    try:
+                        progress(held.pop(me))
+                    except Exception as exc:
+                        raise _ProgressCallbackError(exc) from None
+                return result
             finally:
                 if outer is None:
                     callbacks.pop(me, None)
@@ -705,6 +724,9 @@ def _same_dim(got, want) -> bool:
 
 #: The name under which a script calls its progress hook (a dunder: user names never are one).
 _PROGRESS_HOOK = "__progress__"
+#: Seconds between two progress reports of loops nested more than two deep (the outermost loop and
+#: the first inside it report every iteration).
+PROGRESS_INTERVAL = 0.05
 #: Helpers of a stage-0 script that mean the native kernel can trap on some inputs.
 _TRAPPING_HELPERS = frozenset({"_check_divisor", "load", "store", "access"})
 

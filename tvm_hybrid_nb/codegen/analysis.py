@@ -2,6 +2,8 @@
 thread extents and tree searches."""
 from __future__ import annotations
 
+import contextlib
+
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -105,6 +107,22 @@ class _LoopAccesses:
         self.local: set[int] = set()
         #: Shape of each accessed buffer (for the flattened-index test).
         self.shapes: dict[int, object] = {}
+        #: The branch conditions (and block predicates) in force at each access, aligned with ``accesses``.
+        self.guards: list[tuple] = []
+        self._conditions: list = []
+
+    def add(self, root: int, buf_key: int, is_write: bool, indices: list) -> None:
+        self.accesses.append((root, buf_key, is_write, indices))
+        self.guards.append(tuple(self._conditions))
+
+    @contextlib.contextmanager
+    def guarded(self, condition):
+        """Accesses made where ``condition`` holds (a branch's then-case, a block's predicate)."""
+        self._conditions.append(condition)
+        try:
+            yield
+        finally:
+            self._conditions.pop()
 
     def root(self, buf) -> int:
         self.shapes[_key(buf)] = buf.shape
@@ -115,7 +133,7 @@ class _LoopAccesses:
         def visit(node):
             key = _type_key(node)
             if key == "ir.TensorLoad":
-                self.accesses.append((self.root(node.source), _key(node.source), False, list(node.indices)))
+                self.add(self.root(node.source), _key(node.source), False, list(node.indices))
             elif key == "ir.Call":
                 self.call(node)
             return True
@@ -132,7 +150,7 @@ class _LoopAccesses:
             count = int(node.args[0].value)
             for result in list(node.args)[2 + count:2 + 2 * count]:
                 if _type_key(result) == "ir.TensorLoad":
-                    self.accesses.append((self.root(result.source), _key(result.source), True, list(result.indices)))
+                    self.add(self.root(result.source), _key(result.source), True, list(result.indices))
                 else:
                     self.private = "a cross-thread reduction writes a result that is not a buffer element"
 
@@ -153,10 +171,11 @@ class _LoopAccesses:
             for idx in stmt.indices:
                 self.expr(idx)
             self.expr(stmt.value)
-            self.accesses.append((self.root(stmt.buffer), _key(stmt.buffer), True, list(stmt.indices)))
+            self.add(self.root(stmt.buffer), _key(stmt.buffer), True, list(stmt.indices))
         elif key in ("tirx.IfThenElse",):
             self.expr(stmt.condition)
-            self.stmt(stmt.then_case)
+            with self.guarded(stmt.condition):
+                self.stmt(stmt.then_case)
             if stmt.else_case is not None:
                 self.stmt(stmt.else_case)
         elif key == "tirx.While":
@@ -186,9 +205,10 @@ class _LoopAccesses:
             if len(block.match_buffers):
                 self.private = f"block {block.name_hint} matches a buffer region (match_buffer)"
             self.local |= {_key(b) for b in block.alloc_buffers}
-            if block.init is not None:
-                self.stmt(block.init)
-            self.stmt(block.body)
+            with self.guarded(stmt.predicate):
+                if block.init is not None:
+                    self.stmt(block.init)
+                self.stmt(block.body)
         elif key == "tirx.AllocBuffer":
             self.local.add(_key(stmt.buffer))
         else:  # break/continue and anything unknown: no claim of independence
@@ -262,34 +282,65 @@ def loop_dependence(loop, roots: dict[int, int], private=()) -> str | None:
 def loop_dependences(loop, roots: dict[int, int], private=()) -> tuple[str | None, dict[int, str]]:
     """``(why no claim is possible, or None; {root buffer: why its accesses may overlap between
     iterations}``) — see :func:`loop_dependence`."""
-    acc = _LoopAccesses(roots)
+    acc, expand = _accesses(loop, roots)
     acc.local |= set(private)
-    acc.stmt(loop.body)
     if acc.private:
         return acc.private, {}
     groups: dict[int, list] = {}
-    for root, buf_key, is_write, indices in acc.accesses:
-        groups.setdefault(root, []).append((buf_key, is_write, indices))
+    for (root, buf_key, is_write, indices), guards in zip(acc.accesses, acc.guards):
+        groups.setdefault(root, []).append((buf_key, is_write, indices, guards))
+    shared: dict[int, str] = {}
+    for root, items in groups.items():
+        if root in acc.local or not any(item[1] for item in items):
+            continue
+        why = _overlap(loop, acc, expand, items, acc.names.get(root, "a buffer"))
+        if why is not None:
+            shared[root] = why
+    return None, shared
+
+
+def _accesses(loop, roots: dict[int, int]):
+    """The accesses of ``loop``'s body and the analyzer that expands its bindings."""
+    acc = _LoopAccesses(roots)
+    acc.stmt(loop.body)
     expand = tvm.sym.Analyzer()
     for var, value in acc.binds:
         expand.bind(var, value, allow_override=True)
+    return acc, expand
+
+
+def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> str | None:
+    """Why two iterations of ``loop`` may touch the same element through ``items`` (one buffer's
+    ``(view key, is_write, indices, guards)``), or None when each iteration touches its own elements."""
     x = loop.loop_var.name
-    shared: dict[int, str] = {}
-    for root, items in groups.items():
-        if root in acc.local or not any(w for _, w, _ in items):
-            continue
-        name = acc.names.get(root, "a buffer")
-        if len({k for k, _, _ in items}) > 1 or len({len(ix) for _, _, ix in items}) > 1:
-            shared[root] = f"{name} is written and accessed through several views"
-            continue
-        ndim = len(items[0][2])
-        x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
-        if not any(_separates_iterations([ix[d] for _, _, ix in items], loop.loop_var, acc, expand, x_extent)
-                   for d in range(ndim)):
-            flat = _flat_indices(items, acc.shapes.get(items[0][0]))
-            if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent):
-                shared[root] = f"carried dependence on {name}: two iterations of {x} may touch the same element"
-    return None, shared
+    if len({item[0] for item in items}) > 1 or len({len(item[2]) for item in items}) > 1:
+        return f"{name} is written and accessed through several views"
+    ndim = len(items[0][2])
+    x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
+    guards = [item[3] for item in items]
+    if not any(_separates_iterations([item[2][d] for item in items], loop.loop_var, acc, expand, x_extent, guards)
+               for d in range(ndim)):
+        flat = _flat_indices(items, acc.shapes.get(items[0][0]))
+        if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent, guards):
+            return f"carried dependence on {name}: two iterations of {x} may touch the same element"
+    return None
+
+
+def allocation_overlap(loop, buf, roots: dict[int, int]) -> str | None:
+    """Why two iterations of ``loop`` may touch the same element of ``buf``, an allocation inside
+    its body (each iteration of the compiled loop has its own), or None when they provably touch
+    disjoint elements (reads and writes, through any view of it): then one copy shared by all the
+    lanes holds what the copies of the iterations would, element for element (an element one
+    iteration touches, no other does; a fresh copy's elements and the shared one's start alike)."""
+    acc, expand = _accesses(loop, roots)
+    if acc.private:
+        return acc.private
+    key = _key(buf)
+    items = [(buf_key, is_write, indices, guards)
+             for (root, buf_key, is_write, indices), guards in zip(acc.accesses, acc.guards) if root == key]
+    if not items:
+        return None
+    return _overlap(loop, acc, expand, items, str(buf.name))
 
 
 def _flat_indices(items, shape) -> list | None:
@@ -298,7 +349,8 @@ def _flat_indices(items, shape) -> list | None:
     if shape is None or len(shape) < 2:
         return None
     flats = []
-    for _, _, indices in items:
+    for item in items:
+        indices = item[2]
         if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for i in indices):
             return None
         flat = indices[0]
@@ -308,8 +360,10 @@ def _flat_indices(items, shape) -> list | None:
     return flats
 
 
-def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int | None = None) -> bool:
-    """Whether these index expressions of one dimension keep different iterations of ``x`` apart."""
+def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int | None = None,
+                          guards: list | None = None) -> bool:
+    """Whether these index expressions of one dimension keep different iterations of ``x`` apart
+    (``guards``: the conditions in force at each, aligned with ``indices``)."""
     lanes: list = []
     try:
         x_next = tirx.Var("x_next", _dtype(x))
@@ -322,7 +376,8 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
             over_range.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
         step = None
         rests = []
-        for index in indices:
+        fresh: dict = {}
+        for position, index in enumerate(indices):
             key = _type_key(index)
             if key == "prim.Ramp":
                 # One lane variable per vector width, shared by all accesses, so their forms compare.
@@ -339,6 +394,8 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
             elif key == "prim.Broadcast":
                 return False
             f = expand.simplify(index)
+            if guards is not None and guards[position]:
+                f = _within_guards(f, guards[position], x, acc, expand, over_range, at_min, lanes, fresh)
             f_same = same.simplify(f)
             delta = tvm.sym.Analyzer().simplify(shifted.simplify(f) - f_same)
             if _type_key(delta) != "ir.IntImm" or int(delta.value) == 0:
@@ -379,6 +436,92 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
         return _mixed_radix_injective(rests[0], step, x_extent, acc, lanes, extra)
     except Exception:  # anything the analyzer cannot reason about: no claim of independence
         return False
+
+
+def _conjuncts(cond) -> list:
+    if _type_key(cond) == "prim.And":
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]
+
+
+def _without_floordiv(e, hi: int, analyzer):
+    """``e <= hi`` restated without the divisions RenormalizeSplitPattern writes: ``x // c <= hi`` is
+    ``x <= (hi + 1) * c - 1`` and ``a + y // c`` is ``(a * c + y) // c`` (``c > 0``; a truncating
+    division only of a value proven non-negative)."""
+    for _ in range(8):
+        key = _type_key(e)
+        if key == "prim.Add":
+            for a, d in ((e.a, e.b), (e.b, e.a)):
+                if _is_division(d, analyzer):
+                    c = int(d.b.value)
+                    e = a * c + d.a
+                    hi = (hi + 1) * c - 1
+                    break
+            else:
+                return e, hi
+        elif _is_division(e, analyzer):
+            hi = (hi + 1) * int(e.b.value) - 1
+            e = e.a
+        else:
+            return e, hi
+    return e, hi
+
+
+def _is_division(e, analyzer) -> bool:
+    key = _type_key(e)
+    if key not in ("prim.FloorDiv", "prim.Div") or _type_key(e.b) != "ir.IntImm" or int(e.b.value) <= 0:
+        return False
+    return key == "prim.FloorDiv" or analyzer.const_int_bound(e.a).min_value >= 0
+
+
+def _within_guards(f, guards, x, acc: _LoopAccesses, expand, over_range, at_min, lanes: list, fresh: dict):
+    """``f`` (an index) where ``guards`` hold: each conjunct ``e < c`` (``e <= c``) with ``e`` over the
+    inner loops only, that ``f`` holds as ``coef * e`` plus terms free of ``e``'s variables, becomes a
+    fresh variable of range ``[min e, c]`` (one more digit of the mixed-radix test, shared by accesses
+    under the same guard).  What the iterations touch can only grow, so a claim of independence on
+    the result holds for ``f``: a predicated split ``k0 * 43 + k1 < 128`` keeps its ``129`` values
+    within the row of ``128`` it indexes."""
+    inner = {_key(v) for v, _, _ in acc.inner}
+    for cond in guards:
+        for conj in _conjuncts(cond):
+            key = _type_key(conj)
+            if key in ("prim.LT", "prim.LE"):
+                e, bound = conj.a, conj.b
+            elif key in ("prim.GT", "prim.GE"):
+                e, bound = conj.b, conj.a
+            else:
+                continue
+            if _type_key(bound) != "ir.IntImm" or _reads_memory(e) or _contains(e, lambda n: _type_key(n) == "ir.Call"):
+                continue
+            hi = int(bound.value) - (1 if key in ("prim.LT", "prim.GT") else 0)
+            e, hi = _without_floordiv(expand.simplify(e), hi, over_range)
+            used = []
+            tvm_ffi.structural_walk(e, lambda n: (used.append(n) if _type_key(n) == "ir.Var" else None) or True,
+                                    order="post")
+            if not used or any(_key(v) not in inner or v.same_as(x) for v in used):
+                continue
+            step_e = _step(e, used[0])
+            step_f = _step(f, used[0])
+            if not step_e or step_f is None or step_f % step_e:
+                continue
+            coef = step_f // step_e
+            rest = tvm.sym.Analyzer().simplify(f - coef * e)
+            if _contains(rest, lambda n: _type_key(n) == "ir.Var" and any(n.same_as(v) for v in used)):
+                continue
+            lo = over_range.const_int_bound(over_range.simplify(e)).min_value
+            if lo < -(1 << 40) or hi < lo:
+                continue
+            name = (str(e), lo, hi)
+            if name not in fresh:
+                dtype = _dtype(e)
+                var = tirx.Var("guarded", dtype)
+                at_min.bind(var, tirx.const(0, dtype))
+                over_range.bind(var, tvm.ir.Range.from_min_extent(0, hi - lo + 1))
+                lanes.append((var, tirx.const(0, dtype), tirx.const(hi - lo + 1, dtype)))
+                fresh[name] = (var, lo)
+            var, lo = fresh[name]
+            f = tvm.sym.Analyzer().simplify(rest + coef * (var + lo))
+    return f
 
 
 def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lanes: list,

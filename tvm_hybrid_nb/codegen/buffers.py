@@ -29,7 +29,10 @@ class BuffersMixin:
         # Per-thread memory gets one copy per thread of the block (wherever it is allocated), an
         # allocation inside a loop that runs as lanes one copy per lane; shared memory is one copy.
         info.per_thread = scope.startswith("local") or (scope == "global" and any(ax.is_thread for ax in self.lanes.axes))
-        private = [ax for ax in self.lanes.axes if not ax.is_thread]
+        # Lanes whose iterations each touch their own elements share one copy (the plan proved it);
+        # so do the blocks of a grid that touch a per-block copy apart or write it alike.
+        shared = self.plan.shared_lanes(buf)
+        private = [ax for ax in self.lanes.axes if not ax.is_thread and not (ax.var is not None and _key(ax.var) in shared)]
         if getattr(node, "per_block", False):
             private = [ax for ax in private if not self._one_copy_serves(buf, ax)]
         info.prefix_axes = [_key(ax.var) if ax.var is not None else None for ax in private]

@@ -11,12 +11,15 @@ import tvm
 from ..errors import UnsupportedConstructError
 from .analysis import _calls_allreduce, _contains, _reads_memory
 from .plan import LANES, PARALLEL_CHUNKS, RACE_LANES, SERIAL, PlanRejected
+from .state import ProgressLevel
 from .names import (Value, _AllocLike, _CannotVectorize, _FOR_KIND_ITERATORS, _SerialFrame, _dtype, _is_float, _is_int,
     _is_true, _is_zero, _key, _lanes, _name, _np, _store_name, _type_key, _varying)
 
-#: An outermost loop of at most this many iterations lets the first loop inside it report progress
+#: A reporting loop of at most this many iterations lets the first loop inside it report progress
 #: even when that loop is innermost (each outer iteration may take long).
 _FEW_OUTER_ITERATIONS = 16
+#: At most this many nested loops report progress (a call per iteration of each).
+_PROGRESS_LEVELS = 8
 
 
 class ControlFlowMixin:
@@ -114,22 +117,16 @@ class ControlFlowMixin:
         name = self.namer.define(node.loop_var, node.loop_var.name)
         self.scope.var_kinds[_key(node.loop_var)] = ("py", _dtype(node.loop_var), False)
         frame = _SerialFrame(node.loop_var, node.min, lo.node, extent.node, name, outside, self.serial.guard_depth)
-        hook = []
-        if self.hooks.enabled and self.serial.depth == 0:
-            # __progress__(loop number, iterations done, extent): only in the executed variant.
-            done = ast.BinOp(_name(name), ast.Sub(), lo.node) if not _is_zero(node.min) else _name(name)
-            hook = [ast.Expr(ast.Call(_name("__progress__"),
-                                      [ast.Constant(self.hooks.loops), done, extent.node], []))]
-            self.hooks.loops += 1
-            self.hooks.outer = hook[0].value
+        hook, chain = self._progress_hook(name, lo, node, extent)
         self.serial.depth += 1
         self.serial.frames.append(frame)
+        outer_chain, self.hooks.chain = self.hooks.chain, chain
         try:
             body = self.visit_stmt(node.body)
         finally:
             self.serial.depth -= 1
             self.serial.frames.pop()
-        hook = hook or self._inner_progress_hook(name, lo, node, extent, body)
+            self.hooks.chain = outer_chain
         return frame.hoisted + [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]
 
     def _lanes_loop_in(self, *exprs):
@@ -156,21 +153,39 @@ class ControlFlowMixin:
                 raise  # an enclosing loop's lanes are the cause: its own _as_planned rejects it
             raise PlanRejected(node, str(exc)) from None
 
-    def _inner_progress_hook(self, name: str, lo: Value, node, extent: Value, body: list) -> list[ast.stmt]:
-        """Progress inside the outermost loop (one that runs long per iteration, or only a few times):
-        the first loop nested in it that itself holds a loop (or any first loop, under an outer loop
-        of few iterations) reports ``__progress__(loop, done, extent,
-        inner done, inner extent)``, so slow can be told from hung; the loop inside keeps the cost of
-        a call per iteration negligible.  The outer loop then reports the iterations it completed."""
-        outer = self.hooks.outer
-        if not self.hooks.enabled or self.serial.depth != 1 or outer is None or len(outer.args) > 3:
-            return []
-        few = isinstance(outer.args[2], ast.Constant) and outer.args[2].value <= _FEW_OUTER_ITERATIONS
-        if not few and not any(isinstance(n, (ast.For, ast.While)) for st in body for n in ast.walk(st)):
-            return []
-        outer.args.extend([ast.Constant(0), ast.Constant(0)])
+    def _progress_hook(self, name: str, lo: Value, node, extent: Value) -> tuple[list[ast.stmt], list]:
+        """The progress call of a serial loop (only in the executed variant), and the reporting
+        loops its body sees.
+
+        An outermost loop calls ``__progress__(loop, done, extent)`` per iteration.  Inside a
+        reporting loop, the first loop that itself holds a loop (or any first loop, in a loop of few
+        iterations, the outermost) reports too, with the iterations of every reporting loop around it:
+        ``__progress__(loop, done0, extent0, done1, extent1, ...)``, so a long nest that has not
+        finished one outer iteration still moves and slow can be told from hung; the loop inside
+        keeps the cost of a call per iteration negligible.  A loop whose inner loops report marks
+        its own call with a trailing ``0, 0``: it then reports the iterations it completed.
+        A loop of one iteration passes the reporting on to the loops inside; any other loop that
+        does not report ends it."""
+        if not self.hooks.enabled:
+            return [], []
         done = ast.BinOp(_name(name), ast.Sub(), lo.node) if not _is_zero(node.min) else _name(name)
-        return [ast.Expr(ast.Call(_name("__progress__"), outer.args[:3] + [done, extent.node], []))]
+        few = isinstance(extent.node, ast.Constant) and extent.node.value <= _FEW_OUTER_ITERATIONS
+        if self.serial.depth == 0:
+            call = ast.Call(_name("__progress__"), [ast.Constant(self.hooks.loops), done, extent.node], [])
+            self.hooks.loops += 1
+            return [ast.Expr(call)], [ProgressLevel(call, few)]
+        chain = self.hooks.chain
+        if isinstance(extent.node, ast.Constant) and extent.node.value == 1:
+            return [], chain  # one iteration: the loops inside report in its place
+        parent = chain[-1] if chain else None
+        if (parent is None or parent.child or len(chain) >= _PROGRESS_LEVELS
+                or not (parent.few or _contains(node.body, lambda n: _type_key(n) in ("tirx.For", "tirx.While")))):
+            return [], []
+        pairs = parent.call.args[:1 + 2 * len(chain)]
+        call = ast.Call(_name("__progress__"), pairs + [done, extent.node], [])
+        parent.call.args.extend([ast.Constant(0), ast.Constant(0)])
+        parent.child = True
+        return [ast.Expr(call)], chain + [ProgressLevel(call)]
 
     @contextlib.contextmanager
     def _guarded(self, condition):
@@ -271,13 +286,13 @@ class ControlFlowMixin:
         name = self.namer.define(node.loop_var, node.loop_var.name)
         self.scope.var_kinds[_key(node.loop_var)] = ("py", _dtype(node.loop_var), False)
         # No serial frame: hoisted views assume a loop that advances by one.
-        if self.serial.depth == 0:
-            self.hooks.outer = None  # no progress call of its own for loops inside to refine
+        outer_chain, self.hooks.chain = self.hooks.chain, []  # no progress call for loops inside to refine
         self.serial.depth += 1
         try:
             body = self.visit_stmt(node.body)
         finally:
             self.serial.depth -= 1
+            self.hooks.chain = outer_chain
         call = ast.Call(_name("range"), [lo.node, end.node, step.node], [])
         return [ast.For(_store_name(name), call, body or [ast.Pass()], [])]
 

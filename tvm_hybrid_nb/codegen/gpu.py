@@ -11,6 +11,8 @@ import tvm_ffi
 from ..errors import UnsupportedConstructError
 from .analysis import block_scoped_allocations, grid_loop
 from .plan import LANES, PARALLEL_CHUNKS, emit_with_plan
+from .control import _FEW_OUTER_ITERATIONS
+from .state import ProgressLevel
 from .names import Value, _python_name, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_true, _key, _name, _store_name, _type_key
 
 
@@ -94,18 +96,21 @@ class GpuMixin:
                 self.analyzer.bind(iv.var, tvm.ir.Range.from_min_extent(0, node.value), allow_override=True)
             except Exception:
                 pass
-            hook = []
+            hook, chain = [], []
             if self.hooks.enabled and self.serial.depth == 0:
                 # A device kernel's outermost block loop reports progress (one call per block row).
                 hook = [ast.Expr(ast.Call(_name("__progress__"),
                                           [ast.Constant(self.hooks.loops), _name(name), extent.node], []))]
                 self.hooks.loops += 1
-                self.hooks.outer = hook[0].value  # a loop inside may refine it
+                few = isinstance(extent.node, ast.Constant) and extent.node.value <= _FEW_OUTER_ITERATIONS
+                chain = [ProgressLevel(hook[0].value, few)]  # a loop inside may refine it
             self.serial.depth += 1
+            outer_chain, self.hooks.chain = self.hooks.chain, chain
             try:
                 body = self.visit_stmt(node.body)
             finally:
                 self.serial.depth -= 1
+                self.hooks.chain = outer_chain
             call = ast.Call(self._use("thread_binding"), [extent.node],
                             [ast.keyword("thread", ast.Constant(str(iv.thread_tag)))])
             return [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]

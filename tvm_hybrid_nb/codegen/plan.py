@@ -16,8 +16,8 @@ from typing import Callable
 import tvm_ffi
 
 from ..errors import UnsupportedConstructError
-from .analysis import (_buffer_access_counts, _type_key, grid_loop, loop_dependence, loop_dependences,
-                       per_block_memory, block_scoped_allocations, written_alike)
+from .analysis import (_buffer_access_counts, _thread_extents, _type_key, allocation_overlap, grid_loop,
+                       loop_dependence, loop_dependences, per_block_memory, block_scoped_allocations, written_alike)
 from .lanes import LanesMixin
 from .names import _key
 
@@ -62,6 +62,24 @@ class LoopDecision:
         return f"{self.loop}: {self.strategy} ({self.reason}{copies})"
 
 
+@dataclass(frozen=True)
+class AllocationDecision:
+    """An allocation inside loops that run as lanes, of which one copy serves the lanes of some of
+    them (the compiled loop gives each iteration its own copy; fast mode, by default, each lane)."""
+
+    buffer: str     #: the buffer's name
+    loops: tuple    #: the lanes loops (names) whose lanes share one copy
+    reason: str
+    depth: int
+    #: Where it stands among the loop decisions (for the outline): the number of decisions before it.
+    position: int = 0
+    #: The loop variables (keys) of ``loops``.
+    loop_keys: frozenset = frozenset()
+
+    def text(self) -> str:
+        return f"{self.buffer}: one copy for the lanes of {', '.join(self.loops)} ({self.reason})"
+
+
 @dataclass
 class EmulationPlan:
     """Every loop's :class:`LoopDecision`, in program order."""
@@ -75,9 +93,18 @@ class EmulationPlan:
     rejected: dict[int, str] = field(default_factory=dict)
     #: The plans of the device kernels this function launches (after SplitHostDevice), by name.
     launched: dict[str, "EmulationPlan"] = field(default_factory=dict)
+    #: Allocations inside lanes loops that one copy serves (see :class:`AllocationDecision`).
+    allocations: list[AllocationDecision] = field(default_factory=list)
+    #: For buffer (by key) -> its allocation decision.
+    by_buffer: dict[int, AllocationDecision] = field(default_factory=dict)
 
     def decision(self, node) -> LoopDecision | None:
         return self.by_node.get(_key(node))
+
+    def shared_lanes(self, buf) -> frozenset:
+        """The loop variables (keys) whose lanes share one copy of allocation ``buf``."""
+        found = self.by_buffer.get(_key(buf))
+        return found.loop_keys if found is not None else frozenset()
 
     def all_decisions(self) -> list[LoopDecision]:
         """This function's decisions, then those of the kernels it launches."""
@@ -99,6 +126,8 @@ class EmulationPlan:
         blocks = sorted({d.loop for d in decisions if d.strategy == BLOCK_LOOP})
         if blocks:
             text += "; blocks " + ", ".join(blocks) + " run one after another"
+        if self.allocations:
+            text += "; " + ", ".join(sorted({a.buffer for a in self.allocations})) + " allocated once for all lanes"
         serial = [d for d in decisions if d.strategy == SERIAL]
         if serial:
             text += "; " + "; ".join(f"{d.loop} stays serial: {d.reason}" for d in serial[:4])
@@ -112,7 +141,14 @@ class EmulationPlan:
 
     def outline(self, indent: int = 1) -> list[str]:
         """One line a loop, indented by nesting; launched kernels follow under their names."""
-        lines = ["  " * (d.depth + indent) + d.text() for d in self.decisions]
+        lines = []
+        allocations = list(self.allocations)  # in program order, after the decisions before them
+        for i, d in enumerate(self.decisions + [None]):
+            while allocations and allocations[0].position <= i:
+                a = allocations.pop(0)
+                lines.append("  " * (a.depth + indent) + a.text())
+            if d is not None:
+                lines.append("  " * (d.depth + indent) + d.text())
         for name, plan in self.launched.items():
             lines.append("  " * indent + f"kernel {name}:")
             lines += plan.outline(indent + 1)
@@ -124,6 +160,8 @@ class EmulationPlan:
                 "loops": [{"loop": d.loop, "kind": d.kind, "strategy": d.strategy, "reason": d.reason,
                            "depth": d.depth, "copies": list(d.copies), "alike": list(d.alike_names)}
                           for d in self.decisions],
+                "allocations": [{"buffer": a.buffer, "loops": list(a.loops), "reason": a.reason, "depth": a.depth}
+                                for a in self.allocations],
                 "launched": {name: plan.as_dict() for name, plan in self.launched.items()}}
 
 
@@ -144,6 +182,8 @@ class _Lane:
     extent: int | None   # None: symbolic (assumed large)
     is_thread: bool
     tag: str = ""
+    loop: object = None  # the loop (a For) whose iterations are the lanes; None for threads
+    grid: bool = False   # a loop over the blocks of a GPU grid
 
 
 class _Planner:
@@ -160,6 +200,7 @@ class _Planner:
         self.func = func
         self.shared: dict | None = None  # shared-memory allocations (found on first use)
         self.counts: dict[int, int] = {}
+        self.gpu: bool | None = None  # whether the function runs threads (found on first use)
 
     # -------------------------------------------------------------- walk
     def stmt(self, node) -> None:
@@ -209,6 +250,67 @@ class _Planner:
                 self.roots[_key(node.buffer)] = self.roots.get(_key(source), _key(source))
         self.stmt(node.body) if hasattr(node, "body") else None
 
+    def visit_AllocBuffer(self, node) -> None:
+        self.allocation(node.buffer)
+        self.stmt(getattr(node, "body", None))
+
+    def visit_SBlockRealize(self, node) -> None:
+        for buf in node.block.alloc_buffers:
+            self.allocation(buf)
+        self.stmt(node.block.init)
+        self.stmt(node.block.body)
+
+    def allocation(self, buf) -> None:
+        """An allocation inside loops that run as lanes: fast mode gives each lane a copy, as the
+        compiled loop gives each iteration one, unless each iteration of a loop provably touches
+        its own elements of it; then one copy serves that loop's lanes (a whole ``(128, 128, 128)``
+        buffer that ``PlanAndUpdateBufferAllocationLocation`` moved into the innermost block, indexed
+        by the loop variables, is one array, not one per lane)."""
+        loops = [lane for lane in self.lanes if not lane.is_thread]
+        if not self.fast or not loops:
+            return
+        if self.gpu is None:  # per-thread memory of GPU kernels has copies of its own
+            self.gpu = bool(_thread_extents(self.func.body)) or _has_threads(self.func.body)
+        if self.gpu:
+            self.grid_allocation(buf)
+            return
+        if len(loops) != len(self.lanes) or any(lane.loop is None for lane in loops):
+            return
+        if str(buf.scope()) not in ("global", "local"):
+            return
+        shared = [lane.loop for lane in loops if allocation_overlap(lane.loop, buf, self.roots) is None]
+        if not shared:
+            return
+        names = tuple(str(loop.loop_var.name) for loop in shared)
+        self.one_copy(buf, shared, f"each iteration of {', '.join(names)} touches its own elements of {buf.name}")
+
+    def grid_allocation(self, buf) -> None:
+        """In a GPU kernel, an allocation inside grid loops run as lanes (each block of the compiled
+        kernel has its own): one copy serves the blocks of a grid loop that touch it apart, or
+        that write it alike (they run in lockstep; not under the sanitizers, whose records are per
+        block) — the whole tile ``PlanAndUpdateBufferAllocationLocation`` moves into each block."""
+        shared, why = [], []
+        for lane in self.lanes:
+            if lane.is_thread or not lane.grid or lane.loop is None:
+                continue
+            name = str(lane.loop.loop_var.name)
+            if allocation_overlap(lane.loop, buf, self.roots) is None:
+                shared.append(lane.loop)
+                why.append(f"the blocks of {name} touch their own elements of {buf.name}")
+            elif not self.check and _key(buf) in written_alike(lane.loop, {_key(buf)}, self.roots):
+                shared.append(lane.loop)
+                why.append(f"every block of {name} writes {buf.name} alike")
+        if shared:
+            self.one_copy(buf, shared, "; ".join(why))
+
+    def one_copy(self, buf, loops: list, reason: str) -> None:
+        """Record that one copy of allocation ``buf`` serves the lanes of ``loops``."""
+        names = tuple(str(loop.loop_var.name) for loop in loops)
+        decision = AllocationDecision(str(buf.name), names, reason, self.depth, len(self.plan.decisions),
+                                      frozenset(_key(loop.loop_var) for loop in loops))
+        self.plan.allocations.append(decision)
+        self.plan.by_buffer[_key(buf)] = decision
+
     def visit_AttrStmt(self, node) -> None:
         if node.attr_key in ("thread_extent", "virtual_thread"):
             iv = node.node
@@ -221,7 +323,7 @@ class _Planner:
                 strategy, reason, private = self.strategy(loop, 4, key=node, grid=True)
                 self.decide(node, str(iv.var.name), "attr", BLOCK_LOOP if strategy == SERIAL else strategy, reason,
                             private, grid=loop)
-                self.nested_as(strategy, node.value, node.body)
+                self.nested_as(strategy, node.value, node.body, loop, grid=True)
                 return
             self.thread(node, str(iv.var.name), "attr", tag, node.value, node.body)
             return
@@ -254,11 +356,13 @@ class _Planner:
             grid = True
         strategy, reason, private = self.strategy(node, kind, grid=grid)
         self.decide(node, name, kind_name, strategy, reason, private, grid=node if grid else None)
-        self.nested_as(strategy, node.extent, node.body)
+        self.nested_as(strategy, node.extent, node.body, node, grid=grid)
 
-    def nested_as(self, strategy: str, extent, body) -> None:
+    def nested_as(self, strategy: str, extent, body, loop=None, grid: bool = False) -> None:
         if strategy in (LANES, PARALLEL_CHUNKS, RACE_LANES):
-            self.nested(body, _Lane(None if strategy == PARALLEL_CHUNKS else _int(extent), False))
+            lane_loop = loop if strategy in (LANES, PARALLEL_CHUNKS) else None
+            self.nested(body, _Lane(None if strategy == PARALLEL_CHUNKS else _int(extent), False, loop=lane_loop,
+                                    grid=grid))
         else:
             self.nested(body, serial=True)
 
@@ -331,6 +435,16 @@ class _Planner:
 def _adds_lanes(node) -> bool:
     key = _type_key(node)
     return key == "tirx.For" or (key == "tirx.AttrStmt" and node.attr_key in ("thread_extent", "virtual_thread"))
+
+
+def _has_threads(body) -> bool:
+    """Whether ``body`` binds a loop or an attribute to a thread (of any extent)."""
+    found = []
+    tvm_ffi.structural_walk(body, lambda n: found.append(
+        (_type_key(n) == "tirx.For" and int(n.kind) == 4) or
+        (_type_key(n) == "tirx.AttrStmt" and n.attr_key in ("thread_extent", "virtual_thread"))) or True,
+                            order="post")
+    return any(found)
 
 
 def _int(expr) -> int | None:

@@ -66,14 +66,27 @@ class SerialState:
 
 
 @dataclass
+class ProgressLevel:
+    """A loop that reports progress: its ``__progress__`` call, whether it is an outermost loop of
+    few iterations (a constant extent of at most 16: any first loop inside then reports too) and
+    whether a loop inside reports (then its own call says the iterations done, not the one starting)."""
+
+    call: ast.Call
+    few: bool = False
+    child: bool = False
+
+
+@dataclass
 class ProgressHooks:
     """``__progress__`` calls of the executed variant."""
 
     enabled: bool = False
     #: Number of loops that report (the outermost serial loops).
     loops: int = 0
-    #: The progress call of the outermost loop being generated (an inner loop may report too).
-    outer: ast.Call | None = None
+    #: The reporting loops around the statement being generated, outermost first: an outermost
+    #: serial loop, then in each the first serial loop that holds a loop (any first loop, under
+    #: an outermost one of few iterations), and so on (empty where a loop in between does not report).
+    chain: list[ProgressLevel] = field(default_factory=list)
 
 
 @dataclass
