@@ -191,6 +191,8 @@ class _LoopAccesses:
             self.stmt(block.body)
         elif key == "tirx.AllocBuffer":
             self.local.add(_key(stmt.buffer))
+        elif key == "tirx.Return":
+            self.private = "it returns from the function (tirx.Return): no iteration after that one may run"
         else:  # break/continue and anything unknown: no claim of independence
             self.private = f"it holds a {key.split('.')[-1]} statement"
 

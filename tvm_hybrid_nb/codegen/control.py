@@ -1,5 +1,5 @@
 """Control flow: statement sequences, loops (serial, stepped, with progress hooks), while, branches,
-asserts, break/continue and blocks."""
+asserts, break/continue, return and blocks."""
 from __future__ import annotations
 
 import ast
@@ -236,6 +236,20 @@ class ControlFlowMixin:
         if self.lanes.vector_depth:
             raise _CannotVectorize("continue")
         return [ast.Continue()]
+
+    def visit_Return(self, node) -> list[ast.stmt]:
+        """``return value``: the function ends here, wherever it is (in loops, in branches), and the
+        caller gets the value as TVM's packed API hands it over (``packed_return``: an integer as
+        int64, a float as float64, a bool), which is what the native build returns.  The plan runs
+        every loop around it serially (``analysis._LoopAccesses``): the iterations after the one that
+        returns must not run."""
+        if self.lanes.vector_depth or self.lanes.stmt_masks or self.lanes.axes:
+            raise _CannotVectorize("a return from the function inside lanes")
+        dtype = _dtype(node.value)
+        if _lanes(dtype) != 1 or not (_is_int(dtype) or _is_float(dtype) or dtype == "bool"):
+            raise UnsupportedConstructError("tirx.Return", f"of a {dtype} value (the packed API returns scalars)")
+        value = self.visit_expr(node.value)
+        return [ast.Return(self._call("packed_return", value.node, ast.Constant(dtype)))]
 
     # ------------------------------------------------------------------ constructs with an exact meaning
     def _intrinsic_statement(self, call) -> list[ast.stmt] | None:

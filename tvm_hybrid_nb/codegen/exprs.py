@@ -448,6 +448,8 @@ class ExpressionsMixin:
                          a.varying)
         if short == "tvm_call_packed":
             return self._packed_call(node, args)
+        if short in ("q_multiply_shift", "q_multiply_shift_per_axis"):
+            return self._fixed_point_multiply(short, node, args)
         if short == "masked_load":
             self.lanes.masks.append(self.to_np(self.visit_expr(args[-1])).node)
             try:
@@ -455,6 +457,26 @@ class ExpressionsMixin:
             finally:
                 self.lanes.masks.pop()
         return None
+
+    def _fixed_point_multiply(self, short: str, node, args) -> Value:
+        """``q_multiply_shift(x, y, q, s)`` and ``q_multiply_shift_per_axis(x, y, ls, rs, q, l, r)``: the
+        runtime helpers compute TVM's own lowering of them (``default.FLegalize``, applied by
+        LowerIntrin after MakePackedAPI).  That lowering needs ``q_multiply_shift``'s multiplier ``y``
+        to be a constant, and its shift ``s`` too when ``y`` is ``1 << 30`` (then a plain int32 shift)."""
+        keywords = None
+        if short == "q_multiply_shift":
+            multiplier = _int_constant(args[1])
+            if multiplier is None:
+                raise UnsupportedConstructError("tirx.q_multiply_shift", "with a multiplier that is not a constant "
+                                                "(TVM's lowering needs one)")
+            if multiplier == 1 << 30:
+                if _int_constant(args[3]) is None:
+                    raise UnsupportedConstructError("tirx.q_multiply_shift", "with the multiplier 1 << 30 and a "
+                                                    "shift that is not a constant (TVM's lowering needs one)")
+                keywords = {"power_of_two": ast.Constant(True)}
+        values = [self.visit_expr(a) for a in args]
+        call = self._call(short, *[v.node for v in values], kw=keywords)
+        return Value(call, "np", _dtype(node), _varying(*values))
 
     #: Runtime functions called through ``tvm_call_packed`` that the emulator implements exactly.
     PACKED_FUNCTIONS = ("tvm.contrib.sort.sort", "tvm.contrib.sort.argsort", "tvm.contrib.sort.topk")
@@ -491,3 +513,10 @@ class ExpressionsMixin:
             raise _CannotVectorize(f"{function} argument that differs between lanes")
         return self._call("view", storage.node, ast.Constant(_scalar_dtype(_dtype(dtype_hint))),
                           ast.Tuple([d.node for d in dims], ast.Load()), offset_value.node)
+
+
+def _int_constant(expr) -> int | None:
+    """The value of an integer constant (or a broadcast of one), else None."""
+    if _type_key(expr) == "prim.Broadcast":
+        expr = expr.value
+    return int(expr.value) if _type_key(expr) == "ir.IntImm" else None
