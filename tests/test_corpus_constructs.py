@@ -158,3 +158,65 @@ def test_q_multiply_shift_with_a_variable_multiplier_is_refused_by_name():
 
     with pytest.raises(UnsupportedConstructError, match="q_multiply_shift.*not a constant"):
         generate_kernel(f, "f")  # TVM's build fails on it too
+
+
+# ----------------------------------------------------------------------------- tvm_access_ptr
+def test_an_access_pointer_computed_and_dropped_has_no_effect():
+    # Schedules annotate opaque accesses with T.evaluate(B.access_ptr(...)): a pointer nothing uses.
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
+        B = T.sblock_alloc_buffer((16, 16))
+        for i, j in T.grid(16, 16):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+        for i, j in T.grid(16, 16):
+            with T.sblock("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.reads(B[0:16, 0:16])
+                T.writes(C[0:16, 0:16])
+                T.evaluate(B.access_ptr("r", extent=16, offset=vi * 16))
+                T.evaluate(C.access_ptr("w", extent=16))
+                C[vi, vj] = B[vi, vj] + T.float32(1)
+
+    hm = check_every_stage(f, [_rand(16, 16), np.zeros((16, 16), "float32")])
+    assert "tvm_access_ptr" in hm.stage(0).script
+
+
+# ----------------------------------------------------------------------------- match_buffer of another rank
+def test_match_buffer_of_one_element_as_a_rank_0_buffer():
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float32")):
+        B = T.sblock_alloc_buffer((8, 8), "float32")
+        for i, j in T.grid(8, 8):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                sub = T.match_buffer(B[vi, vj], [], offset_factor=1)
+                sub[()] = A[vi, vj] * T.float32(2)
+        for i, j in T.grid(8, 8):
+            with T.sblock("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                sub = T.match_buffer(B[vi, vj], [], offset_factor=1)
+                C[vi, vj] = sub[()] + T.float32(1)
+
+    check_every_stage(f, [_rand(8, 8), np.zeros((8, 8), "float32")])
+
+
+def test_match_buffer_of_a_region_with_a_unit_dimension_into_fewer_dimensions():
+    # The buffer takes the region's last dimensions, its strides those of the source (LowerMatchBuffer).
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((4, 8, 8), "float32"), B: T.Buffer((4, 8, 8), "float32")):
+        for i, j in T.grid(4, 2):
+            with T.sblock("tile"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.reads(A[vi, vj * 4:vj * 4 + 4, 0:8])
+                T.writes(B[vi, vj * 4:vj * 4 + 4, 0:8])
+                s0 = T.int32()
+                s1 = T.int32()
+                Asub = T.match_buffer(A[vi, vj * 4:vj * 4 + 4, 0:8], (4, 8), strides=[s0, s1], offset_factor=1)
+                Bsub = T.match_buffer(B[vi, vj * 4:vj * 4 + 4, 0:8], (4, 8), offset_factor=1)
+                for ii, jj in T.grid(4, 8):
+                    Bsub[ii, jj] = Asub[3 - ii, jj] * T.Cast("float32", s0) + T.Cast("float32", Asub.elem_offset)
+
+    hm = check_every_stage(f, [_rand(4, 8, 8), np.zeros((4, 8, 8), "float32")])
+    assert [p.is_output for p in hm.params] == [False, True]

@@ -253,8 +253,8 @@ class ControlFlowMixin:
 
     # ------------------------------------------------------------------ constructs with an exact meaning
     def _intrinsic_statement(self, call) -> list[ast.stmt] | None:
-        """Intrinsics evaluated as statements: ``assume`` (no run-time effect), ``break_loop``,
-        ``continue_loop`` and ``masked_store``; None for any other expression."""
+        """Intrinsics evaluated as statements: ``assume`` and ``tvm_access_ptr`` (no run-time effect),
+        ``break_loop``, ``continue_loop`` and ``masked_store``; None for any other expression."""
         if _type_key(call) != "ir.Call" or not isinstance(call.op, tvm.ir.Op):
             return None
         name = call.op.name
@@ -266,6 +266,10 @@ class ControlFlowMixin:
             return self.visit_Continue(call)
         if name == "tirx.masked_store":
             return self._masked_store(list(call.args))
+        if name == "tirx.tvm_access_ptr":
+            # A pointer into a buffer computed and dropped (an opaque access annotated for the
+            # schedule, ``T.evaluate(B.access_ptr("r"))``): no effect at run time.
+            return []
         return None
 
     def _stepped_for(self, node) -> list[ast.stmt]:
