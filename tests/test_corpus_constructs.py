@@ -220,3 +220,14 @@ def test_match_buffer_of_a_region_with_a_unit_dimension_into_fewer_dimensions():
 
     hm = check_every_stage(f, [_rand(4, 8, 8), np.zeros((4, 8, 8), "float32")])
     assert [p.is_output for p in hm.params] == [False, True]
+
+
+def test_the_address_of_a_value_is_never_null():
+    # TVM's llvm codegen builds isnullptr(address_of(value)) only where the result is dropped.
+    @T.prim_func(s_tir=True)
+    def f(value: T.uint32, condition: T.bool, B: T.Buffer((2,), "uint32")):
+        T.evaluate(T.Select(condition, T.isnullptr(T.address_of(value)), T.bool(False)))
+        B[0] = value + T.uint32(1)
+
+    hm = check_every_stage(f, [4, True, np.zeros(2, "uint32")])
+    assert "False if condition else False" in hm.get_source(0)

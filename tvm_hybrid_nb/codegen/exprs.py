@@ -450,6 +450,9 @@ class ExpressionsMixin:
             return self._packed_call(node, args)
         if short in ("q_multiply_shift", "q_multiply_shift_per_axis"):
             return self._fixed_point_multiply(short, node, args)
+        if (short == "isnullptr" and _type_key(args[0]) == "ir.Call" and isinstance(args[0].op, tvm.ir.Op)
+                and args[0].op.name == "tirx.address_of"):
+            return Value(ast.Constant(False), "py", "bool")  # the address of a value is never null
         if short == "masked_load":
             self.lanes.masks.append(self.to_np(self.visit_expr(args[-1])).node)
             try:
