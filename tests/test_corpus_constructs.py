@@ -231,3 +231,28 @@ def test_the_address_of_a_value_is_never_null():
 
     hm = check_every_stage(f, [4, True, np.zeros(2, "uint32")])
     assert "False if condition else False" in hm.get_source(0)
+
+
+def test_lanes_over_a_match_buffer_view_of_a_match_buffer_view():
+    # Fast mode runs the loops inside the innermost block as lanes over a non-contiguous view.
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((4, 16, 16), "float32"), B: T.Buffer((4, 16, 16), "float32")):
+        for i, j, k in T.grid(4, 2, 2):
+            with T.sblock():
+                T.reads(A[i, j * 8:j * 8 + 8, k * 8:k * 8 + 8])
+                T.writes(B[i, j * 8:j * 8 + 8, k * 8:k * 8 + 8])
+                sub_A = T.match_buffer(A[i, j * 8:j * 8 + 8, k * 8:k * 8 + 8], (8, 8), offset_factor=1)
+                sub_B = T.match_buffer(B[i, j * 8:j * 8 + 8, k * 8:k * 8 + 8], (8, 8), offset_factor=1)
+                for jj, kk in T.grid(2, 2):
+                    with T.sblock():
+                        T.reads(sub_A[jj * 4:jj * 4 + 4, kk * 4:kk * 4 + 4])
+                        T.writes(sub_B[jj * 4:jj * 4 + 4, kk * 4:kk * 4 + 4])
+                        sub_sub_A = T.match_buffer(sub_A[jj * 4:jj * 4 + 4, kk * 4:kk * 4 + 4], (4, 4),
+                                                   offset_factor=1)
+                        sub_sub_B = T.match_buffer(sub_B[jj * 4:jj * 4 + 4, kk * 4:kk * 4 + 4], (4, 4),
+                                                   offset_factor=1)
+                        for a, b in T.grid(4, 4):
+                            sub_sub_B[a, b] = sub_sub_A[b, a] + T.float32(1)
+
+    hm = check_every_stage(f, [_rand(4, 16, 16), np.zeros((4, 16, 16), "float32")])
+    assert "lanes_view(sub_sub_" in hm.stage(0).fast_source()

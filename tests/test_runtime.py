@@ -257,3 +257,14 @@ def test_dimension_expressions_evaluate_like_python_and_refuse_anything_else():
             dim_value(bad, sizes)
     with pytest.raises(KeyError):
         dim_value("k + 1", sizes)
+
+
+def test_lanes_view_of_a_non_contiguous_view_uses_its_strides_and_bounds():
+    storage = np.arange(64, dtype=np.float32).reshape(8, 8)
+    view = storage[2:6, 3:7]  # a match_buffer region
+    lanes = runtime.lanes_view(view, (1, 0), ((0, 3, (1, 0)), (1, 4, (0, 1))), ndim=2)
+    np.testing.assert_array_equal(lanes, view[1:4, 0:4])
+    lanes[...] = -1
+    assert (storage[3:6, 3:7] == -1).all() and (storage[2] != -1).all()
+    with pytest.raises(IndexError):
+        runtime.lanes_view(view, (2, 0), ((0, 3, (1, 0)),), ndim=2)
