@@ -256,3 +256,29 @@ def test_lanes_over_a_match_buffer_view_of_a_match_buffer_view():
 
     hm = check_every_stage(f, [_rand(4, 16, 16), np.zeros((4, 16, 16), "float32")])
     assert "lanes_view(sub_sub_" in hm.stage(0).fast_source()
+
+
+# ----------------------------------------------------------------------------- address_of
+def test_buffers_over_pointers_bound_to_element_addresses():
+    # InlinePrivateFunctions binds a pointer per call; the writes through the views reach B (an output).
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((80, 16), "float32"), B: T.Buffer((64, 16), "float32")):
+        A_data_1 = T.bind(T.address_of(A[0, 0]), T.handle("float32"))
+        A_1 = T.decl_buffer(16, "float32", data=A_data_1)
+        B_data_1: T.let[T.handle("float32")] = T.address_of(B[0, 0])
+        B_1 = T.decl_buffer(16, "float32", data=B_data_1)
+        for i in range(16):
+            with T.sblock("scalar_mul_1"):
+                B_1[i] = A_1[i] * T.float32(2)
+        for r in range(64):
+            A_data_2 = T.bind(T.address_of(A[r + 1, 0]), T.handle("float32"))
+            A_2 = T.decl_buffer(16, "float32", data=A_data_2)
+            B_data_2: T.let[T.handle("float32")] = T.address_of(B[r, 0])
+            B_2 = T.decl_buffer(16, "float32", data=B_data_2)
+            for i in range(16):
+                with T.sblock("scalar_mul_2"):
+                    B_2[i] = B_2[i] + A_2[i] * T.float32(2)
+
+    hm = check_every_stage(f, [_rand(80, 16), np.zeros((64, 16), "float32")])
+    assert [p.is_output for p in hm.params] == [False, True]
+    assert "r: serial (view B_2 starts at a pointer computed in the loop)" in hm.explain(0)

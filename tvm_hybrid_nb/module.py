@@ -840,10 +840,30 @@ _PACKED_OUTPUTS = {"tvm.contrib.sort.sort": (1, -2), "tvm.contrib.sort.argsort":
 
 def _written_indirectly(func) -> list:
     """Buffers written where the access analysis does not look: through a block's match_buffer (its
-    ``T.writes`` regions), ``masked_store`` and the output arguments of packed calls."""
+    ``T.writes`` regions), ``masked_store``, the output arguments of packed calls, and buffers
+    declared at the address of an element (``address_of(B[i, 0])``, or a pointer bound to one)."""
     found: list = []
+    pointers: dict = {}  # pointer variable -> address_of(B[...])
+    views: dict = {}  # buffer declared at an element's address -> the buffer of the element
+    stored: list = []
+
+    def address(data):
+        if isinstance(data, tvm.tirx.Var) and data.__chandle__() in pointers:
+            data = pointers[data.__chandle__()]
+        if isinstance(data, tvm.ir.Call) and isinstance(data.op, tvm.ir.Op) and data.op.name == "tirx.address_of":
+            load = data.args[0]
+            return load.buffer if hasattr(load, "buffer") else getattr(load, "source", None)
+        return None
 
     def visit(node):
+        info = getattr(type(node), "__tvm_ffi_type_info__", None)
+        key = info.type_key if info is not None else ""
+        if key == "tirx.Bind" and address(node.value) is not None:
+            pointers[node.var.__chandle__()] = node.value
+        elif key == "tirx.DeclBuffer" and address(node.data) is not None:
+            views[node.buffer.__chandle__()] = address(node.data)
+        elif key == "tirx.BufferStore":
+            stored.append(node.buffer)
         if isinstance(node, tvm.s_tir.SBlock):
             for region in node.writes:
                 found.append(region.source)
@@ -857,7 +877,11 @@ def _written_indirectly(func) -> list:
                         found.append(arg.args[0])
         return True
 
-    tvm_ffi.structural_walk(func.body, visit, order="post")
+    tvm_ffi.structural_walk(func.body, visit, order="post")  # a Bind before the statements after it
+    for buf in stored:
+        while buf.__chandle__() in views:  # a view of a view: the buffer it finally points into
+            buf = views.pop(buf.__chandle__())
+            found.append(buf)
     out = []
     for node in found:
         if isinstance(node, tvm.ir.Call):  # buffer_data(B)

@@ -169,7 +169,10 @@ class _LoopAccesses:
         elif key == "tirx.AttrStmt":
             self.stmt(stmt.body)
         elif key == "tirx.DeclBuffer":
-            if stmt.data is not None and _type_key(stmt.data) == "ir.Call" and stmt.data.args:
+            if stmt.data is not None and _type_key(stmt.data) == "ir.Var" and any(
+                    _key(var) == _key(stmt.data) and _type_key(value) == "ir.Call" for var, value in self.binds):
+                self.private = f"view {stmt.buffer.name} starts at a pointer computed in the loop"
+            elif stmt.data is not None and _type_key(stmt.data) == "ir.Call" and stmt.data.args:
                 if _type_key(stmt.data.args[0]) == "ir.TensorLoad":
                     # A view at an element's address (address_of): where it starts moves with the
                     # indices, so no claim of independence.

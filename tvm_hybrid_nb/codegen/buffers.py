@@ -105,6 +105,8 @@ class BuffersMixin:
     def visit_DeclBuffer(self, node) -> list[ast.stmt]:
         buf = node.buffer
         data = node.data
+        if data is not None and _type_key(data) == "ir.Var" and _key(data) in self.scope.address_binds:
+            data = self.scope.address_binds[_key(data)]  # a pointer bound to address_of(A[...])
         if data is not None and _type_key(data) == "ir.Var" and _dtype(data) == "handle":
             storage = self.visit_expr(data)
             name = self.namer.define(buf, buf.name)

@@ -14,6 +14,12 @@ from .plan import LANES, PARALLEL_CHUNKS, RACE_LANES, SERIAL, PlanRejected
 from .names import (Value, _AllocLike, _CannotVectorize, _FOR_KIND_ITERATORS, _SerialFrame, _dtype, _is_float, _is_int,
     _is_true, _is_zero, _key, _lanes, _name, _np, _store_name, _type_key, _varying)
 
+def _address_of_element(expr) -> bool:
+    """Whether ``expr`` is ``address_of(A[...])``, the address of a buffer element."""
+    return (_type_key(expr) == "ir.Call" and isinstance(expr.op, tvm.ir.Op) and expr.op.name == "tirx.address_of"
+            and _type_key(expr.args[0]) == "ir.TensorLoad")
+
+
 #: An outermost loop of at most this many iterations lets the first loop inside it report progress
 #: even when that loop is innermost (each outer iteration may take long).
 _FEW_OUTER_ITERATIONS = 16
@@ -42,6 +48,11 @@ class ControlFlowMixin:
         return [ast.Expr(self.visit_expr(value).node)]
 
     def visit_Bind(self, node) -> list[ast.stmt]:
+        if _address_of_element(node.value):
+            # A pointer to an element (InlinePrivateFunctions binds one per call): buffers declared
+            # over it are views at that element; any other use of it is refused (visit_Var).
+            self.scope.address_binds[_key(node.var)] = node.value
+            return []
         value = self.visit_expr(node.value)
         name = self.namer.define(node.var, node.var.name)
         if value.kind == "weak" or (_is_float(value.dtype) and value.kind != "np"):

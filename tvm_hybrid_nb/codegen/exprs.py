@@ -104,6 +104,9 @@ class ExpressionsMixin:
 
     def visit_Var(self, node) -> Value:
         name = self.namer.lookup(node)
+        if name is None and _key(node) in self.scope.address_binds:
+            raise UnsupportedConstructError("tirx.address_of", f"pointer {node.name} used other than as a "
+                                            f"buffer's data")
         if name is None:
             raise UnsupportedConstructError("free variable", str(node.name))
         kind, dtype, varying = self.scope.var_kinds.get(_key(node), ("py", _dtype(node), False))
