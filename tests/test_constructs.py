@@ -27,11 +27,15 @@ def _same(got, want) -> bool:
 
 def check_every_stage(obj, args, target="llvm", reference=None, min_stages=1):
     """Emulate every changed stage before MakePackedAPI in both modes: equal to the native run (or
-    ``reference(args)``), and exact and fast bit-identical.  Returns the HybridModule."""
+    ``reference(args)``), and exact and fast bit-identical.  A kernel that returns a value
+    (``hm.returns``) returns the native run's value, of the same Python type.  Returns the HybridModule."""
     hm = thn.build(obj, target=target)
+    returned = None
     if reference is None:
         want = _copies(args)
-        hm.run_native(*want)
+        result = hm.run_native(*want)
+        if hm.returns is not None:
+            returned = result[-1] if isinstance(result, tuple) else result
     else:
         want = reference(_copies(args))
     checked = 0
@@ -42,10 +46,15 @@ def check_every_stage(obj, args, target="llvm", reference=None, min_stages=1):
         results = {}
         for mode in ("exact", "fast"):
             got = _copies(args)
-            hm.emulate(*got, stage=stage.index, mode=mode)
+            result = hm.emulate(*got, stage=stage.index, mode=mode)
             for g, w, p in zip(got, want, hm.params):
                 if isinstance(g, np.ndarray):
                     assert _same(g, np.asarray(w)), f"{stage.label} {mode}: {p.name} differs"
+            if hm.returns is not None and reference is None:
+                value = result[-1] if isinstance(result, tuple) else result
+                assert type(value) is type(returned), f"{stage.label} {mode}: returns a {type(value).__name__}"
+                assert _same(np.asarray(value), np.asarray(returned)), \
+                    f"{stage.label} {mode}: returns {value!r}, native {returned!r}"
             results[mode] = got
         for e, f in zip(results["exact"], results["fast"]):
             if isinstance(e, np.ndarray):

@@ -56,6 +56,51 @@ def test_cast_matches_c_conversions():
     assert runtime.cast(np.float32(65520.0), "float16") == np.inf  # rounds past float16 max
 
 
+def _fixed_point(x, y, left, right, q):
+    """round-half-up of x * y * 2**(left - right - q), in exact Python integers."""
+    total = right + q
+    return ((x << left) * y + (1 << (total - 1))) >> total
+
+
+@pytest.mark.parametrize("x", [0, 1, -1, 3, -3, 12345, -12345, 2 ** 31 - 1, -2 ** 31, 1 << 20, -(1 << 20) - 1])
+@pytest.mark.parametrize("y, s", [(1234567890, -3), (1234567890, 0), (-1234567890, -7), (1 << 29, -1),
+                                  (2 ** 31 - 1, -20), (-2 ** 31, -5)])
+def test_q_multiply_shift_rounds_half_up_like_integer_arithmetic(x, y, s):
+    want = _fixed_point(x, y, max(s, 0), -s if s <= 0 else 0, 31)  # fits int32 for these values
+    got = runtime.q_multiply_shift(np.int32(x), np.int32(y), np.int32(31), np.int32(s))
+    assert got == want and np.asarray(got).dtype == np.int32
+    vector = runtime.q_multiply_shift(np.array([x, -x], np.int64).astype(np.int32), y, 31, np.array([s, s]))
+    np.testing.assert_array_equal(vector, [want, _fixed_point(int(np.int32(np.int64(-x))), y, max(s, 0),
+                                                                  -s if s <= 0 else 0, 31)])
+
+
+def test_q_multiply_shift_of_one_half_and_per_axis_and_undefined_shifts():
+    # y = 1 << 30: TVM's lowering stays in int32 and ignores q: (x + (1 << -s)) >> (1 - s), or x << (s - 1).
+    assert runtime.q_multiply_shift(np.int32(5), 1 << 30, 31, -2, power_of_two=True) == (5 + 4) >> 3
+    assert runtime.q_multiply_shift(np.int32(-5), 1 << 30, 7, -2, power_of_two=True) == (-5 + 4) >> 3
+    assert runtime.q_multiply_shift(np.int32(2 ** 31 - 1), 1 << 30, 31, 0, power_of_two=True) == -2 ** 30
+    assert runtime.q_multiply_shift(np.int32(3), 1 << 30, 31, 3, power_of_two=True) == 12
+    assert runtime.q_multiply_shift(np.int32(2 ** 30), 1 << 30, 31, 3, power_of_two=True) == 0  # wraps in int32
+    x, y = np.array([-7, 7, 2 ** 20 + 1], np.int32), np.array([3 << 28, -(3 << 28), 1 << 30], np.int32)
+    got = runtime.q_multiply_shift_per_axis(x, y, 2, 5, 31, True, True)
+    np.testing.assert_array_equal(got, [_fixed_point(int(a), int(b), 2, 5, 31) for a, b in zip(x, y)])
+    got = runtime.q_multiply_shift_per_axis(x, y, 2, 5, 31, False, True)
+    np.testing.assert_array_equal(got, [_fixed_point(int(a), int(b), 0, 5, 31) for a, b in zip(x, y)])
+    with pytest.raises(ValueError, match="undefined"):
+        runtime.q_multiply_shift(np.int32(1), 12345, 31, -40)  # a right shift by 71
+    with pytest.raises(ValueError, match="undefined"):
+        runtime.q_multiply_shift(np.int32(1), 1 << 30, 31, 1, power_of_two=True)  # 1 << -1
+
+
+def test_packed_return_hands_over_int64_float64_and_bool():
+    assert runtime.packed_return(np.int8(-5), "int8") == -5 and type(runtime.packed_return(np.int8(-5), "int8")) is int
+    assert runtime.packed_return(np.uint64(2 ** 64 - 1), "uint64") == -1
+    assert runtime.packed_return(np.uint32(2 ** 32 - 1), "uint32") == 2 ** 32 - 1
+    value = runtime.packed_return(np.float32(0.1), "float32")
+    assert type(value) is float and value == float(np.float32(0.1))
+    assert runtime.packed_return(np.True_, "bool") is True
+
+
 def test_float_floor_division_and_mod_keep_dtype():
     a, b = np.float32(-7.5), np.float32(2.0)
     assert runtime.float_floordiv(a, b) == -4.0 and runtime.float_floordiv(a, b).dtype == np.float32
@@ -212,3 +257,14 @@ def test_dimension_expressions_evaluate_like_python_and_refuse_anything_else():
             dim_value(bad, sizes)
     with pytest.raises(KeyError):
         dim_value("k + 1", sizes)
+
+
+def test_lanes_view_of_a_non_contiguous_view_uses_its_strides_and_bounds():
+    storage = np.arange(64, dtype=np.float32).reshape(8, 8)
+    view = storage[2:6, 3:7]  # a match_buffer region
+    lanes = runtime.lanes_view(view, (1, 0), ((0, 3, (1, 0)), (1, 4, (0, 1))), ndim=2)
+    np.testing.assert_array_equal(lanes, view[1:4, 0:4])
+    lanes[...] = -1
+    assert (storage[3:6, 3:7] == -1).all() and (storage[2] != -1).all()
+    with pytest.raises(IndexError):
+        runtime.lanes_view(view, (2, 0), ((0, 3, (1, 0)),), ndim=2)

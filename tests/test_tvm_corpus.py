@@ -117,3 +117,32 @@ def test_zoo_tvm_tests_bad_input_is_one_line_and_status_2(tmp_path, capsys):
     assert cli.main(["zoo", "--tvm-tests", str(tmp_path)]) == cli.EXIT_USAGE
     assert "no @T.prim_func definitions under" in capsys.readouterr().err
     assert cli.main(["zoo", "--tvm-tests", str(tmp_path), "--timeout", "0"]) == cli.EXIT_USAGE
+
+
+def test_a_function_that_returns_a_value_is_compared_by_its_value():
+    import numpy as np
+    import tvm
+
+    from tvm_hybrid_nb import module
+    from tvm_hybrid_nb.zoo import KernelOutcome, emulate_stages
+
+    func = tvm.script.from_source(textwrap.dedent('''
+        @T.prim_func
+        def f(x: T.int8, y: T.int8, B: T.Buffer((4,), "int8")) -> T.int8:
+            for i in range(4):
+                B[i] = x + T.Cast("int8", i)
+                if i == 2:
+                    return x * y
+            return y
+    '''), extra_vars={"T": __import__("tvm.script", fromlist=["tirx"]).tirx})
+    outcome = tvm_corpus.check_function(func.with_attr("global_symbol", "main"), "f")
+    assert (outcome.outcome, outcome.reason) == ("ok", ""), outcome
+    assert outcome.stages_checked >= 2
+    hm = module.build(func)
+    inputs = [100, 3, np.zeros(4, "int8")]
+    expected = [np.array([100, 101, 102, 0], "int8"), np.asarray(44)]  # 300 wraps to 44 in int8
+    wrong = KernelOutcome("tvm-tests", "f", "ok")
+    emulate_stages(hm, inputs, expected, wrong)
+    assert wrong.outcome == "ok", wrong
+    emulate_stages(hm, inputs, expected[:1] + [np.asarray(300)], wrong)
+    assert wrong.outcome == "wrong" and "44 vs 300" in wrong.reason, wrong

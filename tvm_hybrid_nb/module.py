@@ -36,6 +36,8 @@ _NATIVE_BUILD_LOCK = threading.RLock()
 REFERENCES = ("native", "input")
 #: How a comparison with ``reference="input"`` names its reference.
 INPUT_REFERENCE_NAME = "input stage (emulated)"
+#: How comparisons name the value a kernel returns (``tirx.Return``).
+RETURN_VALUE_NAME = "return value"
 
 
 class Stage:
@@ -311,6 +313,7 @@ class HybridModule:
         except UnsupportedConstructError as exc:
             self._params = None
             self._signature_error = str(exc)
+        self._returns = _returned_dtype(self.stages[0].function)
 
     # ------------------------------------------------------------------ lookup
     @property
@@ -323,6 +326,30 @@ class HybridModule:
     @property
     def outputs(self) -> list[ParamSpec]:
         return [p for p in self.params if p.is_output]
+
+    @property
+    def returns(self) -> str | None:
+        """The dtype of the scalar the kernel returns (``return value`` in TVMScript: ``tirx.Return``),
+        or None when it returns nothing.  :meth:`emulate` and :meth:`run_native` give that value after
+        the outputs, as TVM's packed API hands it over: an integer as a Python int (int64), a float as
+        a Python float (float64), a bool as a bool."""
+        return self._returns
+
+    def result_values(self, arrays, result) -> list[np.ndarray]:
+        """The outputs among ``arrays`` (every parameter, in order) and, when the kernel returns a
+        value, the value in ``result`` (what :meth:`emulate` or :meth:`run_native` returned) as a
+        0-d array: what a comparison compares, in :attr:`result_names` order."""
+        values = [a for a, p in zip(arrays, self.params) if p.is_output]
+        if self._returns is not None:
+            returned = result[-1] if isinstance(result, tuple) else result
+            values.append(np.asarray(returned))
+        return values
+
+    @property
+    def result_names(self) -> list[str]:
+        """The names of :meth:`result_values`: the outputs, then ``return value`` if there is one."""
+        return [p.name for p in self.params if p.is_output] + (
+            [RETURN_VALUE_NAME] if self._returns is not None else [])
 
     def stage(self, key: int | str | Stage) -> Stage:
         """A stage by index (negative counts from the end), pass name, short name or label.
@@ -379,7 +406,8 @@ class HybridModule:
                 progress: Callable[[float], None] | None = None):
         """Run ``stage``'s hybrid source on numpy arrays (every parameter, in order).
 
-        Outputs are written into the given arrays and returned (one array or a tuple).  ``mode``
+        Outputs are written into the given arrays and returned (one array or a tuple); a kernel that
+        returns a value (:attr:`returns`) gives it last (alone when it has no outputs).  ``mode``
         is ``"exact"`` (the IR interpreted as written) or ``"fast"`` (independent loops as numpy
         array operations, bit-identical).  ``progress(fraction)`` is called as the outermost loops
         advance; an exception it raises stops the emulation and reaches the caller unchanged, and so
@@ -397,15 +425,17 @@ class HybridModule:
         aliased = _aliased_arguments(self.params, arrays)
         for k in aliased:  # as run_native: each parameter sees its own copy of what it was given
             values[k] = np.array(values[k], copy=True)
-        _run_kernel(kernel, values, s, progress)
+        returned = _run_kernel(kernel, values, s, progress)
         for k in aliased:  # outputs written back in parameter order, as run_native does
             if self.params[k].is_output:
                 bound.values[k][...] = values[k]
         bound.finish()
-        return self._outputs_of(arrays)
+        return self._outputs_of(arrays, returned)
 
-    def _outputs_of(self, arrays):
+    def _outputs_of(self, arrays, returned=None):
         outs = [a for a, p in zip(arrays, self.params) if p.is_output]
+        if self._returns is not None:
+            outs.append(returned)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     @property
@@ -440,12 +470,12 @@ class HybridModule:
             self._refuse_trapping_inputs(bound.values)
         function = self._native_function()
         tensors = [tvm.runtime.tensor(v, dev) if isinstance(v, np.ndarray) else v for v in bound.values]
-        function(*tensors)
+        returned = function(*tensors)
         for spec, value, tensor in zip(self.params, bound.values, tensors):
             if spec.is_output:
                 value[...] = tensor.numpy()
         bound.finish()
-        return self._outputs_of(arrays)
+        return self._outputs_of(arrays, returned)
 
     def native_device(self):
         """The device the native kernel runs on; :class:`DeviceUnavailableError` when there is none here."""
@@ -538,37 +568,38 @@ class HybridModule:
         # With an emulated reference the bar covers both runs: the stage first, then stage 0.
         share = 0.5 if reference == "input" else 1.0
         failure = None
+        result = None
         try:
-            self.emulate(*emu_args, stage=s.index, mode=mode, check=check,
-                         progress=None if progress is None else (lambda f: progress(share * f)))
+            result = self.emulate(*emu_args, stage=s.index, mode=mode, check=check,
+                                  progress=None if progress is None else (lambda f: progress(share * f)))
         except EmulationError as exc:
             if on_error != "partial":
                 raise
             failure = str(exc)
         emulate_seconds = time.perf_counter() - start
-        actual = [a for a, p in zip(emu_args, self.params) if p.is_output]
+        actual = self.result_values(emu_args, result)
         start = time.perf_counter()
         if isinstance(reference, str):
             ref_args = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
             if reference == "native":
                 # The emulation above raised on inputs that make the native kernel trap (unless it was
                 # kept going by on_error='partial': then the native run checks them itself).
-                self.run_native(*ref_args, _emulated=failure is None)
+                ref_result = self.run_native(*ref_args, _emulated=failure is None)
                 ref_name = "native"
             else:
-                self.emulate(*ref_args, stage=0, mode=mode,
-                             progress=None if progress is None else (lambda f: progress(0.5 + 0.5 * f)))
+                ref_result = self.emulate(*ref_args, stage=0, mode=mode,
+                                          progress=None if progress is None else (lambda f: progress(0.5 + 0.5 * f)))
                 ref_name = INPUT_REFERENCE_NAME
-            expected = [a for a, p in zip(ref_args, self.params) if p.is_output]
+            expected = self.result_values(ref_args, ref_result)
         elif callable(reference):
             inputs = [a for a, p in zip(arrays, self.params) if not p.is_output]
             got = reference(*[a.copy() if isinstance(a, np.ndarray) else a for a in inputs])
             ref_name = getattr(reference, "__name__", "reference")
-            expected = reference_outputs(got, [p.name for p in self.params if p.is_output], ref_name)
+            expected = reference_outputs(got, self.result_names, ref_name)
         else:
             raise CompareError(f"reference must be one of {REFERENCES} or a callable, got {reference!r}")
         reference_seconds = time.perf_counter() - start
-        names = [p.name for p in self.params if p.is_output]
+        names = self.result_names
         result = CompareResult(stage=s.label, reference=ref_name,
                                outputs=compare_outputs(names, actual, expected, rtol, atol),
                                emulate_seconds=emulate_seconds, reference_seconds=reference_seconds, mode=mode,
@@ -751,10 +782,11 @@ def _aliased_arguments(params: list[ParamSpec], arrays) -> list[int]:
     return sorted(found)
 
 
-def _run_kernel(kernel: Callable, values: list, stage: Stage, progress=None) -> None:
+def _run_kernel(kernel: Callable, values: list, stage: Stage, progress=None):
+    """Run the kernel on ``values``; returns what it returns (the value of a ``tirx.Return``, or None)."""
     try:
         with np.errstate(all="ignore"):
-            kernel(*values, progress=progress)
+            return kernel(*values, progress=progress)
     except _ProgressCallbackError as exc:
         raise exc.error from None
     except (KeyboardInterrupt, HybridError):
@@ -766,6 +798,22 @@ def _run_kernel(kernel: Callable, values: list, stage: Stage, progress=None) -> 
         where = f" at line {line[0]}: {line[1]}" if line else ""
         raise EmulationError(f"emulation of stage {stage.label} failed{where}: "
                              f"{type(exc).__name__}: {exc}") from exc
+
+
+def _returned_dtype(func) -> str | None:
+    """The dtype of the value ``func`` returns (its ``tirx.Return`` statements), or None."""
+    if func is None:
+        return None
+    found: list[str] = []
+
+    def visit(node):
+        info = getattr(type(node), "__tvm_ffi_type_info__", None)
+        if not found and info is not None and info.type_key == "tirx.Return":
+            found.append(str(getattr(node.value.ty, "dtype", "handle")))
+        return bool(found)  # pre-order: a true result skips the node's children
+
+    tvm_ffi.structural_walk(func.body, visit, order="pre")
+    return found[0] if found else None
 
 
 def _python_function_name(name: str) -> str:
@@ -814,10 +862,30 @@ _PACKED_OUTPUTS = {"tvm.contrib.sort.sort": (1, -2), "tvm.contrib.sort.argsort":
 
 def _written_indirectly(func) -> list:
     """Buffers written where the access analysis does not look: through a block's match_buffer (its
-    ``T.writes`` regions), ``masked_store`` and the output arguments of packed calls."""
+    ``T.writes`` regions), ``masked_store``, the output arguments of packed calls, and buffers
+    declared at the address of an element (``address_of(B[i, 0])``, or a pointer bound to one)."""
     found: list = []
+    pointers: dict = {}  # pointer variable -> address_of(B[...])
+    views: dict = {}  # buffer declared at an element's address -> the buffer of the element
+    stored: list = []
+
+    def address(data):
+        if isinstance(data, tvm.tirx.Var) and data.__chandle__() in pointers:
+            data = pointers[data.__chandle__()]
+        if isinstance(data, tvm.ir.Call) and isinstance(data.op, tvm.ir.Op) and data.op.name == "tirx.address_of":
+            load = data.args[0]
+            return load.buffer if hasattr(load, "buffer") else getattr(load, "source", None)
+        return None
 
     def visit(node):
+        info = getattr(type(node), "__tvm_ffi_type_info__", None)
+        key = info.type_key if info is not None else ""
+        if key == "tirx.Bind" and address(node.value) is not None:
+            pointers[node.var.__chandle__()] = node.value
+        elif key == "tirx.DeclBuffer" and address(node.data) is not None:
+            views[node.buffer.__chandle__()] = address(node.data)
+        elif key == "tirx.BufferStore":
+            stored.append(node.buffer)
         if isinstance(node, tvm.s_tir.SBlock):
             for region in node.writes:
                 found.append(region.source)
@@ -831,7 +899,11 @@ def _written_indirectly(func) -> list:
                         found.append(arg.args[0])
         return True
 
-    tvm_ffi.structural_walk(func.body, visit, order="post")
+    tvm_ffi.structural_walk(func.body, visit, order="post")  # a Bind before the statements after it
+    for buf in stored:
+        while buf.__chandle__() in views:  # a view of a view: the buffer it finally points into
+            buf = views.pop(buf.__chandle__())
+            found.append(buf)
     out = []
     for node in found:
         if isinstance(node, tvm.ir.Call):  # buffer_data(B)

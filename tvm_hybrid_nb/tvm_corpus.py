@@ -313,7 +313,7 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
     for _ in range(2):
         args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
         try:
-            hm.run_native(*args, _emulated=True)
+            result = hm.run_native(*args, _emulated=True)
         except (EmulationError, UnsupportedConstructError, StageNotEmulatableError) as exc:
             outcome.outcome, outcome.reason = "no native reference", f"native run refused: {str(exc)[:200]}"
             return outcome
@@ -325,7 +325,7 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
             else:
                 outcome.outcome, outcome.stage, outcome.reason = "crash", "native", crash_reason(exc)
             return outcome
-        runs.append([a for a, p in zip(args, params) if p.is_output])
+        runs.append(hm.result_values(args, result))  # the outputs, and the value the kernel returns
     from .zoo import _outputs_equal
     if _outputs_equal(runs[1], runs[0]):
         outcome.outcome, outcome.reason = "no native reference", "two native runs on the same inputs differ"

@@ -352,11 +352,11 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
             return
         args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
         try:
-            hm.emulate(*args, stage=stage.index, mode=mode, check=check)
+            result = hm.emulate(*args, stage=stage.index, mode=mode, check=check)
         except (UnsupportedConstructError, StageNotEmulatableError) as exc:
             outcome.outcome, outcome.reason = "refused", str(exc)
             return
-        got = [a for a, p in zip(args, hm.params) if p.is_output]
+        got = hm.result_values(args, result)  # the outputs, and the value the kernel returns
         problem = _outputs_equal(got, expected)
         outcome.stages_checked += 1
         if problem:
@@ -388,8 +388,8 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
             native = hmodule.build(reference if reference is not None else func, target="llvm")
             inputs = _inputs(native.params, seed)
             expected_args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
-            native.run_native(*expected_args)
-            expected = [a for a, p in zip(expected_args, native.params) if p.is_output]
+            result = native.run_native(*expected_args)
+            expected = native.result_values(expected_args, result)
         emulate_stages(hm, inputs, expected, outcome, mode=mode, check=check)
     except (UnsupportedConstructError, StageNotEmulatableError) as exc:  # the parameters, at build
         outcome.outcome, outcome.stage, outcome.reason = "refused", outcome.stage or "build", str(exc)

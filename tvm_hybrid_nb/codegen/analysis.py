@@ -188,7 +188,10 @@ class _LoopAccesses:
         elif key == "tirx.AttrStmt":
             self.stmt(stmt.body)
         elif key == "tirx.DeclBuffer":
-            if stmt.data is not None and _type_key(stmt.data) == "ir.Call" and stmt.data.args:
+            if stmt.data is not None and _type_key(stmt.data) == "ir.Var" and any(
+                    _key(var) == _key(stmt.data) and _type_key(value) == "ir.Call" for var, value in self.binds):
+                self.private = f"view {stmt.buffer.name} starts at a pointer computed in the loop"
+            elif stmt.data is not None and _type_key(stmt.data) == "ir.Call" and stmt.data.args:
                 if _type_key(stmt.data.args[0]) == "ir.TensorLoad":
                     # A view at an element's address (address_of): where it starts moves with the
                     # indices, so no claim of independence.
@@ -211,6 +214,8 @@ class _LoopAccesses:
                 self.stmt(block.body)
         elif key == "tirx.AllocBuffer":
             self.local.add(_key(stmt.buffer))
+        elif key == "tirx.Return":
+            self.private = "it returns from the function (tirx.Return): no iteration after that one may run"
         else:  # break/continue and anything unknown: no claim of independence
             self.private = f"it holds a {key.split('.')[-1]} statement"
 
@@ -305,7 +310,8 @@ def _accesses(loop, roots: dict[int, int]):
     acc.stmt(loop.body)
     expand = tvm.sym.Analyzer()
     for var, value in acc.binds:
-        expand.bind(var, value, allow_override=True)
+        if _dtype(var) != "handle":  # a pointer (address_of) is not an index
+            expand.bind(var, value, allow_override=True)
     return acc, expand
 
 

@@ -119,6 +119,8 @@ class BuffersMixin:
     def visit_DeclBuffer(self, node) -> list[ast.stmt]:
         buf = node.buffer
         data = node.data
+        if data is not None and _type_key(data) == "ir.Var" and _key(data) in self.scope.address_binds:
+            data = self.scope.address_binds[_key(data)]  # a pointer bound to address_of(A[...])
         if data is not None and _type_key(data) == "ir.Var" and _dtype(data) == "handle":
             storage = self.visit_expr(data)
             name = self.namer.define(buf, buf.name)
@@ -272,23 +274,39 @@ class BuffersMixin:
             return False
 
     def _match_buffer(self, match) -> list[ast.stmt]:
+        """``match_buffer(region, shape)``: a numpy view of the region.  As TVM's LowerMatchBuffer does, a
+        buffer of fewer dimensions than its region takes the region's last ones (``A[i, 0:16, 0:16]``
+        as a (16, 16) buffer, ``A[i, j]`` as a rank-0 one); the leading ones must have extent 1."""
         buf = match.buffer
         region = match.source
         source = self._buffer(region.source)
         ranges = list(region.region)
-        if len(ranges) != len(buf.shape):
-            raise UnsupportedConstructError("s_tir.MatchBufferRegion", f"{buf.name} changes the number of dimensions")
+        lead = len(ranges) - len(buf.shape)
+        if lead < 0:
+            raise UnsupportedConstructError("s_tir.MatchBufferRegion", f"{buf.name} has more dimensions than its "
+                                            f"region (TVM's LowerMatchBuffer lowers only fewer or as many)")
+        for r in ranges[:lead]:
+            if not self.analyzer.can_prove_equal(r.extent, 1):
+                raise UnsupportedConstructError("s_tir.MatchBufferRegion", f"{buf.name} drops a dimension of its "
+                                                f"region whose extent is not 1")
         name = self.namer.define(buf, buf.name)
         self._declare_buffer(buf, name, strided_ok=True)  # a slice keeps its source's layout
         layout = self._match_layout(buf, region, source)
-        slices = []
-        for r in ranges:
+        subscripts = []
+        for axis, r in enumerate(ranges):
             lo = self.visit_expr(r.min)
+            if axis < lead:  # a dropped dimension: its one index
+                if lo.varying:
+                    raise _CannotVectorize("match_buffer region that differs between iterations")
+                subscripts.append(lo.node)
+                continue
             hi = self.visit_expr(tvm.sym.Analyzer().simplify(r.min + r.extent))
             if _varying(lo, hi):
                 raise _CannotVectorize("match_buffer region that differs between iterations")
-            slices.append(ast.Slice(lo.node, hi.node, None))
-        value = ast.Subscript(_name(source.name), ast.Tuple(slices, ast.Load()), ast.Load())
+            subscripts.append(ast.Slice(lo.node, hi.node, None))
+        if lead == len(ranges):
+            subscripts.append(ast.Constant(Ellipsis))  # a 0-d view, not a copy of the element
+        value = ast.Subscript(_name(source.name), ast.Tuple(subscripts, ast.Load()), ast.Load())
         return layout + [ast.Assign([_store_name(name)], value)]
 
     def _match_layout(self, buf, region, source: _BufferInfo) -> list[ast.stmt]:

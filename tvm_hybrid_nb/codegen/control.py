@@ -1,5 +1,5 @@
 """Control flow: statement sequences, loops (serial, stepped, with progress hooks), while, branches,
-asserts, break/continue and blocks."""
+asserts, break/continue, return and blocks."""
 from __future__ import annotations
 
 import ast
@@ -14,6 +14,13 @@ from .plan import LANES, PARALLEL_CHUNKS, RACE_LANES, SERIAL, PlanRejected
 from .state import ProgressLevel
 from .names import (Value, _AllocLike, _CannotVectorize, _FOR_KIND_ITERATORS, _SerialFrame, _dtype, _is_float, _is_int,
     _is_true, _is_zero, _key, _lanes, _name, _np, _store_name, _type_key, _varying)
+
+
+def _address_of_element(expr) -> bool:
+    """Whether ``expr`` is ``address_of(A[...])``, the address of a buffer element."""
+    return (_type_key(expr) == "ir.Call" and isinstance(expr.op, tvm.ir.Op) and expr.op.name == "tirx.address_of"
+            and _type_key(expr.args[0]) == "ir.TensorLoad")
+
 
 #: A reporting loop of at most this many iterations lets the first loop inside it report progress
 #: even when that loop is innermost (each outer iteration may take long).
@@ -45,6 +52,11 @@ class ControlFlowMixin:
         return [ast.Expr(self.visit_expr(value).node)]
 
     def visit_Bind(self, node) -> list[ast.stmt]:
+        if _address_of_element(node.value):
+            # A pointer to an element (InlinePrivateFunctions binds one per call): buffers declared
+            # over it are views at that element; any other use of it is refused (visit_Var).
+            self.scope.address_binds[_key(node.var)] = node.value
+            return []
         value = self.visit_expr(node.value)
         name = self.namer.define(node.var, node.var.name)
         if value.kind == "weak" or (_is_float(value.dtype) and value.kind != "np"):
@@ -252,10 +264,24 @@ class ControlFlowMixin:
             raise _CannotVectorize("continue")
         return [ast.Continue()]
 
+    def visit_Return(self, node) -> list[ast.stmt]:
+        """``return value``: the function ends here, wherever it is (in loops, in branches), and the
+        caller gets the value as TVM's packed API hands it over (``packed_return``: an integer as
+        int64, a float as float64, a bool), which is what the native build returns.  The plan runs
+        every loop around it serially (``analysis._LoopAccesses``): the iterations after the one that
+        returns must not run."""
+        if self.lanes.vector_depth or self.lanes.stmt_masks or self.lanes.axes:
+            raise _CannotVectorize("a return from the function inside lanes")
+        dtype = _dtype(node.value)
+        if _lanes(dtype) != 1 or not (_is_int(dtype) or _is_float(dtype) or dtype == "bool"):
+            raise UnsupportedConstructError("tirx.Return", f"of a {dtype} value (the packed API returns scalars)")
+        value = self.visit_expr(node.value)
+        return [ast.Return(self._call("packed_return", value.node, ast.Constant(dtype)))]
+
     # ------------------------------------------------------------------ constructs with an exact meaning
     def _intrinsic_statement(self, call) -> list[ast.stmt] | None:
-        """Intrinsics evaluated as statements: ``assume`` (no run-time effect), ``break_loop``,
-        ``continue_loop`` and ``masked_store``; None for any other expression."""
+        """Intrinsics evaluated as statements: ``assume`` and ``tvm_access_ptr`` (no run-time effect),
+        ``break_loop``, ``continue_loop`` and ``masked_store``; None for any other expression."""
         if _type_key(call) != "ir.Call" or not isinstance(call.op, tvm.ir.Op):
             return None
         name = call.op.name
@@ -267,6 +293,10 @@ class ControlFlowMixin:
             return self.visit_Continue(call)
         if name == "tirx.masked_store":
             return self._masked_store(list(call.args))
+        if name == "tirx.tvm_access_ptr":
+            # A pointer into a buffer computed and dropped (an opaque access annotated for the
+            # schedule, ``T.evaluate(B.access_ptr("r"))``): no effect at run time.
+            return []
         return None
 
     def _stepped_for(self, node) -> list[ast.stmt]:

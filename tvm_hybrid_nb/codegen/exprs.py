@@ -104,6 +104,9 @@ class ExpressionsMixin:
 
     def visit_Var(self, node) -> Value:
         name = self.namer.lookup(node)
+        if name is None and _key(node) in self.scope.address_binds:
+            raise UnsupportedConstructError("tirx.address_of", f"pointer {node.name} used other than as a "
+                                            f"buffer's data")
         if name is None:
             raise UnsupportedConstructError("free variable", str(node.name))
         kind, dtype, varying = self.scope.var_kinds.get(_key(node), ("py", _dtype(node), False))
@@ -448,6 +451,11 @@ class ExpressionsMixin:
                          a.varying)
         if short == "tvm_call_packed":
             return self._packed_call(node, args)
+        if short in ("q_multiply_shift", "q_multiply_shift_per_axis"):
+            return self._fixed_point_multiply(short, node, args)
+        if (short == "isnullptr" and _type_key(args[0]) == "ir.Call" and isinstance(args[0].op, tvm.ir.Op)
+                and args[0].op.name == "tirx.address_of"):
+            return Value(ast.Constant(False), "py", "bool")  # the address of a value is never null
         if short == "masked_load":
             self.lanes.masks.append(self.to_np(self.visit_expr(args[-1])).node)
             try:
@@ -455,6 +463,26 @@ class ExpressionsMixin:
             finally:
                 self.lanes.masks.pop()
         return None
+
+    def _fixed_point_multiply(self, short: str, node, args) -> Value:
+        """``q_multiply_shift(x, y, q, s)`` and ``q_multiply_shift_per_axis(x, y, ls, rs, q, l, r)``: the
+        runtime helpers compute TVM's own lowering of them (``default.FLegalize``, applied by
+        LowerIntrin after MakePackedAPI).  That lowering needs ``q_multiply_shift``'s multiplier ``y``
+        to be a constant, and its shift ``s`` too when ``y`` is ``1 << 30`` (then a plain int32 shift)."""
+        keywords = None
+        if short == "q_multiply_shift":
+            multiplier = _int_constant(args[1])
+            if multiplier is None:
+                raise UnsupportedConstructError("tirx.q_multiply_shift", "with a multiplier that is not a constant "
+                                                "(TVM's lowering needs one)")
+            if multiplier == 1 << 30:
+                if _int_constant(args[3]) is None:
+                    raise UnsupportedConstructError("tirx.q_multiply_shift", "with the multiplier 1 << 30 and a "
+                                                    "shift that is not a constant (TVM's lowering needs one)")
+                keywords = {"power_of_two": ast.Constant(True)}
+        values = [self.visit_expr(a) for a in args]
+        call = self._call(short, *[v.node for v in values], kw=keywords)
+        return Value(call, "np", _dtype(node), _varying(*values))
 
     #: Runtime functions called through ``tvm_call_packed`` that the emulator implements exactly.
     PACKED_FUNCTIONS = ("tvm.contrib.sort.sort", "tvm.contrib.sort.argsort", "tvm.contrib.sort.topk")
@@ -491,3 +519,10 @@ class ExpressionsMixin:
             raise _CannotVectorize(f"{function} argument that differs between lanes")
         return self._call("view", storage.node, ast.Constant(_scalar_dtype(_dtype(dtype_hint))),
                           ast.Tuple([d.node for d in dims], ast.Load()), offset_value.node)
+
+
+def _int_constant(expr) -> int | None:
+    """The value of an integer constant (or a broadcast of one), else None."""
+    if _type_key(expr) == "prim.Broadcast":
+        expr = expr.value
+    return int(expr.value) if _type_key(expr) == "ir.IntImm" else None

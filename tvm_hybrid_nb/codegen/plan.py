@@ -201,6 +201,7 @@ class _Planner:
         self.shared: dict | None = None  # shared-memory allocations (found on first use)
         self.counts: dict[int, int] = {}
         self.gpu: bool | None = None  # whether the function runs threads (found on first use)
+        self.addresses: dict[int, object] = {}  # pointer variables bound to address_of(A[...])
 
     # -------------------------------------------------------------- walk
     def stmt(self, node) -> None:
@@ -240,8 +241,17 @@ class _Planner:
             if lane is not None:
                 self.lanes.pop()
 
+    def visit_Bind(self, node) -> None:
+        value = node.value
+        if (_type_key(value) == "ir.Call" and value.args and _type_key(value.args[0]) == "ir.TensorLoad"
+                and getattr(value.op, "name", "") == "tirx.address_of"):
+            self.addresses[_key(node.var)] = value  # a pointer to an element: views over it alias its buffer
+        self.stmt(getattr(node, "body", None))
+
     def visit_DeclBuffer(self, node) -> None:
         data = node.data
+        if data is not None and _type_key(data) == "ir.Var" and _key(data) in self.addresses:
+            data = self.addresses[_key(data)]
         if data is not None and _type_key(data) == "ir.Call" and data.args:
             source = data.args[0]
             if _type_key(source) == "ir.TensorLoad":

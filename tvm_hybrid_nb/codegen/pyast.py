@@ -60,7 +60,24 @@ def _outline_loop(fdef: ast.FunctionDef, loop: ast.stmt, counter: list) -> list:
                                                         defaults=[]),
                             body=body, decorator_list=[], returns=None, type_params=[])
     _split_function(inner, counter)
-    return prebind + [inner, ast.Expr(ast.Call(_name(name), [], []))]
+    call = ast.Call(_name(name), [], [])
+    if not _returns(loop):
+        return prebind + [inner, ast.Expr(call)]
+    # A ``return`` in the loop (tirx.Return, never of None) must leave the kernel, not the nest.
+    result = f"{name}_result"
+    leave = ast.If(ast.Compare(_name(result), [ast.IsNot()], [ast.Constant(None)]), [ast.Return(_name(result))], [])
+    return prebind + [inner, ast.Assign([_store_name(result)], call), leave]
+
+
+def _returns(node: ast.AST) -> bool:
+    """Whether ``node`` holds a ``return`` of its function (not one of a function defined in it)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Return):
+            return True
+        stack.extend(c for c in ast.iter_child_nodes(n) if not isinstance(c, (ast.FunctionDef, ast.Lambda)))
+    return False
 
 
 def _names_in(nodes, kind, skip=None) -> set[str]:

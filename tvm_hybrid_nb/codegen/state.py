@@ -26,6 +26,9 @@ class Scope:
     #: ``PlanAndUpdateBufferAllocationLocation`` (see ``LanesMixin._planned_into``).
     block_allocs: dict[int, object] = field(default_factory=dict)
     access_counts: dict[int, int] | None = None
+    #: Pointer variables bound to ``address_of(A[...])`` (by key) -> that call: buffers declared
+    #: over them are views at the element (``_address_view``).
+    address_binds: dict = field(default_factory=dict)
     #: Runtime helpers the script calls (their source is appended to it).
     helpers: set[str] = field(default_factory=set)
 

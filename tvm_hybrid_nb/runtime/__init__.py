@@ -32,7 +32,7 @@ from ._sanitizers import access, read_written
 from ._lanes import lanes_view, parallel_chunks
 from ._gpu import (_lane_array, _threads_first, thread_allreduce, thread_allreduce_values, warp_shuffle,
                    warp_activemask, sblock)
-from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floormod, shift_count,
+from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floormod, shift_count, packed_return,
                         float_floordiv, float_floormod, _float_to_int32_or_64, _float_to_int, _float_to_float,
                         cast, reinterpret)
 from ._lanes import ramp, broadcast, shuffle
@@ -43,6 +43,7 @@ from ._lanes import vector_lane_index
 from ._memory import (strided_span, strided, flat_view, rows_view, storage_extent, _bounds_error, _in_bounds,
                       load, store)
 from ._numerics import rsqrt, sigmoid, erf, _unary_in_dtype, clz, in_double, nan_through, popcount
+from ._numerics import _fixed_point_shift, q_multiply_shift, q_multiply_shift_per_axis
 # isort: on
 
 #: Which helpers each helper calls, so a script gets everything it needs (helpers of different
@@ -65,6 +66,8 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "warp_shuffle": ("_lane_array",),
     "store": ("_in_bounds", "_bounds_error"),
     "contrib_sort": ("_stable_order",),
+    "q_multiply_shift": ("_fixed_point_shift",),
+    "q_multiply_shift_per_axis": ("_fixed_point_shift",),
 }
 
 #: Helpers that need ``import math`` in the script.

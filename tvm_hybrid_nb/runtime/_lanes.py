@@ -81,6 +81,20 @@ def lanes_view(buffer, base, lanes, ndim=12, _layouts={}):  # noqa: B006 (the de
     iteration, so their shapes and strides are kept in ``_layouts`` (one dict per script, since
     helpers are copied into the scripts that use them).
     """
+    if not buffer.flags.c_contiguous:
+        # A view (a match_buffer's region): the lanes move by the view's own strides, within its shape.
+        lo, hi = [int(b) for b in base], [int(b) for b in base]
+        shape, strides = [1] * ndim, [0] * ndim
+        for axis, extent, coefs in lanes:
+            shape[axis] = int(extent)
+            strides[axis] = sum(int(c) * s for c, s in zip(coefs, buffer.strides))
+            for d, c in enumerate(coefs):
+                span = (int(extent) - 1) * int(c)
+                hi[d], lo[d] = hi[d] + max(span, 0), lo[d] + min(span, 0)
+        if any(a < 0 or b >= n for a, b, n in zip(lo, hi, buffer.shape)):
+            raise IndexError(f"lanes from {lo} to {hi} outside a view of shape {buffer.shape}")
+        origin = buffer[tuple(slice(int(b), int(b) + 1) for b in base)]
+        return np.lib.stride_tricks.as_strided(origin, tuple(shape), tuple(strides))
     key = (buffer.shape, buffer.itemsize, lanes, ndim)
     layout = _layouts.get(key)
     if layout is None:

@@ -1,7 +1,9 @@
 """Numerics: TIR's integer, conversion and math semantics on numpy scalars and arrays.
 
 Owns integer wrapping and division (``wrap``, ``truncdiv``, ``truncmod``, ``floordiv``,
-``floormod``, their trap check ``_check_divisor``, ``shift_count``, the float ``FloorDiv``/``FloorMod``),
+``floormod``, their trap check ``_check_divisor``, ``shift_count``, the float ``FloorDiv``/``FloorMod``,
+fixed-point ``q_multiply_shift``/``q_multiply_shift_per_axis`` as TVM legalizes them), the value a
+function returns as the packed API hands it over (``packed_return``),
 conversions as the native x86-64 kernel computes them (``cast``, ``reinterpret`` and the
 ``_float_to_*`` helpers), ``select``/``minimum``/``maximum``, and math in the operand's dtype
 (``rsqrt``, ``sigmoid``, ``erf``, ``clz``, ``popcount``, ``in_double``, ``nan_through``).
@@ -85,6 +87,80 @@ def shift_count(count, bits, mask=None):
         raise ValueError(f"shift by {int(first)} of a {bits}-bit integer: counts outside [0, {bits}) are "
                          f"undefined in LLVM (the native result depends on how it was compiled)")
     return count
+
+
+def packed_return(value, dtype):
+    """The value of ``return value`` (``tirx.Return``) as TVM's packed API hands it to the caller:
+    MakePackedAPI stores an integer as int64 (a Python int; uint64 wraps), a float as float64 (a
+    Python float) and a bool as a bool."""
+    kind = np.dtype(dtype).kind
+    if kind == "b":
+        return bool(value)
+    if kind in "iu":
+        value = int(value)
+        return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+    return float(np.float64(value))
+
+
+def _fixed_point_shift(x, left, right, q, multiplier):
+    """``int32((x64 << left) * multiplier + (1 << (right + q - 1)) >> (right + q))`` with x64 =
+    int64(x), the shift ``left`` applied only where it is non-zero (a ``Select``), ``right + q``
+    computed in int32, products and sums wrapping in int64 and shift counts outside ``[0, 64)``
+    refused (undefined in LLVM)."""
+    x64 = np.asarray(x).astype(np.int64)
+    left = np.asarray(left).astype(np.int64)
+    total = (np.asarray(right).astype(np.int64) + np.asarray(q).astype(np.int64)).astype(np.int32).astype(np.int64)
+    low = (total - 1).astype(np.int32).astype(np.int64)
+    for count, used in ((left, left != 0), (low, True), (total, True)):
+        if np.any(((count < 0) | (count >= 64)) & used):
+            raise ValueError("fixed-point multiply: shift by a count outside [0, 64) of an int64 is undefined "
+                             "in LLVM (the native result depends on how it was compiled)")
+    with np.errstate(over="ignore"):  # int64 wraps, as LLVM's does
+        shifted = np.where(left != 0, (x64.astype(np.uint64) << np.where(left != 0, left, 0).astype(np.uint64))
+                           .astype(np.int64), x64)
+        product = (shifted.astype(np.uint64) * np.asarray(multiplier).astype(np.int64).astype(np.uint64))
+        rounded = (product + (np.uint64(1) << low.astype(np.uint64))).astype(np.int64)
+        out = (rounded >> total).astype(np.int32)
+    return out[()] if out.ndim == 0 else out
+
+
+def q_multiply_shift(x, y, q, s, power_of_two=False):
+    """TIR ``q_multiply_shift(x, y, q, s)``: ``round(x * y * 2**(s - q))`` of int32 Q-numbers, exactly as
+    TVM legalizes it for llvm (``tirx.q_multiply_shift``'s ``default.FLegalize``).
+
+    Generally: ``left = max(s, 0)``, ``right = s > 0 ? 0 : -s``; in int64
+    ``((x << left) * y + (1 << (right + q - 1))) >> (right + q)``, truncated to int32.  When the
+    multiplier is the constant ``1 << 30`` (0.5; ``power_of_two``, the generator knows it), TVM ignores
+    ``q`` and stays in int32: ``x << (s - 1)`` when ``s > 1``, else ``(x + (1 << (-s))) >> (1 - s)``
+    (``s`` is then a constant).  Integer overflow wraps; undefined shift counts raise ValueError."""
+    if power_of_two:
+        s = np.asarray(s).astype(np.int64)
+        x32 = np.asarray(x).astype(np.int32)
+        left = s - 1
+        right = 1 - s
+        for count in (np.where(left > 0, left, 0), np.where(left > 0, 0, right - 1), np.where(left > 0, 0, right)):
+            if np.any((count < 0) | (count >= 32)):
+                raise ValueError("q_multiply_shift: shift by a count outside [0, 32) of an int32 is undefined "
+                                 "in LLVM (the native result depends on how it was compiled)")
+        wide = x32.astype(np.uint32)
+        with np.errstate(over="ignore"):  # int32 wraps, as LLVM's does
+            up = (wide << np.where(left > 0, left, 0).astype(np.uint32)).astype(np.int32)
+            rounding = (np.uint32(1) << np.where(left > 0, 0, right - 1).astype(np.uint32))
+            down = (wide + rounding).astype(np.int32) >> np.where(left > 0, 0, right).astype(np.int32)
+        out = np.where(left > 0, up, down).astype(np.int32)
+        return out[()] if out.ndim == 0 else out
+    s32 = np.asarray(s).astype(np.int64)
+    left = np.where(s32 > 0, s32, 0)
+    right = np.where(s32 > 0, 0, -s32)  # -INT_MIN wraps in int32, as TVM's 0 - s does
+    return _fixed_point_shift(x, left, right.astype(np.int32), q, y)
+
+
+def q_multiply_shift_per_axis(x, y, ls, rs, q, is_lshift_required, is_rshift_required):
+    """TIR ``q_multiply_shift_per_axis``: the general ``q_multiply_shift`` with the shifts given apart, as
+    TVM legalizes it: ``int32(((x64 << ls if is_lshift_required else x64) * y + (1 << (rs + q - 1)))
+    >> (rs + q))`` in int64 (``is_rshift_required`` does not change TVM's lowering)."""
+    left = np.where(np.asarray(is_lshift_required, dtype=bool), np.asarray(ls).astype(np.int64), 0)
+    return _fixed_point_shift(x, left, rs, q, y)
 
 
 def float_floordiv(a, b):
