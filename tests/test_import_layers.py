@@ -66,11 +66,22 @@ FUZZ_LAYERS: list[tuple[str, set[str]]] = [
     ("the package facade; python -m tvm_hybrid_nb.fuzz", {"__init__", "__main__"}),
 ]
 
+#: The dump reader's modules, lowest first (the package has the layer "dump" of LAYERS).
+DUMP_LAYERS: list[tuple[str, set[str]]] = [
+    ("index.json, read and checked", {"index"}),
+    ("a stage's module JSON, checked and read", {"stage_json"}),
+    ("finishing the pipeline from a stage; passes by name", {"pipeline"}),
+    ("DumpedModule", {"dumped"}),
+    ("load and record_compare; resume", {"loading", "resuming"}),
+    ("the package facade", {"__init__"}),
+]
+
 #: Subpackages whose modules are ordered too: package -> its layers, lowest first.  Each module
 #: imports only modules of a lower entry of its package's list, so they form no cycle.
 PACKAGE_LAYERS: dict[str, list[tuple[str, set[str]]]] = {
     "ui": UI_LAYERS,
     "fuzz": FUZZ_LAYERS,
+    "dump": DUMP_LAYERS,
 }
 
 #: The upward imports allowed, each only as a function-level import inside the one function named:
