@@ -76,12 +76,24 @@ DUMP_LAYERS: list[tuple[str, set[str]]] = [
     ("the package facade", {"__init__"}),
 ]
 
+#: thn.verify's modules, lowest first (the package has the layer "verification" of LAYERS).
+VERIFICATION_LAYERS: list[tuple[str, set[str]]] = [
+    ("the settings' vocabulary and VerifyError", {"settings"}),
+    ("a model's kernels, schedules, custom passes, build_kernel", {"kernels"}),
+    ("results and the report as data", {"results"}),
+    ("one job: plain data, run anywhere", {"jobs"}),
+    ("runners: local worker pool; Dask", {"local", "cluster"}),
+    ("the entry point, verify()", {"entry"}),
+    ("the package facade", {"__init__"}),
+]
+
 #: Subpackages whose modules are ordered too: package -> its layers, lowest first.  Each module
 #: imports only modules of a lower entry of its package's list, so they form no cycle.
 PACKAGE_LAYERS: dict[str, list[tuple[str, set[str]]]] = {
     "ui": UI_LAYERS,
     "fuzz": FUZZ_LAYERS,
     "dump": DUMP_LAYERS,
+    "verification": VERIFICATION_LAYERS,
 }
 
 #: The upward imports allowed, each only as a function-level import inside the one function named:
