@@ -107,7 +107,8 @@ def test_generated_integer_divisors_are_never_zero():
 
     a = te.placeholder((6,), "int8", name="A")
     b = te.placeholder((6,), "int8", name="B")
-    ops = [op for name, op in fuzz._binary_ops("int8") if name in ("truncdiv", "truncmod", "floordiv", "floormod")]
+    ops = [op for name, op in fuzz.computes._binary_ops("int8")
+           if name in ("truncdiv", "truncmod", "floordiv", "floormod")]
     assert len(ops) == 4
     c = te.compute((4, 6), lambda j, i: tirx.Select(j == 0, ops[0](a[i], b[i]), tirx.Select(
         j == 1, ops[1](a[i], b[i]), tirx.Select(j == 2, ops[2](a[i], b[i]), ops[3](a[i], b[i])))), name="C")

@@ -680,7 +680,7 @@ def test_an_index_that_changes_while_emulating_is_not_overwritten(hm, dumped, mo
         hm.save(dumped, overwrite=True)  # another process writes a new dump meanwhile
         return index
 
-    monkeypatch.setattr(dump, "read_index", read_then_replaced)
+    monkeypatch.setattr(dump.loading, "read_index", read_then_replaced)  # where record_compare looks it up
     with pytest.raises(DumpError, match="changed while"):
         dump.record_compare(dumped, result)
     monkeypatch.undo()

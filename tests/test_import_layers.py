@@ -19,6 +19,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 import tvm_hybrid_nb
 
 PACKAGE = "tvm_hybrid_nb"
@@ -52,6 +54,47 @@ UI_LAYERS: list[tuple[str, set[str]]] = [
     ("the explorer; the verification table", {"explorer", "verify"}),
     ("the package facade", {"__init__"}),
 ]
+
+#: The fuzzer's modules, lowest first (the package has the layer "fuzz" of LAYERS), like UI_LAYERS.
+FUZZ_LAYERS: list[tuple[str, set[str]]] = [
+    ("random TE computes", {"computes"}),
+    ("schedule steps: draw, apply, replay", {"schedules"}),
+    ("cases and their verdicts", {"cases"}),
+    ("the evidence of TVM's miscompilations", {"findings"}),
+    ("checking one case against the native kernel", {"oracle"}),
+    ("the batch run, reduction, report and command line", {"runner"}),
+    ("the package facade; python -m tvm_hybrid_nb.fuzz", {"__init__", "__main__"}),
+]
+
+#: The dump reader's modules, lowest first (the package has the layer "dump" of LAYERS).
+DUMP_LAYERS: list[tuple[str, set[str]]] = [
+    ("index.json, read and checked", {"index"}),
+    ("a stage's module JSON, checked and read", {"stage_json"}),
+    ("finishing the pipeline from a stage; passes by name", {"pipeline"}),
+    ("DumpedModule", {"dumped"}),
+    ("load and record_compare; resume", {"loading", "resuming"}),
+    ("the package facade", {"__init__"}),
+]
+
+#: thn.verify's modules, lowest first (the package has the layer "verification" of LAYERS).
+VERIFICATION_LAYERS: list[tuple[str, set[str]]] = [
+    ("the settings' vocabulary and VerifyError", {"settings"}),
+    ("a model's kernels, schedules, custom passes, build_kernel", {"kernels"}),
+    ("results and the report as data", {"results"}),
+    ("one job: plain data, run anywhere", {"jobs"}),
+    ("runners: local worker pool; Dask", {"local", "cluster"}),
+    ("the entry point, verify()", {"entry"}),
+    ("the package facade", {"__init__"}),
+]
+
+#: Subpackages whose modules are ordered too: package -> its layers, lowest first.  Each module
+#: imports only modules of a lower entry of its package's list, so they form no cycle.
+PACKAGE_LAYERS: dict[str, list[tuple[str, set[str]]]] = {
+    "ui": UI_LAYERS,
+    "fuzz": FUZZ_LAYERS,
+    "dump": DUMP_LAYERS,
+    "verification": VERIFICATION_LAYERS,
+}
 
 #: The upward imports allowed, each only as a function-level import inside the one function named:
 #: (importer, function, imported) -> why.  Anything else going up fails.
@@ -253,30 +296,34 @@ def test_layers_name_every_module_of_the_package_once():
     assert not named - present, f"LAYERS names modules that do not exist: {sorted(named - present)}"
 
 
-def test_ui_layers_name_every_module_of_the_ui_package_once():
+@pytest.mark.parametrize("package", sorted(PACKAGE_LAYERS))
+def test_package_layers_name_every_module_of_the_subpackage_once(package):
+    layers = PACKAGE_LAYERS[package]
     present = {name.split(".")[2] if name.count(".") >= 2 else "__init__"
-               for name in package_modules(PACKAGE_DIR) if component(name) == "ui"}
-    named = [n for _, names in UI_LAYERS for n in names]
-    assert len(named) == len(set(named)), f"UI_LAYERS names a module twice: {named}"
-    assert present == set(named), (f"not in UI_LAYERS: {sorted(present - set(named))}; "
-                                   f"in UI_LAYERS but not in ui/: {sorted(set(named) - present)}")
+               for name in package_modules(PACKAGE_DIR) if component(name) == package}
+    named = [n for _, names in layers for n in names]
+    assert len(named) == len(set(named)), f"the layers of {package} name a module twice: {named}"
+    assert present == set(named), (f"not in the layers of {package}: {sorted(present - set(named))}; "
+                                   f"in them but not in {package}/: {sorted(set(named) - present)}")
 
 
-def test_ui_modules_import_only_lower_ui_modules():
-    order = {n: i for i, (_, names) in enumerate(UI_LAYERS) for n in names}
-    prefix = f"{PACKAGE}.ui"
+@pytest.mark.parametrize("package", sorted(PACKAGE_LAYERS))
+def test_subpackage_modules_import_only_lower_modules_of_their_package(package):
+    layers = PACKAGE_LAYERS[package]
+    order = {n: i for i, (_, names) in enumerate(layers) for n in names}
+    prefix = f"{PACKAGE}.{package}"
 
     def sub(dotted: str) -> str:
         return dotted[len(prefix) + 1:].split(".")[0] if dotted.startswith(prefix + ".") else "__init__"
 
     problems = []
     for imp in all_imports(PACKAGE_DIR):
-        if component(imp.importer) != "ui" or not (imp.target == prefix or imp.target.startswith(prefix + ".")):
+        if component(imp.importer) != package or not (imp.target == prefix or imp.target.startswith(prefix + ".")):
             continue
         src, dst = sub(imp.importer), sub(imp.target)
         if order[dst] >= order[src]:
-            problems.append(f"{imp.where(PACKAGE_DIR)}: ui.{src} ({UI_LAYERS[order[src]][0]}) imports ui.{dst}, "
-                            f"not a lower entry of UI_LAYERS ({UI_LAYERS[order[dst]][0]})")
+            problems.append(f"{imp.where(PACKAGE_DIR)}: {package}.{src} ({layers[order[src]][0]}) imports "
+                            f"{package}.{dst}, not a lower entry of its layers ({layers[order[dst]][0]})")
     assert not problems, "\n".join(problems)
 
 
