@@ -33,7 +33,7 @@ UI_MODULES = {"ui", "magic"}
 LAYERS: list[tuple[str, set[str]]] = [
     ("data and errors", {"_version", "_compat", "errors", "signature", "compare", "files"}),
     ("emulation runtime (numpy only)", {"runtime", "loader"}),
-    ("hybrid codegen and pipeline capture (TVM)", {"codegen", "capture", "examples"}),
+    ("hybrid codegen and pipeline capture (TVM)", {"codegen", "capture", "examples", "dlpack"}),
     # dump_write (save) < module (HybridModule.save calls it) < dump (load/resume build DumpedModule)
     ("module and dumps (persistence)", {"dump_write", "module", "bisect", "dump"}),
     ("presentation (pygments, difflib: strings in, HTML out)", {"presentation", "html_report", "verify_report"}),

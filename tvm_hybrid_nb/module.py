@@ -9,6 +9,7 @@ so no cycle; ``tests/test_import_layers.py`` allows exactly this hook).
 """
 from __future__ import annotations
 
+import dataclasses
 import linecache
 import threading
 import time
@@ -27,8 +28,10 @@ from .compare import CompareResult, check_tolerance, compare_outputs, reference_
 from .errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError, BuildError, CompareError,
                      DeviceUnavailableError, EmulationError, HybridError, InsufficientMemoryError, StageLookupError,
                      StageNotEmulatableError, UnsupportedConstructError)
+from .dlpack import strided_tensor
 from .loader import hybrid_line, load_kernel
-from .signature import ParamSpec, bind_arguments, check_native_transfer, random_arguments
+from .runtime import param_storage
+from .signature import ParamSpec, bind_arguments, strided_argument, check_native_transfer, random_arguments
 
 EMULATION_MODES = ("exact", "fast")
 _NATIVE_BUILD_LOCK = threading.RLock()
@@ -424,7 +427,8 @@ class HybridModule:
         values = list(bound.values)
         aliased = _aliased_arguments(self.params, arrays)
         for k in aliased:  # as run_native: each parameter sees its own copy of what it was given
-            values[k] = np.array(values[k], copy=True)
+            values[k] = (strided_argument(self.params[k], values[k], True) if self.params[k].is_strided
+                         else np.array(values[k], copy=True))
         returned = _run_kernel(kernel, values, s, progress)
         for k in aliased:  # outputs written back in parameter order, as run_native does
             if self.params[k].is_output:
@@ -469,10 +473,12 @@ class HybridModule:
         if not _emulated:
             self._refuse_trapping_inputs(bound.values)
         function = self._native_function()
-        tensors = [tvm.runtime.tensor(v, dev) if isinstance(v, np.ndarray) else v for v in bound.values]
+        keep = []  # strided tensors share the arrays' storage: it lives until the kernel returns
+        tensors = [_native_tensor(spec, v, dev, keep) if isinstance(v, np.ndarray) else v
+                   for spec, v in zip(self.params, bound.values)]
         returned = function(*tensors)
         for spec, value, tensor in zip(self.params, bound.values, tensors):
-            if spec.is_output:
+            if spec.is_output and not spec.is_strided:
                 value[...] = tensor.numpy()
         bound.finish()
         return self._outputs_of(arrays, returned)
@@ -770,6 +776,19 @@ class _ProgressCallbackError(Exception):
         self.error = error
 
 
+def _native_tensor(spec: ParamSpec, value: np.ndarray, dev, keep: list):
+    """The TVM tensor the native kernel runs on: a copy of ``value`` on ``dev``; for a strided or
+    offset parameter buffer, a DLTensor over the view's own storage (data pointer at the storage,
+    ``byte_offset`` the ``elem_offset``, the buffer's strides), which only the CPU can share."""
+    if not spec.is_strided:
+        return tvm.runtime.tensor(value, dev)
+    if dev.dlpack_device_type() != 1:
+        raise DeviceUnavailableError(f"parameter {spec.name}: a strided or offset buffer runs natively only on "
+                                     f"the CPU (TVM copies arrays to a device contiguously)")
+    storage = param_storage(value, spec.elem_offset, spec.storage_size(value.shape) - spec.elem_offset)
+    return strided_tensor(storage, value.shape, spec.layout_strides(value.shape), spec.elem_offset, keep)
+
+
 def _aliased_arguments(params: list[ParamSpec], arrays) -> list[int]:
     """Indices of buffer arguments that may share memory with another argument where at least one
     of the two is an output."""
@@ -849,7 +868,7 @@ def _mark_outputs(params: list[ParamSpec], func) -> list[ParamSpec]:
     buf_index = 0
     for spec in params:
         if spec.is_buffer:
-            spec = ParamSpec(spec.name, spec.dtype, spec.shape, buf_index in written)
+            spec = dataclasses.replace(spec, is_output=buf_index in written)
             buf_index += 1
         out.append(spec)
     return out

@@ -72,12 +72,25 @@ class ParamSpec:
         For buffers, the shape with symbolic sizes named; ``None`` for scalar parameters.
     is_output : bool
         Whether the kernel writes this buffer.
+    strides : tuple of int or None
+        A buffer declared with constant strides that are not row-major (in elements); None otherwise.
+    elem_offset : int
+        A buffer declared with a constant ``elem_offset``: its element 0 lies that many elements
+        into its storage.  Such a buffer is a strided view (``as_strided``) of storage that holds
+        ``elem_offset`` plus the strides' span; the kernel receives that view.
     """
 
     name: str
     dtype: str
     shape: tuple[Dim, ...] | None
     is_output: bool = False
+    strides: tuple[int, ...] | None = None
+    elem_offset: int = 0
+
+    @property
+    def is_strided(self) -> bool:
+        """Whether the buffer is a strided view or starts at an offset into its storage."""
+        return self.strides is not None or self.elem_offset != 0
 
     @property
     def is_buffer(self) -> bool:
@@ -87,7 +100,36 @@ class ParamSpec:
         if not self.is_buffer:
             return f"{self.name}: {self.dtype}"
         dims = ", ".join(str(d) for d in self.shape)
-        return f"{self.name}: {self.dtype}[{dims}]"
+        layout = ""
+        if self.strides is not None:
+            layout += f", strides={self.strides}"
+        if self.elem_offset:
+            layout += f", elem_offset={self.elem_offset}"
+        return f"{self.name}: {self.dtype}[{dims}{layout}]"
+
+    def layout_strides(self, shape: Sequence[int]) -> tuple[int, ...]:
+        """The strides (in elements) of a buffer of this parameter with concrete ``shape``."""
+        if self.strides is not None:
+            return tuple(int(s) for s in self.strides)
+        out, step = [], 1
+        for dim in reversed(list(shape)):
+            out.append(step)
+            step *= int(dim)
+        return tuple(reversed(out))
+
+    def storage_size(self, shape: Sequence[int]) -> int:
+        """Elements of storage a buffer of this parameter with concrete ``shape`` needs: the offset and
+        the strides' span, at least each axis's extent times its stride (TVM's flattened view of it)."""
+        return int(self.elem_offset) + strided_extent(shape, self.layout_strides(shape))
+
+
+def strided_extent(shape: Sequence[int], strides: Sequence[int]) -> int:
+    """Elements a strided buffer addresses from its element 0: the strides' span, at least each
+    axis's extent times its stride (TVM flattens such a buffer to that size)."""
+    if any(int(d) == 0 for d in shape):
+        return 0
+    span = 1 + sum((int(d) - 1) * int(s) for d, s in zip(shape, strides))
+    return max([span] + [int(d) * int(s) for d, s in zip(shape, strides)])
 
 
 def numpy_dtype(tvm_dtype: str) -> np.dtype:
@@ -160,7 +202,12 @@ def bind_arguments(params: Sequence[ParamSpec], args: Sequence, *, copy_inputs: 
                     f"parameter {spec.name}: expected shape {_shape_text(spec.shape)}, got {arg.shape}")
         if spec.is_output and not arg.flags.writeable:
             raise ArgumentTypeError(f"parameter {spec.name}: output array is read-only")
-        if arg.flags.c_contiguous and not (copy_inputs and not spec.is_output):
+        if spec.is_strided:
+            work = strided_argument(spec, arg, copy_inputs)
+            values.append(work)
+            if spec.is_output and work is not arg:
+                write_back.append((arg, work))
+        elif arg.flags.c_contiguous and not (copy_inputs and not spec.is_output):
             values.append(arg)
         else:
             work = np.ascontiguousarray(arg).copy() if copy_inputs else np.ascontiguousarray(arg)
@@ -179,6 +226,32 @@ def bind_arguments(params: Sequence[ParamSpec], args: Sequence, *, copy_inputs: 
                         f"parameter {spec.name}: dimension {axis} must be {dim} = {want} ({bound}), "
                         f"got {arg.shape[axis]}")
     return BoundArguments(values, sizes, write_back)
+
+
+def strided_argument(spec: ParamSpec, arg: np.ndarray, copy: bool) -> np.ndarray:
+    """The view a strided or offset parameter buffer runs on: ``arg`` itself when it already is such
+    a view (its strides are the buffer's and the ``elem_offset`` elements before it lie in the same
+    contiguous allocation), else a view of fresh zeroed storage holding a copy of ``arg``."""
+    strides = spec.layout_strides(arg.shape)
+    item = arg.itemsize
+    need = spec.storage_size(arg.shape)
+    if not copy and all(d <= 1 or s * item == got for d, s, got in zip(arg.shape, strides, arg.strides)):
+        root = arg
+        while True:  # the allocation it views (through as_strided's wrapper too)
+            base = root.base
+            base = getattr(base, "base", None) if base is not None and not isinstance(base, np.ndarray) else base
+            if not isinstance(base, np.ndarray):
+                break
+            root = base
+        start = (arg.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+                 - spec.elem_offset * item)
+        if root.flags.c_contiguous and start >= 0 and start % item == 0 and start + need * item <= root.nbytes:
+            return arg
+    check_allocation(need * item, f"the storage of parameter {spec.name}")
+    storage = np.zeros(need, arg.dtype)
+    view = np.ndarray(arg.shape, arg.dtype, storage, spec.elem_offset * item, tuple(s * item for s in strides))
+    view[...] = arg
+    return view
 
 
 def _bind_scalar_sizes(params: Sequence[ParamSpec], values: list, sizes: dict[str, int]) -> None:

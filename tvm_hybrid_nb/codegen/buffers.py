@@ -150,10 +150,13 @@ class BuffersMixin:
             raise _CannotVectorize("buffer view that differs between iterations")
         shape_nodes = [v.node for v in shape_values]
         vector_lanes = [ast.Constant(_lanes(source.dtype))] if _lanes(source.dtype) > 1 else []
-        if str(buf.dtype) == source.dtype and _is_zero(offset) and self._same_size(buf.shape, source.shape):
+        # A strided source (a strided allocation or parameter) is addressed through its storage.
+        storage = self.scope.strided_storage.get(_key(data.args[0]))
+        if (storage is None and str(buf.dtype) == source.dtype and _is_zero(offset)
+                and self._same_size(buf.shape, source.shape)):
             value = ast.Call(ast.Attribute(_name(source.name), "reshape", ast.Load()), shape_nodes + vector_lanes, [])
         else:
-            value = self._view_call(_name(source.name), str(buf.dtype), shape_nodes, offset_value.node,
+            value = self._view_call(_name(storage or source.name), str(buf.dtype), shape_nodes, offset_value.node,
                                     to_end=len(shape_nodes) == 1)
         out = [ast.Assign([_store_name(name)], value)]
         if source.shadow is not None and str(buf.dtype) == source.dtype:

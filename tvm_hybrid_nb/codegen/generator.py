@@ -22,11 +22,12 @@ import ast
 import builtins
 
 from tvm import tirx
+import numpy as np
 import tvm
 
 from .. import runtime
 from ..errors import UnsupportedConstructError
-from ..signature import ParamSpec
+from ..signature import ParamSpec, strided_extent
 from .analysis import _contiguous_strides, _has_storage_sync, _thread_extents
 from .names import (GeneratedKernel, Value, _BufferInfo, _CannotVectorize, _Namer, _dtype,
     _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _store_name, _type_key)
@@ -137,6 +138,7 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
     def _signature(self):
         args, prologue, params = [], [], []
         expressions = []  # (shape list, axis, parameter, TIR dim): printed once every plain size is named
+        layouts = {}  # constant strides and elem_offset of strided or offset parameter buffers
         for p in self.func.params:
             if tirx.is_buffer_var(p):
                 name = self.namer.define(p, p.name)
@@ -157,8 +159,14 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
                     else:
                         shape.append(None)
                         expressions.append((shape, axis, p, dim))
+                layout = None
                 if (len(p.strides) and not _contiguous_strides(p)) or not _is_zero(p.elem_offset):
-                    prologue.extend(self._bind_layout_vars(p, name))
+                    layout = self._constant_layout(p)
+                    if layout is not None:
+                        prologue.extend(self._strided_param(p, name, shape, *layout))
+                    else:
+                        prologue.extend(self._bind_layout_vars(p, name))
+                layouts[_key(p)] = layout
                 self.scope.buffers[_key(p)] = _BufferInfo(name, list(p.shape), str(p.dtype))
                 params.append(shape)
             else:
@@ -187,9 +195,49 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
         specs = []
         for p, shape in zip(self.func.params, params):
             name = self.namer.lookup(p)
-            specs.append(ParamSpec(name, str(p.dtype), tuple(shape)) if shape is not None
-                         else ParamSpec(name, _dtype(p), None))
+            if shape is None:
+                specs.append(ParamSpec(name, _dtype(p), None))
+                continue
+            layout = layouts.get(_key(p))
+            specs.append(ParamSpec(name, str(p.dtype), tuple(shape)) if layout is None
+                         else ParamSpec(name, str(p.dtype), tuple(shape), strides=layout[0], elem_offset=layout[1]))
         return args, prologue, specs
+
+    def _constant_layout(self, p) -> tuple[tuple[int, ...] | None, int] | None:
+        """``(strides or None, elem_offset)`` of a parameter buffer whose strides and offset are
+        constants with a constant shape (a strided view of its storage); None otherwise."""
+        offset = p.elem_offset
+        if offset is not None and _type_key(offset) != "ir.IntImm":
+            return None
+        if any(_type_key(d) != "ir.IntImm" for d in p.shape):
+            return None
+        strides = None
+        if len(p.strides) and not _contiguous_strides(p):
+            if any(_type_key(st) != "ir.IntImm" for st in p.strides):
+                return None
+            strides = tuple(int(st.value) for st in p.strides)
+        elem_offset = int(offset.value) if offset is not None else 0
+        if elem_offset < 0 or (strides is not None and any(st < 0 for st in strides)):
+            raise UnsupportedConstructError("strided or offset parameter buffer", f"{p.name} with negative strides "
+                                                                                  f"or offset")
+        if _lanes(str(p.dtype)) > 1:
+            raise UnsupportedConstructError("strided or offset parameter buffer", f"{p.name} of vectors")
+        return strides, elem_offset
+
+    def _strided_param(self, p, name: str, shape: list, strides, elem_offset: int) -> list[ast.stmt]:
+        """A parameter buffer with constant strides or ``elem_offset``: the kernel receives the
+        strided view; its storage from the data pointer on (what ``buffer_data`` and flattened
+        views address, offset included) is ``<name>_storage``."""
+        steps = strides if strides is not None else tuple(
+            int(np.prod(shape[axis + 1:], dtype=np.int64)) for axis in range(len(shape)))
+        span = strided_extent(shape, steps)
+        storage = self.namer.define_name(f"{name}_storage")
+        self.scope.strided_storage[_key(p)] = storage
+        self.scope.strided_storage[name] = storage
+        if not _injective(shape, steps):
+            self.scope.overlapping.add(_key(p))
+        return [ast.Assign([_store_name(storage)], self._call(
+            "param_storage", _name(name), ast.Constant(elem_offset), ast.Constant(span)))]
 
     def _bind_layout_vars(self, p, name: str) -> list[ast.stmt]:
         """A parameter buffer whose ``elem_offset`` or strides are variables (``offset_factor``, topi's
@@ -271,6 +319,17 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
         keywords = [ast.keyword(k, v) for k, v in (kw or {}).items()]
         return ast.Call(self._use(helper), list(args), keywords)
 
+
+
+def _injective(shape, strides) -> bool:
+    """Whether distinct indices of a buffer with these constant strides reach distinct elements
+    (each axis's stride, smallest first, steps past the span of the axes below it)."""
+    span = 0
+    for dim, stride in sorted(((d, s) for d, s in zip(shape, strides) if d > 1), key=lambda ds: ds[1]):
+        if stride <= span:
+            return False
+        span += (dim - 1) * stride
+    return True
 
 
 def generate_kernel(func, function_name: str, stage: str | None = None, mode: str = "exact",

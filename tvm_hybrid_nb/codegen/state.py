@@ -20,6 +20,8 @@ class Scope:
     var_kinds: dict[int, tuple] = field(default_factory=dict)
     #: Allocations with explicit strides (by buffer key and by name): their flat storage's name.
     strided_storage: dict = field(default_factory=dict)
+    #: Parameter buffers (by key) whose constant strides reach one element by several indices.
+    overlapping: set = field(default_factory=set)
     #: Buffer -> the allocation whose storage it views.
     storage_roots: dict[int, int] = field(default_factory=dict)
     #: Buffers allocated by a block (``s_tir``): where they live is decided later, by

@@ -60,6 +60,28 @@ def strided(storage, shape, strides):
                                            storage.strides[:-1] + tuple(int(s) * item for s in strides))
 
 
+def param_storage(array, elem_offset, span):
+    """The storage of a strided or offset parameter buffer (``strides=``, ``elem_offset=`` constants):
+    the ``elem_offset + span`` elements from the buffer's data pointer on, as TVM addresses them.
+
+    ``array`` is the buffer as the kernel receives it: a view whose element 0 lies ``elem_offset``
+    elements into one contiguous allocation that holds the whole span; shares memory, never copies."""
+    root = array
+    while True:  # the allocation it views (through as_strided's wrapper too)
+        base = root.base
+        base = getattr(base, "base", None) if base is not None and not isinstance(base, np.ndarray) else base
+        if not isinstance(base, np.ndarray):
+            break
+        root = base
+    item = array.itemsize
+    start = array.__array_interface__["data"][0] - root.__array_interface__["data"][0] - int(elem_offset) * item
+    count = int(elem_offset) + int(span)
+    if not root.flags.c_contiguous or start < 0 or start % item or start + count * item > root.nbytes:
+        raise ValueError(f"a buffer with elem_offset {elem_offset} needs a view {elem_offset} elements into a "
+                         f"contiguous allocation of at least {count} elements")
+    return np.ndarray((count,), array.dtype, root.reshape(-1).view(np.uint8), start)
+
+
 def flat_view(data, dtype, size, elem_offset=0):
     """A flat buffer of ``size`` elements declared over existing storage at ``elem_offset``: a view
     to the end of the storage (accesses past ``size`` stay inside the allocation, as in TVM)."""

@@ -1,0 +1,85 @@
+"""Parameter buffers declared with constant strides that are not row-major or a constant
+``elem_offset``: strided views of their storage, emulated at every stage like TVM's native build
+(which receives DLTensors with those strides and a ``byte_offset``)."""
+from __future__ import annotations
+
+import numpy as np
+from tvm.script import tirx as T
+
+import tvm_hybrid_nb as thn
+from test_constructs import check_every_stage
+
+
+@T.prim_func
+def strided_offset(A: T.Buffer((4, 4), "float32", strides=(8, 1)),
+                   B: T.Buffer((16,), "float32", elem_offset=4, offset_factor=1)):
+    for i, j in T.grid(4, 4):
+        B[i * 4 + j] = A[i, j] * T.float32(2) + T.float32(1)
+
+
+@T.prim_func
+def strided_both(A: T.Buffer((3, 5), "int32", strides=(1, 4), elem_offset=2, offset_factor=1),
+                 B: T.Buffer((5, 3), "int32", strides=(7, 2), elem_offset=3, offset_factor=1)):
+    for i, j in T.grid(5, 3):
+        B[i, j] = A[j, i] * 3 - j
+
+
+@T.prim_func
+def overlapping_rows(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 4), "float32", strides=(2, 1))):
+    for i, j in T.grid(4, 4):
+        B[i, j] = A[i, j] + T.float32(i)
+
+
+def _rand(shape, dtype="float32", seed=0):
+    rng = np.random.default_rng(seed)
+    if dtype.startswith("int"):
+        return rng.integers(-50, 50, size=shape).astype(dtype)
+    return rng.uniform(-1, 1, size=shape).astype(dtype)
+
+
+def test_strided_and_offset_parameters_match_native_and_numpy_at_every_stage():
+    a = _rand((4, 4))
+    hm = check_every_stage(strided_offset, [a, np.zeros(16, "float32")], min_stages=3)
+    assert [p.strides for p in hm.params] == [(8, 1), None]
+    assert [p.elem_offset for p in hm.params] == [0, 4]
+    assert "strides=(8, 1)" in hm.params[0].describe() and "elem_offset=4" in hm.params[1].describe()
+    out = np.zeros(16, "float32")
+    hm.emulate(a, out, stage=-1 if hm.packed_api_index is None else hm.packed_api_index - 1, mode="fast")
+    np.testing.assert_array_equal(out, (a * np.float32(2) + np.float32(1)).reshape(-1))
+
+
+def test_strided_axes_and_offsets_on_both_parameters():
+    a = _rand((3, 5), "int32")
+    hm = check_every_stage(strided_both, [a, np.zeros((5, 3), "int32")], min_stages=2)
+    out = np.zeros((5, 3), "int32")
+    hm.emulate(a, out, mode="fast")
+    np.testing.assert_array_equal(out, a.T * 3 - np.arange(3, dtype="int32"))
+
+
+def test_a_view_with_the_buffer_strides_is_used_in_place():
+    hm = thn.build(strided_offset)
+    a_base = np.arange(40, dtype="float32")
+    a = np.lib.stride_tricks.as_strided(a_base, (4, 4), (32, 4))
+    b_base = np.full(24, -7, "float32")
+    b = b_base[4:20]  # element 0 four elements into its allocation
+    for stage in (0, hm.packed_api_index - 1):
+        b_base[:] = -7
+        hm.emulate(a, b, stage=stage, mode="exact")
+        np.testing.assert_array_equal(b_base[4:20], (a * 2 + 1).reshape(-1))
+        assert (b_base[:4] == -7).all() and (b_base[20:] == -7).all()
+    native_base = np.full(24, -7, "float32")
+    hm.run_native(a, native_base[4:20])
+    np.testing.assert_array_equal(native_base, b_base)
+
+
+def test_a_parameter_whose_strides_overlap_runs_in_loop_order():
+    a = _rand((4, 4))
+    hm = check_every_stage(overlapping_rows, [a, np.zeros((4, 4), "float32")], min_stages=2)
+    # Rows two elements apart: B[i, j] and B[i + 1, j - 2] are one element, the later write wins.
+    store = np.zeros(10, "float32")
+    for i in range(4):
+        for j in range(4):
+            store[2 * i + j] = a[i, j] + i
+    out = np.zeros((4, 4), "float32")
+    hm.emulate(a, out, mode="fast")
+    np.testing.assert_array_equal(out, np.lib.stride_tricks.as_strided(store, (4, 4), (8, 4)))
