@@ -83,3 +83,26 @@ def test_a_parameter_whose_strides_overlap_runs_in_loop_order():
     out = np.zeros((4, 4), "float32")
     hm.emulate(a, out, mode="fast")
     np.testing.assert_array_equal(out, np.lib.stride_tricks.as_strided(store, (4, 4), (8, 4)))
+
+
+@T.prim_func(s_tir=True)
+def given_layout(a: T.handle, b: T.handle, m: T.int32, n: T.int32, p: T.int32, q: T.int32):
+    A = T.match_buffer(a, (m, n), "float32", strides=[p, 1], elem_offset=q)
+    B = T.match_buffer(b, (m, n), "float32", strides=[p, 1], elem_offset=n)
+    for i, j in T.grid(m, n):
+        with T.sblock():
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(3)
+
+
+def test_strides_and_offsets_given_by_scalar_parameters():
+    a = _rand((3, 4))
+    hm = check_every_stage(given_layout, [a, np.zeros((3, 4), "float32"), 3, 4, 6, 5], min_stages=2)
+    assert hm.params[0].strides == ("p", 1) and hm.params[0].elem_offset == "q"
+    assert hm.params[1].elem_offset == "n"
+    out = np.zeros((3, 4), "float32")
+    hm.emulate(a, out, 3, 4, 6, 5, mode="fast")
+    np.testing.assert_array_equal(out, a * np.float32(3))
+    # Rows closer than a row's length: the stores overlap, the later one wins (as natively).
+    hm2 = check_every_stage(given_layout, [a, np.zeros((3, 4), "float32"), 3, 4, 2, 0], min_stages=2)
+    assert hm2.params[0].describe().endswith("strides=(p, 1), elem_offset=q]")

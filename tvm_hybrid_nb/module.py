@@ -427,7 +427,7 @@ class HybridModule:
         values = list(bound.values)
         aliased = _aliased_arguments(self.params, arrays)
         for k in aliased:  # as run_native: each parameter sees its own copy of what it was given
-            values[k] = (strided_argument(self.params[k], values[k], True) if self.params[k].is_strided
+            values[k] = (strided_argument(self.params[k], values[k], True, bound.layouts[k]) if self.params[k].is_strided
                          else np.array(values[k], copy=True))
         returned = _run_kernel(kernel, values, s, progress)
         for k in aliased:  # outputs written back in parameter order, as run_native does
@@ -474,8 +474,8 @@ class HybridModule:
             self._refuse_trapping_inputs(bound.values)
         function = self._native_function()
         keep = []  # strided tensors share the arrays' storage: it lives until the kernel returns
-        tensors = [_native_tensor(spec, v, dev, keep) if isinstance(v, np.ndarray) else v
-                   for spec, v in zip(self.params, bound.values)]
+        tensors = [_native_tensor(spec, v, dev, keep, bound.layouts.get(k)) if isinstance(v, np.ndarray) else v
+                   for k, (spec, v) in enumerate(zip(self.params, bound.values))]
         returned = function(*tensors)
         for spec, value, tensor in zip(self.params, bound.values, tensors):
             if spec.is_output and not spec.is_strided:
@@ -776,7 +776,7 @@ class _ProgressCallbackError(Exception):
         self.error = error
 
 
-def _native_tensor(spec: ParamSpec, value: np.ndarray, dev, keep: list):
+def _native_tensor(spec: ParamSpec, value: np.ndarray, dev, keep: list, layout=None):
     """The TVM tensor the native kernel runs on: a copy of ``value`` on ``dev``; for a strided or
     offset parameter buffer, a DLTensor over the view's own storage (data pointer at the storage,
     ``byte_offset`` the ``elem_offset``, the buffer's strides), which only the CPU can share."""
@@ -785,8 +785,9 @@ def _native_tensor(spec: ParamSpec, value: np.ndarray, dev, keep: list):
     if dev.dlpack_device_type() != 1:
         raise DeviceUnavailableError(f"parameter {spec.name}: a strided or offset buffer runs natively only on "
                                      f"the CPU (TVM copies arrays to a device contiguously)")
-    storage = param_storage(value, spec.elem_offset, spec.storage_size(value.shape) - spec.elem_offset)
-    return strided_tensor(storage, value.shape, spec.layout_strides(value.shape), spec.elem_offset, keep)
+    strides, offset = layout
+    storage = param_storage(value, offset, strides)
+    return strided_tensor(storage, value.shape, strides, offset, keep)
 
 
 def _aliased_arguments(params: list[ParamSpec], arrays) -> list[int]:

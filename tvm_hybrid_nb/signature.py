@@ -72,11 +72,12 @@ class ParamSpec:
         For buffers, the shape with symbolic sizes named; ``None`` for scalar parameters.
     is_output : bool
         Whether the kernel writes this buffer.
-    strides : tuple of int or None
-        A buffer declared with constant strides that are not row-major (in elements); None otherwise.
-    elem_offset : int
-        A buffer declared with a constant ``elem_offset``: its element 0 lies that many elements
-        into its storage.  Such a buffer is a strided view (``as_strided``) of storage that holds
+    strides : tuple of Dim or None
+        A buffer declared with strides that are not row-major (in elements; constants or
+        expressions over sizes and scalar parameters); None otherwise.
+    elem_offset : Dim
+        A buffer declared with an ``elem_offset`` (a constant or an expression over sizes and scalar
+        parameters): its element 0 lies that many elements into its storage.  Such a buffer is a strided view (``as_strided``) of storage that holds
         ``elem_offset`` plus the strides' span; the kernel receives that view.
     """
 
@@ -84,8 +85,8 @@ class ParamSpec:
     dtype: str
     shape: tuple[Dim, ...] | None
     is_output: bool = False
-    strides: tuple[int, ...] | None = None
-    elem_offset: int = 0
+    strides: tuple[Dim, ...] | None = None
+    elem_offset: Dim = 0
 
     @property
     def is_strided(self) -> bool:
@@ -102,25 +103,25 @@ class ParamSpec:
         dims = ", ".join(str(d) for d in self.shape)
         layout = ""
         if self.strides is not None:
-            layout += f", strides={self.strides}"
+            layout += ", strides=(" + ", ".join(str(st) for st in self.strides) + ("," if len(self.strides) == 1 else "") + ")"
         if self.elem_offset:
             layout += f", elem_offset={self.elem_offset}"
         return f"{self.name}: {self.dtype}[{dims}{layout}]"
 
-    def layout_strides(self, shape: Sequence[int]) -> tuple[int, ...]:
-        """The strides (in elements) of a buffer of this parameter with concrete ``shape``."""
+    def layout_strides(self, shape: Sequence[int], known: dict | None = None) -> tuple[int, ...]:
+        """The strides (in elements) of a buffer of this parameter with concrete ``shape`` (``known``:
+        the sizes and scalar parameters symbolic strides use)."""
         if self.strides is not None:
-            return tuple(int(s) for s in self.strides)
+            return tuple(dim_value(s, known or {}) for s in self.strides)
         out, step = [], 1
         for dim in reversed(list(shape)):
             out.append(step)
             step *= int(dim)
         return tuple(reversed(out))
 
-    def storage_size(self, shape: Sequence[int]) -> int:
-        """Elements of storage a buffer of this parameter with concrete ``shape`` needs: the offset and
-        the strides' span, at least each axis's extent times its stride (TVM's flattened view of it)."""
-        return int(self.elem_offset) + strided_extent(shape, self.layout_strides(shape))
+    def layout_offset(self, known: dict | None = None) -> int:
+        """The ``elem_offset`` of this parameter's buffer (``known`` as for :meth:`layout_strides`)."""
+        return dim_value(self.elem_offset, known or {})
 
 
 def strided_extent(shape: Sequence[int], strides: Sequence[int]) -> int:
@@ -150,6 +151,8 @@ class BoundArguments:
     values: list
     sizes: dict[str, int]
     write_back: list[tuple[np.ndarray, np.ndarray]]
+    #: Strided or offset parameter buffers (by argument index): their strides and elem_offset.
+    layouts: dict = None
 
     def finish(self) -> None:
         """Copy results from work copies back into the caller's non-contiguous output arrays."""
@@ -203,10 +206,7 @@ def bind_arguments(params: Sequence[ParamSpec], args: Sequence, *, copy_inputs: 
         if spec.is_output and not arg.flags.writeable:
             raise ArgumentTypeError(f"parameter {spec.name}: output array is read-only")
         if spec.is_strided:
-            work = strided_argument(spec, arg, copy_inputs)
-            values.append(work)
-            if spec.is_output and work is not arg:
-                write_back.append((arg, work))
+            values.append(arg)  # its view is made once the scalar parameters are bound
         elif arg.flags.c_contiguous and not (copy_inputs and not spec.is_output):
             values.append(arg)
         else:
@@ -225,16 +225,31 @@ def bind_arguments(params: Sequence[ParamSpec], args: Sequence, *, copy_inputs: 
                     raise ArgumentShapeError(
                         f"parameter {spec.name}: dimension {axis} must be {dim} = {want} ({bound}), "
                         f"got {arg.shape[axis]}")
-    return BoundArguments(values, sizes, write_back)
+    layouts = {}
+    for k, (spec, arg) in enumerate(zip(params, args)):
+        if spec.is_buffer and spec.is_strided:
+            known = {**scalars, **sizes}
+            try:
+                layout = (spec.layout_strides(arg.shape, known), spec.layout_offset(known))
+            except KeyError as exc:
+                raise ArgumentShapeError(f"parameter {spec.name}: its layout uses {exc}, which no argument gives") from None
+            if layout[1] < 0 or any(st < 0 for st in layout[0]):
+                raise ArgumentShapeError(f"parameter {spec.name}: strides {layout[0]} and elem_offset {layout[1]} "
+                                         f"must not be negative")
+            layouts[k] = layout
+            values[k] = strided_argument(spec, arg, copy_inputs, layout)
+            if spec.is_output and values[k] is not arg:
+                write_back.append((arg, values[k]))
+    return BoundArguments(values, sizes, write_back, layouts)
 
 
-def strided_argument(spec: ParamSpec, arg: np.ndarray, copy: bool) -> np.ndarray:
+def strided_argument(spec: ParamSpec, arg: np.ndarray, copy: bool, layout) -> np.ndarray:
     """The view a strided or offset parameter buffer runs on: ``arg`` itself when it already is such
     a view (its strides are the buffer's and the ``elem_offset`` elements before it lie in the same
     contiguous allocation), else a view of fresh zeroed storage holding a copy of ``arg``."""
-    strides = spec.layout_strides(arg.shape)
+    strides, offset = layout
     item = arg.itemsize
-    need = spec.storage_size(arg.shape)
+    need = offset + strided_extent(arg.shape, strides)
     if not copy and all(d <= 1 or s * item == got for d, s, got in zip(arg.shape, strides, arg.strides)):
         root = arg
         while True:  # the allocation it views (through as_strided's wrapper too)
@@ -244,12 +259,12 @@ def strided_argument(spec: ParamSpec, arg: np.ndarray, copy: bool) -> np.ndarray
                 break
             root = base
         start = (arg.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-                 - spec.elem_offset * item)
+                 - offset * item)
         if root.flags.c_contiguous and start >= 0 and start % item == 0 and start + need * item <= root.nbytes:
             return arg
     check_allocation(need * item, f"the storage of parameter {spec.name}")
     storage = np.zeros(need, arg.dtype)
-    view = np.ndarray(arg.shape, arg.dtype, storage, spec.elem_offset * item, tuple(s * item for s in strides))
+    view = np.ndarray(arg.shape, arg.dtype, storage, offset * item, tuple(s * item for s in strides))
     view[...] = arg
     return view
 

@@ -24,10 +24,11 @@ import builtins
 from tvm import tirx
 import numpy as np
 import tvm
+import tvm_ffi
 
 from .. import runtime
 from ..errors import UnsupportedConstructError
-from ..signature import ParamSpec, strided_extent
+from ..signature import ParamSpec
 from .analysis import _contiguous_strides, _has_storage_sync, _thread_extents
 from .names import (GeneratedKernel, Value, _BufferInfo, _CannotVectorize, _Namer, _dtype,
     _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _store_name, _type_key)
@@ -138,7 +139,11 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
     def _signature(self):
         args, prologue, params = [], [], []
         expressions = []  # (shape list, axis, parameter, TIR dim): printed once every plain size is named
-        layouts = {}  # constant strides and elem_offset of strided or offset parameter buffers
+        layouts = {}  # strides and elem_offset of strided or offset parameter buffers
+        deferred = []  # (parameter, name, shape): layouts over scalar parameters, once they are named
+        given = {_key(q) for q in self.func.params if not tirx.is_buffer_var(q)}
+        given |= {_key(d) for q in self.func.params if tirx.is_buffer_var(q) for d in q.shape
+                  if _type_key(d) == "ir.Var"}
         for p in self.func.params:
             if tirx.is_buffer_var(p):
                 name = self.namer.define(p, p.name)
@@ -164,6 +169,8 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
                     layout = self._constant_layout(p)
                     if layout is not None:
                         prologue.extend(self._strided_param(p, name, shape, *layout))
+                    elif self._layout_given(p, given):
+                        deferred.append((p, name, shape))
                     else:
                         prologue.extend(self._bind_layout_vars(p, name))
                 layouts[_key(p)] = layout
@@ -192,6 +199,10 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
                 params.append(None)
         for shape, axis, p, dim in expressions:
             shape[axis] = ast.unparse(self._shape_expr(dim, f"{p.name}.shape[{axis}] = {dim}"))
+        for p, name, shape in deferred:
+            layout, statement = self._symbolic_layout(p, name)
+            layouts[_key(p)] = layout
+            prologue.append(statement)
         specs = []
         for p, shape in zip(self.func.params, params):
             name = self.namer.lookup(p)
@@ -224,20 +235,55 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
             raise UnsupportedConstructError("strided or offset parameter buffer", f"{p.name} of vectors")
         return strides, elem_offset
 
+    @staticmethod
+    def _layout_given(p, given: set) -> bool:
+        """Whether the strides and ``elem_offset`` of parameter buffer ``p`` are expressions over the
+        function's scalar parameters and sizes (``strides=[p, 1], elem_offset=q``): the caller gives
+        the layout, as opposed to variables the arrays bind (``offset_factor``)."""
+        exprs = [p.elem_offset] if p.elem_offset is not None else []
+        if len(p.strides) and not _contiguous_strides(p):
+            exprs += list(p.strides)
+        found = []
+        for e in exprs:
+            tvm_ffi.structural_walk(e, lambda n: found.append(n) if _type_key(n) == "ir.Var" else None)
+        return bool(found) and all(_key(v) in given for v in found)
+
+    def _symbolic_layout(self, p, name: str):
+        """A parameter buffer whose strides or ``elem_offset`` are expressions over scalar parameters
+        and sizes: ``(strides or None, elem_offset)`` as dimensions of its ParamSpec, and the
+        statement naming its storage."""
+        if _lanes(str(p.dtype)) > 1:
+            raise UnsupportedConstructError("strided or offset parameter buffer", f"{p.name} of vectors")
+        where = f"layout of parameter {p.name}"
+        offset = p.elem_offset if p.elem_offset is not None else tirx.const(0, "int32")
+        offset_ast = self._shape_expr(offset, where)
+        strides_ast = None
+        strides = None
+        if len(p.strides) and not _contiguous_strides(p):
+            strides_ast = [self._shape_expr(st, where) for st in p.strides]
+            strides = tuple(a.value if isinstance(a, ast.Constant) else ast.unparse(a) for a in strides_ast)
+            self.scope.overlapping.add(_key(p))  # known at run time only: stores keep the loop's order
+        storage = self.namer.define_name(f"{name}_storage")
+        self.scope.strided_storage[_key(p)] = storage
+        self.scope.strided_storage[name] = storage
+        elem_offset = offset_ast.value if isinstance(offset_ast, ast.Constant) else ast.unparse(offset_ast)
+        call = self._call("param_storage", _name(name), offset_ast,
+                          ast.Tuple(strides_ast, ast.Load()) if strides_ast is not None else ast.Constant(None))
+        return (strides, elem_offset), ast.Assign([_store_name(storage)], call)
+
     def _strided_param(self, p, name: str, shape: list, strides, elem_offset: int) -> list[ast.stmt]:
         """A parameter buffer with constant strides or ``elem_offset``: the kernel receives the
         strided view; its storage from the data pointer on (what ``buffer_data`` and flattened
         views address, offset included) is ``<name>_storage``."""
         steps = strides if strides is not None else tuple(
             int(np.prod(shape[axis + 1:], dtype=np.int64)) for axis in range(len(shape)))
-        span = strided_extent(shape, steps)
         storage = self.namer.define_name(f"{name}_storage")
         self.scope.strided_storage[_key(p)] = storage
         self.scope.strided_storage[name] = storage
         if not _injective(shape, steps):
             self.scope.overlapping.add(_key(p))
         return [ast.Assign([_store_name(storage)], self._call(
-            "param_storage", _name(name), ast.Constant(elem_offset), ast.Constant(span)))]
+            "param_storage", _name(name), ast.Constant(elem_offset), ast.Constant(steps)))]
 
     def _bind_layout_vars(self, p, name: str) -> list[ast.stmt]:
         """A parameter buffer whose ``elem_offset`` or strides are variables (``offset_factor``, topi's

@@ -60,9 +60,10 @@ def strided(storage, shape, strides):
                                            storage.strides[:-1] + tuple(int(s) * item for s in strides))
 
 
-def param_storage(array, elem_offset, span):
-    """The storage of a strided or offset parameter buffer (``strides=``, ``elem_offset=`` constants):
-    the ``elem_offset + span`` elements from the buffer's data pointer on, as TVM addresses them.
+def param_storage(array, elem_offset, strides):
+    """The storage of a strided or offset parameter buffer (``strides=``, ``elem_offset=``): the
+    elements from the buffer's data pointer on, as TVM addresses them: ``elem_offset`` and the
+    strides' span, at least each axis's extent times its stride (TVM's flattened view of it).
 
     ``array`` is the buffer as the kernel receives it: a view whose element 0 lies ``elem_offset``
     elements into one contiguous allocation that holds the whole span; shares memory, never copies."""
@@ -75,7 +76,15 @@ def param_storage(array, elem_offset, span):
         root = base
     item = array.itemsize
     start = array.__array_interface__["data"][0] - root.__array_interface__["data"][0] - int(elem_offset) * item
-    count = int(elem_offset) + int(span)
+    if strides is None:  # row-major
+        strides = [int(np.prod(array.shape[axis + 1:], dtype=np.int64)) for axis in range(array.ndim)]
+    count = int(elem_offset)
+    if all(int(d) for d in array.shape):
+        count += max([1 + sum((int(d) - 1) * int(s) for d, s in zip(array.shape, strides))]
+                     + [int(d) * int(s) for d, s in zip(array.shape, strides)])
+    if any(int(d) > 1 and got != int(s) * array.itemsize for d, s, got in zip(array.shape, strides, array.strides)):
+        raise ValueError(f"a buffer with strides {tuple(strides)} is given an array with strides "
+                         f"{array.strides} (bytes)")
     if not root.flags.c_contiguous or start < 0 or start % item or start + count * item > root.nbytes:
         raise ValueError(f"a buffer with elem_offset {elem_offset} needs a view {elem_offset} elements into a "
                          f"contiguous allocation of at least {count} elements")
