@@ -106,3 +106,15 @@ def test_strides_and_offsets_given_by_scalar_parameters():
     # Rows closer than a row's length: the stores overlap, the later one wins (as natively).
     hm2 = check_every_stage(given_layout, [a, np.zeros((3, 4), "float32"), 3, 4, 2, 0], min_stages=2)
     assert hm2.params[0].describe().endswith("strides=(p, 1), elem_offset=q]")
+
+
+def test_a_saved_dump_keeps_the_layout(tmp_path):
+    hm = thn.build(given_layout)
+    hm.save(tmp_path / "d")
+    loaded = thn.load(tmp_path / "d")
+    assert [(p.strides, p.elem_offset) for p in loaded.params[:2]] == [(("p", 1), "q"), (("p", 1), "n")]
+    a = _rand((3, 4))
+    out = np.zeros((3, 4), "float32")
+    loaded.emulate(a, out, 3, 4, 6, 5, mode="exact")
+    want = hm.run_native(a, np.zeros((3, 4), "float32"), 3, 4, 6, 5)
+    np.testing.assert_array_equal(out, want)

@@ -566,7 +566,10 @@ def _write_dump(hm: Any, directory: Path, params: list | None, sizes: dict | Non
         "resumed_from": getattr(hm, "resumed_from", None),
         "pipeline_done": list(getattr(hm, "pipeline_done", [])),
         "params": ([{"name": p.name, "dtype": p.dtype, "shape": list(p.shape) if p.shape is not None else None,
-                     "is_output": p.is_output} for p in params] if params is not None else None),
+                     "is_output": p.is_output,
+                     **({"strides": list(p.strides) if p.strides is not None else None,
+                         "elem_offset": p.elem_offset} if p.is_buffer and p.is_strided else {})}
+                    for p in params] if params is not None else None),
         "sizes": symbolic_sizes(params, sizes) if params is not None else {},
         "stages": stages_meta,
         "last_compare": _compare_to_json(hm.last_compare),

@@ -130,6 +130,9 @@ _PARAM_FIELDS = {
     "dtype": (_is_dtype, "a TVM dtype"),
     "shape": (_optional(_list_of(_is_dim)), "a list of sizes (integers or size expressions) or null"),
     "is_output": (lambda v: isinstance(v, bool), "true or false"),
+    # A strided or offset parameter buffer's layout (absent for the others).
+    "strides": (_optional(_list_of(_is_dim)), "a list of strides (integers or size expressions) or null"),
+    "elem_offset": (_optional(_is_dim), "an offset (an integer or a size expression) or null"),
 }
 _COMPARE_FIELDS = {
     "stage": (lambda v: isinstance(v, (str, int)) and not isinstance(v, bool), "a stage label"),
@@ -216,6 +219,8 @@ def _params_of(index: dict, path: Path) -> list[ParamSpec] | None:
     try:
         return [ParamSpec(str(p["name"]), str(p["dtype"]),
                           tuple(d if isinstance(d, (int, str)) else int(d) for d in p["shape"])
-                          if p["shape"] is not None else None, bool(p["is_output"])) for p in data]
+                          if p["shape"] is not None else None, bool(p["is_output"]),
+                          strides=tuple(p["strides"]) if p.get("strides") is not None else None,
+                          elem_offset=p.get("elem_offset") or 0) for p in data]
     except (KeyError, TypeError, ValueError):
         raise DumpError(f"{path}: corrupt: field 'params' is malformed") from None
