@@ -49,7 +49,9 @@ DEFAULT_SIZE = 4
 #: Scalar value given to float scalar parameters.
 DEFAULT_FLOAT = 0.5
 
-#: Seconds a fresh worker process may take to import TVM before its first function's clock starts.
+#: Seconds a fresh worker process may take to import TVM before its first function's clock starts,
+#: and, once more, to run the imports and assignments around a function (a test module's imports, such
+#: as ``tvm.s_tir.tensor_intrin.cuda``, take a minute on a loaded machine; a worker does them once).
 _STARTUP_SECONDS = 60.0
 
 #: Decorators that make a PrimFunc (as TVM's tests spell them).
@@ -172,12 +174,13 @@ def _check_well_formed(node: ast.FunctionDef) -> bool:
     return True
 
 
-def construct(item: HarvestedFunc, _cache: dict = {}):  # noqa: B006 - a per-process parse cache
+def construct(item: HarvestedFunc, _cache: dict = {},  # noqa: B006 - a per-process parse cache
+              report: Callable[[str], None] = lambda phase: None):
     """The PrimFunc ``item`` defines, rebuilt without importing its test module.
 
     The imports and simple assignments of every enclosing scope that precede the function run (each on
     its own; one that fails is skipped), then its source, decorators but the PrimFunc one dropped,
-    goes through ``tvm.script.parse`` with that namespace.
+    goes through ``tvm.script.parse`` with that namespace (``report("parse")`` first).
     """
     import tvm
 
@@ -204,6 +207,7 @@ def construct(item: HarvestedFunc, _cache: dict = {}):  # noqa: B006 - a per-pro
             except BaseException as exc:  # noqa: BLE001 - the test's own code; skip what fails
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
+    report("parse")
     body = textwrap.dedent("".join(lines[node.lineno - 1:node.end_lineno]))
     pf_decorator = next(d for d in node.decorator_list if _decorator_name(d) in _PRIM_FUNC_DECORATORS)
     source = "@" + ast.unparse(pf_decorator) + "\n" + body
@@ -303,7 +307,7 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
     try:
         hm._refuse_trapping_inputs([a.copy() if isinstance(a, np.ndarray) else a for a in inputs])
     except EmulationError as exc:
-        outcome.outcome, outcome.reason = "no native reference", f"native run refused: {str(exc)[:200]}"
+        outcome.outcome, outcome.reason = "no native reference", _trap_reason(str(exc))
         return outcome
     except Exception as exc:  # noqa: BLE001
         outcome.outcome, outcome.stage, outcome.reason = "crash", "0 input (trap check)", crash_reason(exc)
@@ -347,6 +351,25 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
     return outcome
 
 
+def _cause_first(message: str) -> str:
+    """An emulation error's message with what went wrong first and where after it:
+    ``IndexError: out-of-bounds read of A[8] (shape (8,)) at line 12: A[i + 1]`` (the hybrid line can
+    be long, and reasons are shown cut)."""
+    import re
+
+    found = re.search(r"failed(?: at line (\d+): (.*?))?: ([A-Z]\w*(?:Error|Exception)): (.*?)"
+                      r"(?:; the native kernel would .*)?$", message, re.S)
+    if not found:
+        return message
+    line, code, kind, what = found.groups()
+    return " ".join((f"{kind}: {what}" + (f" at line {line}: {code}" if line else "")).split())
+
+
+def _trap_reason(message: str) -> str:
+    """The reason of inputs refused because the emulation of stage 0 traps on them."""
+    return f"native run refused, the inputs trap: {_cause_first(message)}"[:400]
+
+
 def _explain_wrong(hm, inputs, outcome: KernelOutcome, mode: str) -> None:
     """What the sanitizers say about a wrong answer.  When they flag the function as written (stage 0:
     it reads memory it never wrote, or out of bounds), the native result is no reference; when they
@@ -361,7 +384,7 @@ def _explain_wrong(hm, inputs, outcome: KernelOutcome, mode: str) -> None:
         try:
             hm.emulate(*args, stage=stage, mode=mode, check=True)
         except EmulationError as exc:
-            return str(exc).splitlines()[0][:300]
+            return _cause_first(str(exc))[:400]
         except Exception:  # noqa: BLE001 - the sanitizers could not run; keep the wrong answer as it is
             return None
         return None
@@ -374,6 +397,41 @@ def _explain_wrong(hm, inputs, outcome: KernelOutcome, mode: str) -> None:
     at_stage = sanitized(outcome.stage)
     if at_stage is not None:
         outcome.reason += f"; {TVM_FINDING} (stage 0 is clean, check=True here: {at_stage})"
+
+
+#: Why a function has no native reference, by category: (category, pattern on the reason), first match wins.
+#: The categories that could hide a false positive of this package (inputs that trap, sanitizer flags,
+#: undefined behaviour) name the emulator's verdict, so that they can be audited one by one.
+_NO_REFERENCE_CATEGORIES = (
+    ("TVM cannot build it for llvm", r"^llvm build: "),
+    ("no numpy value for a parameter", r"^native run: parameter \S+: |^no seeded inputs"),
+    ("TVM's runtime refuses it", r"^native run: "),
+    ("inputs trap: division by zero", r"^native run refused, the inputs trap: ZeroDivisionError"),
+    ("inputs trap: division overflow", r"^native run refused, the inputs trap: OverflowError"),
+    ("inputs trap: out of bounds", r"^native run refused, the inputs trap: IndexError"),
+    ("native run refused", r"^native run refused: "),
+    ("undefined on the seeded inputs", r"^undefined on the seeded inputs"),
+    ("sanitizers: read of never-written memory", r"^the function as written is flagged .*never written"),
+    ("sanitizers: data race", r"^the function as written is flagged .*data race"),
+    ("sanitizers: out of bounds", r"^the function as written is flagged .*out-of-bounds"),
+    ("sanitizers: other", r"^the function as written is flagged"),
+    ("native runs differ", r"^two native runs"),
+    ("TVM's build or run is over the time limit", r"^over \S+ s in TVM's"),
+    ("memory limit", r"^memory limit"),
+    ("TVM's build crashed the process", r"^the process died .* in TVM's build"),
+    ("the native run crashed the process", r"^the process died .* in TVM's native"),
+    ("the process died", r"^the process died"),
+)
+
+
+def no_reference_category(reason: str) -> str:
+    """The category of a "no native reference" outcome's reason (see ``_NO_REFERENCE_CATEGORIES``)."""
+    import re
+
+    for category, pattern in _NO_REFERENCE_CATEGORIES:
+        if re.search(pattern, reason):
+            return category
+    return "other"
 
 
 def _error_line(exc: BaseException) -> str:
@@ -414,7 +472,7 @@ def _worker(result_fd: int, mode: str, memory_gib: float) -> None:
         start = time.perf_counter()
         send(phase="construct")
         try:
-            func = construct(item)
+            func = construct(item, report=lambda phase: send(phase=phase))
         except BaseException as exc:  # noqa: BLE001 - TVMScript errors come as many types
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -559,9 +617,11 @@ def run_corpus(items: list[HarvestedFunc], mode: str = "fast", timeout: float = 
                 w.send("go")
         else:
             w.phase = msg.get("phase", w.phase)
-            if w.phase == "construct":
+            if w.phase == "construct":  # the imports and assignments around the function
                 w.started = time.perf_counter()
-                w.deadline = w.started + timeout
+                w.deadline = w.started + timeout + _STARTUP_SECONDS
+            elif w.phase == "parse":  # the function's own clock
+                w.deadline = time.perf_counter() + timeout
 
     try:
         for _ in range(max(1, min(jobs, len(pending)))):
@@ -580,8 +640,9 @@ def run_corpus(items: list[HarvestedFunc], mode: str = "fast", timeout: float = 
                 if lines is None:  # the worker died: a signal, or memory beyond its limit
                     code = w.proc.wait()
                     died = f"the process died ({'signal ' + str(-code) if code < 0 else 'exit ' + str(code)})"
+                    died += f" in TVM's {w.phase}" if w.phase in ("build", "native") else ""
                     died += f": {w.last_error()}" if w.last_error() else ""
-                    kind = {"construct": "not built here", "built": "not built here", "build": "no native reference",
+                    kind = {"construct": "not built here", "parse": "not built here", "built": "not built here", "build": "no native reference",
                             "native": "no native reference"}.get(w.phase, "crash")
                     outcome = KernelOutcome("tvm-tests", w.item.origin, kind,
                                             stage=w.phase if kind == "crash" else "", reason=died,
@@ -597,7 +658,7 @@ def run_corpus(items: list[HarvestedFunc], mode: str = "fast", timeout: float = 
             for w in list(workers):
                 if w.item is not None and now >= w.deadline:
                     # Over the limit while TVM parses, builds or runs natively: no reference in time.
-                    kind = {"construct": "not built here", "built": "not built here", "build": "no native reference",
+                    kind = {"construct": "not built here", "parse": "not built here", "built": "not built here", "build": "no native reference",
                             "native": "no native reference"}.get(w.phase, "timeout")
                     stage = "" if kind != "timeout" else w.phase
                     reason = f"over {timeout:g} s" + (f" in TVM's {w.phase}" if kind != "timeout" else "")
@@ -639,7 +700,9 @@ def cli_main(args) -> int:
     def show(item: HarvestedFunc, o: KernelOutcome) -> None:
         if args.verbose:
             print(f"{o.outcome:15s} {o.seconds:6.1f} s  {item.origin}"
-                  + (f"  [{o.stage}] {o.reason[:160]}" if o.outcome in ("crash", "wrong", "timeout") else ""),
+                  + (f"  [{o.stage}] {o.reason[:160]}" if o.outcome in ("crash", "wrong", "timeout") else "")
+                + (f"  ({no_reference_category(o.reason)}) {o.reason[:300]}" if o.outcome == "no native reference"
+                   else ""),
                   flush=True)
 
     report = run_corpus(items, mode=args.mode, timeout=args.timeout, jobs=args.jobs, memory_gib=args.memory_gib,
@@ -664,6 +727,12 @@ def cli_main(args) -> int:
         for construct, n in refused.most_common():
             print(f"  {n:4d}  {construct}")
     if args.verbose:
+        categories = Counter(no_reference_category(o.reason) for _, o in report.outcomes
+                             if o.outcome == "no native reference")
+        if categories:
+            print(f"\nno native reference ({sum(categories.values())}), by category:")
+            for category, n in categories.most_common():
+                print(f"  {n:4d}  {category}")
         for kind in NOT_TESTED[:2]:
             why = Counter(o.reason[:100] for _, o in report.outcomes if o.outcome == kind)
             if why:
