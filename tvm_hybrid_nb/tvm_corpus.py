@@ -266,6 +266,39 @@ def _is_tvm_error(exc: BaseException) -> bool:
     return tvm > ours
 
 
+#: Other inputs tried, in order, when the kernel traps on the seeded ones (an index read from an input
+#: array, a constant shape that a symbolic size of DEFAULT_SIZE overruns): (label, the value of every
+#: symbolic size and integer scalar or None to keep them, the range [low, high) of integer input arrays
+#: or None to keep theirs).
+_RETRY_INPUTS = (
+    ("integer arrays in [0, 4)", None, (0, 4)),
+    ("sizes 16", 16, None),
+    ("sizes 16, integer arrays in [0, 4)", 16, (0, 4)),
+    ("sizes 1, integer arrays in [0, 2)", 1, (0, 2)),
+)
+
+
+def _seeded_inputs(params, seed: int, size: int | None = None, int_range: tuple | None = None) -> list:
+    """Seeded inputs for ``params``: sizes and scalars from :func:`_sizes_and_scalars`, or ``size`` for
+    every symbolic size and integer scalar; integer input arrays in ``int_range`` when given."""
+    import numpy as np
+
+    from .signature import seeded_values
+
+    sizes, scalars = _sizes_and_scalars(params)
+    if size is not None:
+        sizes = dict.fromkeys(sizes, size)
+        scalars = {k: (size if isinstance(v, int) and not isinstance(v, bool) else v) for k, v in scalars.items()}
+    specs = [(p.name, p.dtype, list(p.shape) if p.is_buffer else None, p.is_output) for p in params]
+    values = seeded_values(specs, seed, sizes, scalars=scalars)
+    if int_range is not None:
+        rng = np.random.default_rng(seed)
+        for k, (p, v) in enumerate(zip(params, values)):
+            if p.is_buffer and not p.is_output and isinstance(v, np.ndarray) and v.dtype.kind in "iu":
+                values[k] = rng.integers(int_range[0], int_range[1], v.shape).astype(v.dtype)
+    return values
+
+
 def check_function(func, name: str, mode: str = "fast", seed: int = 0,
                    report: Callable[[str], None] = lambda phase: None) -> KernelOutcome:
     """Build ``func`` for llvm, run it natively on seeded inputs (twice: a run that does not repeat
@@ -276,7 +309,6 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
 
     from . import module as hmodule
     from .errors import EmulationError, StageNotEmulatableError, UnsupportedConstructError
-    from .signature import seeded_values
     from .zoo import crash_reason, emulate_stages
 
     outcome = KernelOutcome("tvm-tests", name, "ok")
@@ -294,23 +326,34 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
     except StageNotEmulatableError as exc:
         outcome.outcome, outcome.stage, outcome.reason = "refused", "signature", str(exc)
         return outcome
-    try:
-        sizes, scalars = _sizes_and_scalars(params)
-        specs = [(p.name, p.dtype, list(p.shape) if p.is_buffer else None, p.is_output) for p in params]
-        inputs = seeded_values(specs, seed, sizes, scalars=scalars)
-    except Exception as exc:  # noqa: BLE001 - a dtype numpy has no values for
-        outcome.outcome, outcome.reason = "no native reference", f"no seeded inputs: {exc}"
-        return outcome
     # Inputs on which the kernel traps (division by zero, out of bounds) are refused before the
-    # native run, by an emulation of stage 0: its own phase, so that its time counts as ours.
-    report("0 input (trap check)")
-    try:
-        hm._refuse_trapping_inputs([a.copy() if isinstance(a, np.ndarray) else a for a in inputs])
-    except EmulationError as exc:
-        outcome.outcome, outcome.reason = "no native reference", _trap_reason(str(exc))
-        return outcome
-    except Exception as exc:  # noqa: BLE001
-        outcome.outcome, outcome.stage, outcome.reason = "crash", "0 input (trap check)", crash_reason(exc)
+    # native run, by an emulation of stage 0: its own phase, so that its time counts as ours.  When the
+    # seeded inputs trap, the other input sets of _RETRY_INPUTS are tried before giving up.
+    inputs = trap = None
+    for attempt, (label, size, int_range) in enumerate(((None, None, None),) + _RETRY_INPUTS):
+        try:
+            candidate = _seeded_inputs(params, seed, size, int_range)
+        except Exception as exc:  # noqa: BLE001 - a dtype numpy has no values for
+            if attempt == 0:
+                outcome.outcome, outcome.reason = "no native reference", f"no seeded inputs: {exc}"
+                return outcome
+            continue
+        report("0 input (trap check)")
+        try:
+            hm._refuse_trapping_inputs([a.copy() if isinstance(a, np.ndarray) else a for a in candidate])
+        except EmulationError as exc:
+            trap = trap or _trap_reason(str(exc))
+            continue
+        except Exception as exc:  # noqa: BLE001
+            outcome.outcome, outcome.stage, outcome.reason = "crash", "0 input (trap check)", crash_reason(exc)
+            return outcome
+        inputs = candidate
+        if label is not None:
+            outcome.reason = f"on other inputs ({label}): the seeded ones trap"
+        break
+    if inputs is None:
+        outcome.outcome = "no native reference"
+        outcome.reason = f"{trap} (and on {len(_RETRY_INPUTS)} other input sets)"
         return outcome
     report("native")
     runs = []
@@ -332,7 +375,8 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
         runs.append(hm.result_values(args, result))  # the outputs, and the value the kernel returns
     from .zoo import _outputs_equal
     if _outputs_equal(runs[1], runs[0]):
-        outcome.outcome, outcome.reason = "no native reference", "two native runs on the same inputs differ"
+        outcome.outcome = "no native reference"
+        outcome.reason = "two native runs on the same inputs differ" + (f" ({outcome.reason})" if outcome.reason else "")
         return outcome
     try:
         emulate_stages(hm, inputs, runs[0], outcome, mode=mode, on_stage=report)
@@ -702,7 +746,8 @@ def cli_main(args) -> int:
             print(f"{o.outcome:15s} {o.seconds:6.1f} s  {item.origin}"
                   + (f"  [{o.stage}] {o.reason[:160]}" if o.outcome in ("crash", "wrong", "timeout") else "")
                 + (f"  ({no_reference_category(o.reason)}) {o.reason[:300]}" if o.outcome == "no native reference"
-                   else ""),
+                   else "")
+                + (f"  {o.reason}" if o.outcome == "ok" and o.reason else ""),
                   flush=True)
 
     report = run_corpus(items, mode=args.mode, timeout=args.timeout, jobs=args.jobs, memory_gib=args.memory_gib,
