@@ -49,10 +49,13 @@ DEFAULT_SIZE = 4
 #: Scalar value given to float scalar parameters.
 DEFAULT_FLOAT = 0.5
 
-#: Seconds a fresh worker process may take to import TVM before its first function's clock starts,
-#: and, once more, to run the imports and assignments around a function (a test module's imports, such
-#: as ``tvm.s_tir.tensor_intrin.cuda``, take a minute on a loaded machine; a worker does them once).
+#: Seconds a fresh worker process may take to import TVM before its first function's clock starts.
 _STARTUP_SECONDS = 60.0
+
+#: Seconds the imports and assignments around a function may take, outside the function's clock: a
+#: test module's imports (``tvm.s_tir.tensor_intrin.cuda`` registers hundreds of intrinsics) take
+#: minutes on a loaded machine, once per worker.  A file whose surroundings take longer is given up.
+_CONTEXT_SECONDS = 600.0
 
 #: Decorators that make a PrimFunc (as TVM's tests spell them).
 _PRIM_FUNC_DECORATORS = ("T.prim_func", "tvm.script.tirx.prim_func", "tirx.prim_func", "prim_func")
@@ -537,6 +540,11 @@ def _worker(result_fd: int, mode: str, memory_gib: float) -> None:
 
 
 # ---------------------------------------------------------------------- run (the parent)
+#: The worker's phases in which a death or a timeout is TVM's or the test module's, not the emulator's.
+_NOT_OURS = {"startup": "not built here", "construct": "not built here", "parse": "not built here",
+             "built": "not built here", "build": "no native reference", "native": "no native reference"}
+
+
 class _Worker:
     def __init__(self, mode: str, memory_gib: float):
         read_fd, write_fd = os.pipe()
@@ -615,6 +623,7 @@ def run_corpus(items: list[HarvestedFunc], mode: str = "fast", timeout: float = 
     report = CorpusReport()
     pending = list(items)
     seen_hashes: set[str] = set()
+    slow_context: set[str] = set()  # files whose imports and assignments were over _CONTEXT_SECONDS
     workers: list[_Worker] = []
     sel = selectors.DefaultSelector()
 
@@ -625,10 +634,14 @@ def run_corpus(items: list[HarvestedFunc], mode: str = "fast", timeout: float = 
         worker.item = None
 
     def start_next(worker: _Worker) -> bool:
+        while pending and pending[0].path in slow_context:
+            worker.item = pending.pop(0)
+            finish(worker, KernelOutcome("tvm-tests", worker.item.origin, "not built here",
+                                         reason=f"over {_CONTEXT_SECONDS:g} s in the test module's imports"))
         if not pending:
             return False
         worker.item = pending.pop(0)
-        worker.phase = "construct"
+        worker.phase = "startup"
         worker.started = time.perf_counter()
         # The clock starts when the worker reads the function ("construct"); a fresh worker first
         # imports TVM, which gets a minute of its own.
@@ -663,7 +676,7 @@ def run_corpus(items: list[HarvestedFunc], mode: str = "fast", timeout: float = 
             w.phase = msg.get("phase", w.phase)
             if w.phase == "construct":  # the imports and assignments around the function
                 w.started = time.perf_counter()
-                w.deadline = w.started + timeout + _STARTUP_SECONDS
+                w.deadline = w.started + _CONTEXT_SECONDS
             elif w.phase == "parse":  # the function's own clock
                 w.deadline = time.perf_counter() + timeout
 
@@ -686,8 +699,7 @@ def run_corpus(items: list[HarvestedFunc], mode: str = "fast", timeout: float = 
                     died = f"the process died ({'signal ' + str(-code) if code < 0 else 'exit ' + str(code)})"
                     died += f" in TVM's {w.phase}" if w.phase in ("build", "native") else ""
                     died += f": {w.last_error()}" if w.last_error() else ""
-                    kind = {"construct": "not built here", "parse": "not built here", "built": "not built here", "build": "no native reference",
-                            "native": "no native reference"}.get(w.phase, "crash")
+                    kind = _NOT_OURS.get(w.phase, "crash")
                     outcome = KernelOutcome("tvm-tests", w.item.origin, kind,
                                             stage=w.phase if kind == "crash" else "", reason=died,
                                             seconds=time.perf_counter() - w.started)
@@ -702,10 +714,12 @@ def run_corpus(items: list[HarvestedFunc], mode: str = "fast", timeout: float = 
             for w in list(workers):
                 if w.item is not None and now >= w.deadline:
                     # Over the limit while TVM parses, builds or runs natively: no reference in time.
-                    kind = {"construct": "not built here", "parse": "not built here", "built": "not built here", "build": "no native reference",
-                            "native": "no native reference"}.get(w.phase, "timeout")
+                    kind = _NOT_OURS.get(w.phase, "timeout")
                     stage = "" if kind != "timeout" else w.phase
                     reason = f"over {timeout:g} s" + (f" in TVM's {w.phase}" if kind != "timeout" else "")
+                    if w.phase == "construct":
+                        slow_context.add(w.item.path)
+                        reason = f"over {_CONTEXT_SECONDS:g} s in the test module's imports"
                     finish(w, KernelOutcome("tvm-tests", w.item.origin, kind, stage=stage, reason=reason,
                                             seconds=now - w.started))
                     start_next(replace(w))
