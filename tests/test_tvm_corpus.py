@@ -173,6 +173,13 @@ TRAPS = textwrap.dedent('''
         A = T.match_buffer(a, (n,), "float32")
         for i in range(n):
             B[i] = A[i]
+
+
+    @T.prim_func
+    def shifted(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32"), n: T.int32):
+        # Only n <= 0 stays in A: tested with the scalar 0.
+        for i in range(4):
+            B[i] = T.Select(1 <= i, A[i + n], T.float32(0))
 ''')
 
 
@@ -183,7 +190,7 @@ def test_zoo_tvm_tests_retries_trapping_inputs_and_says_why_there_is_no_referenc
     assert status == 0, out
     lines = {re.search(r"test_traps\.py:\w+", line).group(0): line for line in out.splitlines()
              if "test_traps.py:" in line}
-    # gather and fixed_rows are compared with their native build on the first other inputs that fit.
+    # gather, fixed_rows and shifted are compared with their native build on the first other inputs that fit.
     assert lines["test_traps.py:gather"].startswith("ok "), out
     assert "on other inputs (integer arrays in [0, 4)): the seeded ones trap" in lines["test_traps.py:gather"], out
     assert lines["test_traps.py:fixed_rows"].startswith("ok "), out
@@ -192,6 +199,8 @@ def test_zoo_tvm_tests_retries_trapping_inputs_and_says_why_there_is_no_referenc
     assert lines["test_traps.py:overrun"].startswith("no native reference "), out
     assert ("(inputs trap: out of bounds) native run refused, the inputs trap: IndexError: out-of-bounds read "
             "of A[8] (1 of 8 lanes) (shape (8,))") in lines["test_traps.py:overrun"], out
-    assert "(and on 4 other input sets)" in lines["test_traps.py:overrun"], out
+    assert lines["test_traps.py:shifted"].startswith("ok "), out
+    assert "on other inputs (integer scalars 0)" in lines["test_traps.py:shifted"], out
+    assert "(and on 5 other input sets)" in lines["test_traps.py:overrun"], out
     assert re.search(r"no native reference \(1\), by category:\n\s+1  inputs trap: out of bounds", out), out
-    assert "| . | 3 | 0 | 1 | 0 | 2 | 2 | 0 | 0 | 0 | 0 |" in out, out
+    assert "| . | 4 | 0 | 1 | 0 | 3 | 3 | 0 | 0 | 0 | 0 |" in out, out

@@ -270,28 +270,36 @@ def _is_tvm_error(exc: BaseException) -> bool:
 
 
 #: Other inputs tried, in order, when the kernel traps on the seeded ones (an index read from an input
-#: array, a constant shape that a symbolic size of DEFAULT_SIZE overruns): (label, the value of every
-#: symbolic size and integer scalar or None to keep them, the range [low, high) of integer input arrays
-#: or None to keep theirs).
+#: array, a constant shape that a symbolic size of DEFAULT_SIZE overruns, an integer scalar offset):
+#: (label, the value of every symbolic size and integer scalar or None to keep them, the range
+#: [low, high) of integer input arrays or None to keep theirs, whether integer scalars that are no
+#: size are 0).
 _RETRY_INPUTS = (
-    ("integer arrays in [0, 4)", None, (0, 4)),
-    ("sizes 16", 16, None),
-    ("sizes 16, integer arrays in [0, 4)", 16, (0, 4)),
-    ("sizes 1, integer arrays in [0, 2)", 1, (0, 2)),
+    ("integer arrays in [0, 4)", None, (0, 4), False),
+    ("sizes 16", 16, None, False),
+    ("sizes 16, integer arrays in [0, 4)", 16, (0, 4), False),
+    ("sizes 1, integer arrays in [0, 2)", 1, (0, 2), False),
+    ("integer scalars 0", None, None, True),
 )
 
 
-def _seeded_inputs(params, seed: int, size: int | None = None, int_range: tuple | None = None) -> list:
+def _seeded_inputs(params, seed: int, size: int | None = None, int_range: tuple | None = None,
+                   zero_scalars: bool = False) -> list:
     """Seeded inputs for ``params``: sizes and scalars from :func:`_sizes_and_scalars`, or ``size`` for
-    every symbolic size and integer scalar; integer input arrays in ``int_range`` when given."""
+    every symbolic size and integer scalar; integer input arrays in ``int_range`` when given; integer
+    scalars that no shape uses 0 with ``zero_scalars``."""
     import numpy as np
 
-    from .signature import seeded_values
+    from .signature import dim_symbols, seeded_values
 
     sizes, scalars = _sizes_and_scalars(params)
+    integer = {k for k, v in scalars.items() if isinstance(v, int) and not isinstance(v, bool)}
     if size is not None:
         sizes = dict.fromkeys(sizes, size)
-        scalars = {k: (size if isinstance(v, int) and not isinstance(v, bool) else v) for k, v in scalars.items()}
+        scalars.update(dict.fromkeys(integer, size))
+    if zero_scalars:
+        dims = {name for p in params for d in (p.shape or ()) for name in dim_symbols(d)}
+        scalars.update(dict.fromkeys(integer - dims, 0))
     specs = [(p.name, p.dtype, list(p.shape) if p.is_buffer else None, p.is_output) for p in params]
     values = seeded_values(specs, seed, sizes, scalars=scalars)
     if int_range is not None:
@@ -333,9 +341,9 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
     # native run, by an emulation of stage 0: its own phase, so that its time counts as ours.  When the
     # seeded inputs trap, the other input sets of _RETRY_INPUTS are tried before giving up.
     inputs = trap = None
-    for attempt, (label, size, int_range) in enumerate(((None, None, None),) + _RETRY_INPUTS):
+    for attempt, (label, size, int_range, zero_scalars) in enumerate(((None, None, None, False),) + _RETRY_INPUTS):
         try:
-            candidate = _seeded_inputs(params, seed, size, int_range)
+            candidate = _seeded_inputs(params, seed, size, int_range, zero_scalars)
         except Exception as exc:  # noqa: BLE001 - a dtype numpy has no values for
             if attempt == 0:
                 outcome.outcome, outcome.reason = "no native reference", f"no seeded inputs: {exc}"
