@@ -10,6 +10,7 @@ so no cycle; ``tests/test_import_layers.py`` allows exactly this hook).
 from __future__ import annotations
 
 import linecache
+import re
 import threading
 import time
 import weakref
@@ -469,7 +470,8 @@ class HybridModule:
         if not _emulated:
             self._refuse_trapping_inputs(bound.values)
         function = self._native_function()
-        tensors = [tvm.runtime.tensor(v, dev) if isinstance(v, np.ndarray) else v for v in bound.values]
+        tensors = [_native_tensor(v, spec, dev) if isinstance(v, np.ndarray) else v
+                   for spec, v in zip(self.params, bound.values)]
         returned = function(*tensors)
         for spec, value, tensor in zip(self.params, bound.values, tensors):
             if spec.is_output:
@@ -780,6 +782,16 @@ def _aliased_arguments(params: list[ParamSpec], arrays) -> list[int]:
             if (params[k].is_output or params[m].is_output) and np.may_share_memory(arrays[k], arrays[m]):
                 found |= {k, m}
     return sorted(found)
+
+
+def _native_tensor(value: np.ndarray, spec: ParamSpec, dev):
+    """The TVM tensor of one array argument; a buffer of vectors (``float32x4``, whose array has a last
+    axis of lanes) becomes a tensor of that dtype without the lanes axis."""
+    if re.search(r"x\d+$", spec.dtype):
+        tensor = tvm.runtime.empty(value.shape[:-1], spec.dtype, dev)
+        tensor.copyfrom(value)
+        return tensor
+    return tvm.runtime.tensor(value, dev)
 
 
 def _run_kernel(kernel: Callable, values: list, stage: Stage, progress=None):

@@ -187,6 +187,9 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
         specs = []
         for p, shape in zip(self.func.params, params):
             name = self.namer.lookup(p)
+            if shape is not None and _lanes(str(p.dtype)) > 1:
+                # A buffer of vectors (float32x4) is an array with a last axis of lanes, as allocations are.
+                shape = shape + [_lanes(str(p.dtype))]
             specs.append(ParamSpec(name, str(p.dtype), tuple(shape)) if shape is not None
                          else ParamSpec(name, _dtype(p), None))
         return args, prologue, specs
