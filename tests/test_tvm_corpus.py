@@ -180,6 +180,13 @@ TRAPS = textwrap.dedent('''
         # Only n <= 0 stays in A: tested with the scalar 0.
         for i in range(4):
             B[i] = T.Select(1 <= i, A[i + n], T.float32(0))
+
+
+    @T.prim_func
+    def counted(A: T.Buffer((1,), "float32"), n: T.int32):
+        # Overruns A for every n >= 1; n = 0 (a loop bound) would run nothing and is not tried.
+        for i in range(n):
+            A[i + 1] = T.float32(1)
 ''')
 
 
@@ -202,5 +209,7 @@ def test_zoo_tvm_tests_retries_trapping_inputs_and_says_why_there_is_no_referenc
     assert lines["test_traps.py:shifted"].startswith("ok "), out
     assert "on other inputs (integer scalars 0)" in lines["test_traps.py:shifted"], out
     assert "(and on 5 other input sets)" in lines["test_traps.py:overrun"], out
-    assert re.search(r"no native reference \(1\), by category:\n\s+1  inputs trap: out of bounds", out), out
-    assert "| . | 4 | 0 | 1 | 0 | 3 | 3 | 0 | 0 | 0 | 0 |" in out, out
+    assert re.search(r"no native reference \(2\), by category:\n\s+2  inputs trap: out of bounds", out), out
+    assert lines["test_traps.py:counted"].startswith("no native reference "), out
+    assert "out-of-bounds write of A[1]" in lines["test_traps.py:counted"], out
+    assert "| . | 5 | 0 | 2 | 0 | 3 | 3 | 0 | 0 | 0 | 0 |" in out, out

@@ -272,8 +272,8 @@ def _is_tvm_error(exc: BaseException) -> bool:
 #: Other inputs tried, in order, when the kernel traps on the seeded ones (an index read from an input
 #: array, a constant shape that a symbolic size of DEFAULT_SIZE overruns, an integer scalar offset):
 #: (label, the value of every symbolic size and integer scalar or None to keep them, the range
-#: [low, high) of integer input arrays or None to keep theirs, whether integer scalars that are no
-#: size are 0).
+#: [low, high) of integer input arrays or None to keep theirs, whether integer scalars that are
+#: neither a size nor a loop bound are 0: an offset, not a trip count that 0 would make vacuous).
 _RETRY_INPUTS = (
     ("integer arrays in [0, 4)", None, (0, 4), False),
     ("sizes 16", 16, None, False),
@@ -283,11 +283,32 @@ _RETRY_INPUTS = (
 )
 
 
+def _loop_bounds(func) -> set[str]:
+    """The names of the variables in the bounds of ``func``'s loops."""
+    import tvm
+    import tvm_ffi
+
+    names: set[str] = set()
+
+    def add_var(node):
+        if isinstance(node, tvm.tirx.Var):
+            names.add(node.name)
+
+    def visit(node):
+        info = getattr(type(node), "__tvm_ffi_type_info__", None)
+        if info is not None and info.type_key == "tirx.For":
+            tvm_ffi.structural_walk(node.min, add_var, order="post")
+            tvm_ffi.structural_walk(node.extent, add_var, order="post")
+
+    tvm_ffi.structural_walk(func.body, visit, order="post")
+    return names
+
+
 def _seeded_inputs(params, seed: int, size: int | None = None, int_range: tuple | None = None,
-                   zero_scalars: bool = False) -> list:
+                   zero_scalars: bool = False, loop_bounds: set = frozenset()) -> list:
     """Seeded inputs for ``params``: sizes and scalars from :func:`_sizes_and_scalars`, or ``size`` for
     every symbolic size and integer scalar; integer input arrays in ``int_range`` when given; integer
-    scalars that no shape uses 0 with ``zero_scalars``."""
+    scalars that no shape uses and no loop bound (``loop_bounds``, names) 0 with ``zero_scalars``."""
     import numpy as np
 
     from .signature import dim_symbols, seeded_values
@@ -299,7 +320,7 @@ def _seeded_inputs(params, seed: int, size: int | None = None, int_range: tuple 
         scalars.update(dict.fromkeys(integer, size))
     if zero_scalars:
         dims = {name for p in params for d in (p.shape or ()) for name in dim_symbols(d)}
-        scalars.update(dict.fromkeys(integer - dims, 0))
+        scalars.update(dict.fromkeys(integer - dims - set(loop_bounds), 0))
     specs = [(p.name, p.dtype, list(p.shape) if p.is_buffer else None, p.is_output) for p in params]
     values = seeded_values(specs, seed, sizes, scalars=scalars)
     if int_range is not None:
@@ -341,9 +362,10 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
     # native run, by an emulation of stage 0: its own phase, so that its time counts as ours.  When the
     # seeded inputs trap, the other input sets of _RETRY_INPUTS are tried before giving up.
     inputs = trap = None
+    loop_bounds = _loop_bounds(func)
     for attempt, (label, size, int_range, zero_scalars) in enumerate(((None, None, None, False),) + _RETRY_INPUTS):
         try:
-            candidate = _seeded_inputs(params, seed, size, int_range, zero_scalars)
+            candidate = _seeded_inputs(params, seed, size, int_range, zero_scalars, loop_bounds)
         except Exception as exc:  # noqa: BLE001 - a dtype numpy has no values for
             if attempt == 0:
                 outcome.outcome, outcome.reason = "no native reference", f"no seeded inputs: {exc}"
