@@ -83,6 +83,31 @@ def test_vector_dtype_view_of_a_vector_dtype_allocation():
     check_every_stage(f, [_rand(64), np.zeros(64, "float32")])
 
 
+def test_vector_dtype_parameter_buffers():
+    # TVM's tests pass float32x4 parameter buffers (PointerValueTypeRewrite's expected output): the array
+    # has a last axis of lanes, handed to the native kernel as a float32x4 tensor; a Shuffle of one lane
+    # is a scalar, and VectorizeLoop stores several vectors as one (float32x16).
+    @T.prim_func
+    def f(A: T.Buffer((4,), "float32x4"), B: T.Buffer((4,), "float32"), C: T.Buffer((4,), "float32x4"),
+          D: T.Buffer((16,), "float32")):
+        for i in range(4):
+            B[i] = T.Shuffle([A[i]], [1]) + T.float32(1)
+        for i in range(2):
+            for j in T.vectorized(4):
+                C[j] = T.Broadcast(T.float32(i), 4)
+        for j in range(4):
+            D[T.Ramp(j * 4, 1, 4)] = A[j] * T.Broadcast(T.float32(2), 4)
+
+    a = _rand(4, 4)
+    hm = check_every_stage(f, [a, np.zeros(4, "float32"), np.zeros((4, 4), "float32"), np.zeros(16, "float32")],
+                           min_stages=2)
+    assert [p.shape for p in hm.params] == [(4, 4), (4,), (4, 4), (16,)]
+    b, c, d = hm.run_native(a, np.zeros(4, "float32"), np.zeros((4, 4), "float32"), np.zeros(16, "float32"))
+    np.testing.assert_array_equal(b, a[:, 1] + np.float32(1))  # numpy: the independent truth
+    np.testing.assert_array_equal(c, np.ones((4, 4), "float32"))
+    np.testing.assert_array_equal(d, (a * np.float32(2)).ravel())
+
+
 def test_view_of_a_threads_local_allocation():
     @T.prim_func
     def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):

@@ -146,3 +146,70 @@ def test_a_function_that_returns_a_value_is_compared_by_its_value():
     assert wrong.outcome == "ok", wrong
     emulate_stages(hm, inputs, expected[:1] + [np.asarray(300)], wrong)
     assert wrong.outcome == "wrong" and "44 vs 300" in wrong.reason, wrong
+
+
+TRAPS = textwrap.dedent('''
+    from tvm.script import tirx as T
+
+
+    @T.prim_func
+    def gather(A: T.Buffer((16,), "float32"), IA: T.Buffer((8,), "int32"), B: T.Buffer((8,), "float32")):
+        # Seeded int32 indices lie in [-100, 100]: out of bounds; in [0, 4) the gather is tested.
+        for i in range(8):
+            B[i] = A[IA[i]]
+
+
+    @T.prim_func
+    def overrun(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+        # Reads A[8] on every input: no native reference, whatever the inputs.
+        for i in range(8):
+            B[i] = A[i + 1]
+
+
+    @T.prim_func
+    def fixed_rows(a: T.handle, B: T.Buffer((3,), "float32")):
+        # Reads 3 rows of A whatever n is: n = 4 overruns B, n = 1 fits.
+        n = T.int32()
+        A = T.match_buffer(a, (n,), "float32")
+        for i in range(n):
+            B[i] = A[i]
+
+
+    @T.prim_func
+    def shifted(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32"), n: T.int32):
+        # Only n <= 0 stays in A: tested with the scalar 0.
+        for i in range(4):
+            B[i] = T.Select(1 <= i, A[i + n], T.float32(0))
+
+
+    @T.prim_func
+    def counted(A: T.Buffer((1,), "float32"), n: T.int32):
+        # Overruns A for every n >= 1; n = 0 (a loop bound) would run nothing and is not tried.
+        for i in range(n):
+            A[i + 1] = T.float32(1)
+''')
+
+
+def test_zoo_tvm_tests_retries_trapping_inputs_and_says_why_there_is_no_reference(tmp_path, capsys):
+    (tmp_path / "test_traps.py").write_text(TRAPS)
+    status = cli.main(["zoo", "--tvm-tests", str(tmp_path), "--timeout", "30", "-v"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    lines = {re.search(r"test_traps\.py:\w+", line).group(0): line for line in out.splitlines()
+             if "test_traps.py:" in line}
+    # gather, fixed_rows and shifted are compared with their native build on the first other inputs that fit.
+    assert lines["test_traps.py:gather"].startswith("ok "), out
+    assert "on other inputs (integer arrays in [0, 4)): the seeded ones trap" in lines["test_traps.py:gather"], out
+    assert lines["test_traps.py:fixed_rows"].startswith("ok "), out
+    assert "on other inputs (sizes 1, integer arrays in [0, 2))" in lines["test_traps.py:fixed_rows"], out
+    # overrun really reads outside A: the trap, first, names the access.
+    assert lines["test_traps.py:overrun"].startswith("no native reference "), out
+    assert ("(inputs trap: out of bounds) native run refused, the inputs trap: IndexError: out-of-bounds read "
+            "of A[8] (1 of 8 lanes) (shape (8,))") in lines["test_traps.py:overrun"], out
+    assert lines["test_traps.py:shifted"].startswith("ok "), out
+    assert "on other inputs (integer scalars 0)" in lines["test_traps.py:shifted"], out
+    assert "(and on 5 other input sets)" in lines["test_traps.py:overrun"], out
+    assert re.search(r"no native reference \(2\), by category:\n\s+2  inputs trap: out of bounds", out), out
+    assert lines["test_traps.py:counted"].startswith("no native reference "), out
+    assert "out-of-bounds write of A[1]" in lines["test_traps.py:counted"], out
+    assert "| . | 5 | 0 | 2 | 0 | 3 | 3 | 0 | 0 | 0 | 0 |" in out, out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import linecache
+import re
 import threading
 import time
 import weakref
@@ -777,10 +778,17 @@ class _ProgressCallbackError(Exception):
 
 
 def _native_tensor(spec: ParamSpec, value: np.ndarray, dev, keep: list, layout=None):
-    """The TVM tensor the native kernel runs on: a copy of ``value`` on ``dev``; for a strided or
+    """The TVM tensor the native kernel runs on: a copy of ``value`` on ``dev`` (a buffer of vectors
+    as a tensor of that dtype); for a strided or
     offset parameter buffer, a DLTensor over the view's own storage (data pointer at the storage,
     ``byte_offset`` the ``elem_offset``, the buffer's strides), which only the CPU can share."""
     if not spec.is_strided:
+        if re.search(r"x\d+$", spec.dtype):
+            # A buffer of vectors (float32x4), whose array has a last axis of lanes: a tensor of that
+            # dtype without the lanes axis.
+            tensor = tvm.runtime.empty(value.shape[:-1], spec.dtype, dev)
+            tensor.copyfrom(value)
+            return tensor
         return tvm.runtime.tensor(value, dev)
     if dev.dlpack_device_type() != 1:
         raise DeviceUnavailableError(f"parameter {spec.name}: a strided or offset buffer runs natively only on "

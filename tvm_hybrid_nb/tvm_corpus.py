@@ -52,6 +52,11 @@ DEFAULT_FLOAT = 0.5
 #: Seconds a fresh worker process may take to import TVM before its first function's clock starts.
 _STARTUP_SECONDS = 60.0
 
+#: Seconds the imports and assignments around a function may take, outside the function's clock: a
+#: test module's imports (``tvm.s_tir.tensor_intrin.cuda`` registers hundreds of intrinsics) take
+#: minutes on a loaded machine, once per worker.  A file whose surroundings take longer is given up.
+_CONTEXT_SECONDS = 600.0
+
 #: Decorators that make a PrimFunc (as TVM's tests spell them).
 _PRIM_FUNC_DECORATORS = ("T.prim_func", "tvm.script.tirx.prim_func", "tirx.prim_func", "prim_func")
 
@@ -172,12 +177,13 @@ def _check_well_formed(node: ast.FunctionDef) -> bool:
     return True
 
 
-def construct(item: HarvestedFunc, _cache: dict = {}):  # noqa: B006 - a per-process parse cache
+def construct(item: HarvestedFunc, _cache: dict = {},  # noqa: B006 - a per-process parse cache
+              report: Callable[[str], None] = lambda phase: None):
     """The PrimFunc ``item`` defines, rebuilt without importing its test module.
 
     The imports and simple assignments of every enclosing scope that precede the function run (each on
     its own; one that fails is skipped), then its source, decorators but the PrimFunc one dropped,
-    goes through ``tvm.script.parse`` with that namespace.
+    goes through ``tvm.script.parse`` with that namespace (``report("parse")`` first).
     """
     import tvm
 
@@ -204,6 +210,7 @@ def construct(item: HarvestedFunc, _cache: dict = {}):  # noqa: B006 - a per-pro
             except BaseException as exc:  # noqa: BLE001 - the test's own code; skip what fails
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
+    report("parse")
     body = textwrap.dedent("".join(lines[node.lineno - 1:node.end_lineno]))
     pf_decorator = next(d for d in node.decorator_list if _decorator_name(d) in _PRIM_FUNC_DECORATORS)
     source = "@" + ast.unparse(pf_decorator) + "\n" + body
@@ -262,6 +269,68 @@ def _is_tvm_error(exc: BaseException) -> bool:
     return tvm > ours
 
 
+#: Other inputs tried, in order, when the kernel traps on the seeded ones (an index read from an input
+#: array, a constant shape that a symbolic size of DEFAULT_SIZE overruns, an integer scalar offset):
+#: (label, the value of every symbolic size and integer scalar or None to keep them, the range
+#: [low, high) of integer input arrays or None to keep theirs, whether integer scalars that are
+#: neither a size nor a loop bound are 0: an offset, not a trip count that 0 would make vacuous).
+_RETRY_INPUTS = (
+    ("integer arrays in [0, 4)", None, (0, 4), False),
+    ("sizes 16", 16, None, False),
+    ("sizes 16, integer arrays in [0, 4)", 16, (0, 4), False),
+    ("sizes 1, integer arrays in [0, 2)", 1, (0, 2), False),
+    ("integer scalars 0", None, None, True),
+)
+
+
+def _loop_bounds(func) -> set[str]:
+    """The names of the variables in the bounds of ``func``'s loops."""
+    import tvm
+    import tvm_ffi
+
+    names: set[str] = set()
+
+    def add_var(node):
+        if isinstance(node, tvm.tirx.Var):
+            names.add(node.name)
+
+    def visit(node):
+        info = getattr(type(node), "__tvm_ffi_type_info__", None)
+        if info is not None and info.type_key == "tirx.For":
+            tvm_ffi.structural_walk(node.min, add_var, order="post")
+            tvm_ffi.structural_walk(node.extent, add_var, order="post")
+
+    tvm_ffi.structural_walk(func.body, visit, order="post")
+    return names
+
+
+def _seeded_inputs(params, seed: int, size: int | None = None, int_range: tuple | None = None,
+                   zero_scalars: bool = False, loop_bounds: set = frozenset()) -> list:
+    """Seeded inputs for ``params``: sizes and scalars from :func:`_sizes_and_scalars`, or ``size`` for
+    every symbolic size and integer scalar; integer input arrays in ``int_range`` when given; integer
+    scalars that no shape uses and no loop bound (``loop_bounds``, names) 0 with ``zero_scalars``."""
+    import numpy as np
+
+    from .signature import dim_symbols, seeded_values
+
+    sizes, scalars = _sizes_and_scalars(params)
+    integer = {k for k, v in scalars.items() if isinstance(v, int) and not isinstance(v, bool)}
+    if size is not None:
+        sizes = dict.fromkeys(sizes, size)
+        scalars.update(dict.fromkeys(integer, size))
+    if zero_scalars:
+        dims = {name for p in params for d in (p.shape or ()) for name in dim_symbols(d)}
+        scalars.update(dict.fromkeys(integer - dims - set(loop_bounds), 0))
+    specs = [(p.name, p.dtype, list(p.shape) if p.is_buffer else None, p.is_output) for p in params]
+    values = seeded_values(specs, seed, sizes, scalars=scalars)
+    if int_range is not None:
+        rng = np.random.default_rng(seed)
+        for k, (p, v) in enumerate(zip(params, values)):
+            if p.is_buffer and not p.is_output and isinstance(v, np.ndarray) and v.dtype.kind in "iu":
+                values[k] = rng.integers(int_range[0], int_range[1], v.shape).astype(v.dtype)
+    return values
+
+
 def check_function(func, name: str, mode: str = "fast", seed: int = 0,
                    report: Callable[[str], None] = lambda phase: None) -> KernelOutcome:
     """Build ``func`` for llvm, run it natively on seeded inputs (twice: a run that does not repeat
@@ -272,7 +341,6 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
 
     from . import module as hmodule
     from .errors import EmulationError, StageNotEmulatableError, UnsupportedConstructError
-    from .signature import seeded_values
     from .zoo import crash_reason, emulate_stages
 
     outcome = KernelOutcome("tvm-tests", name, "ok")
@@ -290,23 +358,35 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
     except StageNotEmulatableError as exc:
         outcome.outcome, outcome.stage, outcome.reason = "refused", "signature", str(exc)
         return outcome
-    try:
-        sizes, scalars = _sizes_and_scalars(params)
-        specs = [(p.name, p.dtype, list(p.shape) if p.is_buffer else None, p.is_output) for p in params]
-        inputs = seeded_values(specs, seed, sizes, scalars=scalars)
-    except Exception as exc:  # noqa: BLE001 - a dtype numpy has no values for
-        outcome.outcome, outcome.reason = "no native reference", f"no seeded inputs: {exc}"
-        return outcome
     # Inputs on which the kernel traps (division by zero, out of bounds) are refused before the
-    # native run, by an emulation of stage 0: its own phase, so that its time counts as ours.
-    report("0 input (trap check)")
-    try:
-        hm._refuse_trapping_inputs([a.copy() if isinstance(a, np.ndarray) else a for a in inputs])
-    except EmulationError as exc:
-        outcome.outcome, outcome.reason = "no native reference", f"native run refused: {str(exc)[:200]}"
-        return outcome
-    except Exception as exc:  # noqa: BLE001
-        outcome.outcome, outcome.stage, outcome.reason = "crash", "0 input (trap check)", crash_reason(exc)
+    # native run, by an emulation of stage 0: its own phase, so that its time counts as ours.  When the
+    # seeded inputs trap, the other input sets of _RETRY_INPUTS are tried before giving up.
+    inputs = trap = None
+    loop_bounds = _loop_bounds(func)
+    for attempt, (label, size, int_range, zero_scalars) in enumerate(((None, None, None, False),) + _RETRY_INPUTS):
+        try:
+            candidate = _seeded_inputs(params, seed, size, int_range, zero_scalars, loop_bounds)
+        except Exception as exc:  # noqa: BLE001 - a dtype numpy has no values for
+            if attempt == 0:
+                outcome.outcome, outcome.reason = "no native reference", f"no seeded inputs: {exc}"
+                return outcome
+            continue
+        report("0 input (trap check)")
+        try:
+            hm._refuse_trapping_inputs([a.copy() if isinstance(a, np.ndarray) else a for a in candidate])
+        except EmulationError as exc:
+            trap = trap or _trap_reason(str(exc))
+            continue
+        except Exception as exc:  # noqa: BLE001
+            outcome.outcome, outcome.stage, outcome.reason = "crash", "0 input (trap check)", crash_reason(exc)
+            return outcome
+        inputs = candidate
+        if label is not None:
+            outcome.reason = f"on other inputs ({label}): the seeded ones trap"
+        break
+    if inputs is None:
+        outcome.outcome = "no native reference"
+        outcome.reason = f"{trap} (and on {len(_RETRY_INPUTS)} other input sets)"
         return outcome
     report("native")
     runs = []
@@ -328,7 +408,8 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
         runs.append(hm.result_values(args, result))  # the outputs, and the value the kernel returns
     from .zoo import _outputs_equal
     if _outputs_equal(runs[1], runs[0]):
-        outcome.outcome, outcome.reason = "no native reference", "two native runs on the same inputs differ"
+        outcome.outcome = "no native reference"
+        outcome.reason = "two native runs on the same inputs differ" + (f" ({outcome.reason})" if outcome.reason else "")
         return outcome
     try:
         emulate_stages(hm, inputs, runs[0], outcome, mode=mode, on_stage=report)
@@ -347,6 +428,25 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
     return outcome
 
 
+def _cause_first(message: str) -> str:
+    """An emulation error's message with what went wrong first and where after it:
+    ``IndexError: out-of-bounds read of A[8] (shape (8,)) at line 12: A[i + 1]`` (the hybrid line can
+    be long, and reasons are shown cut)."""
+    import re
+
+    found = re.search(r"failed(?: at line (\d+): (.*?))?: ([A-Z]\w*(?:Error|Exception)): (.*?)"
+                      r"(?:; the native kernel would .*)?$", message, re.S)
+    if not found:
+        return message
+    line, code, kind, what = found.groups()
+    return " ".join((f"{kind}: {what}" + (f" at line {line}: {code}" if line else "")).split())
+
+
+def _trap_reason(message: str) -> str:
+    """The reason of inputs refused because the emulation of stage 0 traps on them."""
+    return f"native run refused, the inputs trap: {_cause_first(message)}"[:400]
+
+
 def _explain_wrong(hm, inputs, outcome: KernelOutcome, mode: str) -> None:
     """What the sanitizers say about a wrong answer.  When they flag the function as written (stage 0:
     it reads memory it never wrote, or out of bounds), the native result is no reference; when they
@@ -361,7 +461,7 @@ def _explain_wrong(hm, inputs, outcome: KernelOutcome, mode: str) -> None:
         try:
             hm.emulate(*args, stage=stage, mode=mode, check=True)
         except EmulationError as exc:
-            return str(exc).splitlines()[0][:300]
+            return _cause_first(str(exc))[:400]
         except Exception:  # noqa: BLE001 - the sanitizers could not run; keep the wrong answer as it is
             return None
         return None
@@ -374,6 +474,41 @@ def _explain_wrong(hm, inputs, outcome: KernelOutcome, mode: str) -> None:
     at_stage = sanitized(outcome.stage)
     if at_stage is not None:
         outcome.reason += f"; {TVM_FINDING} (stage 0 is clean, check=True here: {at_stage})"
+
+
+#: Why a function has no native reference, by category: (category, pattern on the reason), first match wins.
+#: The categories that could hide a false positive of this package (inputs that trap, sanitizer flags,
+#: undefined behaviour) name the emulator's verdict, so that they can be audited one by one.
+_NO_REFERENCE_CATEGORIES = (
+    ("TVM cannot build it for llvm", r"^llvm build: "),
+    ("no numpy value for a parameter", r"^native run: parameter \S+: |^no seeded inputs"),
+    ("TVM's runtime refuses it", r"^native run: "),
+    ("inputs trap: division by zero", r"^native run refused, the inputs trap: ZeroDivisionError"),
+    ("inputs trap: division overflow", r"^native run refused, the inputs trap: OverflowError"),
+    ("inputs trap: out of bounds", r"^native run refused, the inputs trap: IndexError"),
+    ("native run refused", r"^native run refused: "),
+    ("undefined on the seeded inputs", r"^undefined on the seeded inputs"),
+    ("sanitizers: read of never-written memory", r"^the function as written is flagged .*never written"),
+    ("sanitizers: data race", r"^the function as written is flagged .*data race"),
+    ("sanitizers: out of bounds", r"^the function as written is flagged .*out-of-bounds"),
+    ("sanitizers: other", r"^the function as written is flagged"),
+    ("native runs differ", r"^two native runs"),
+    ("TVM's build or run is over the time limit", r"^over \S+ s in TVM's"),
+    ("memory limit", r"^memory limit"),
+    ("TVM's build crashed the process", r"^the process died .* in TVM's build"),
+    ("the native run crashed the process", r"^the process died .* in TVM's native"),
+    ("the process died", r"^the process died"),
+)
+
+
+def no_reference_category(reason: str) -> str:
+    """The category of a "no native reference" outcome's reason (see ``_NO_REFERENCE_CATEGORIES``)."""
+    import re
+
+    for category, pattern in _NO_REFERENCE_CATEGORIES:
+        if re.search(pattern, reason):
+            return category
+    return "other"
 
 
 def _error_line(exc: BaseException) -> str:
@@ -414,7 +549,7 @@ def _worker(result_fd: int, mode: str, memory_gib: float) -> None:
         start = time.perf_counter()
         send(phase="construct")
         try:
-            func = construct(item)
+            func = construct(item, report=lambda phase: send(phase=phase))
         except BaseException as exc:  # noqa: BLE001 - TVMScript errors come as many types
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -435,6 +570,11 @@ def _worker(result_fd: int, mode: str, memory_gib: float) -> None:
 
 
 # ---------------------------------------------------------------------- run (the parent)
+#: The worker's phases in which a death or a timeout is TVM's or the test module's, not the emulator's.
+_NOT_OURS = {"startup": "not built here", "construct": "not built here", "parse": "not built here",
+             "built": "not built here", "build": "no native reference", "native": "no native reference"}
+
+
 class _Worker:
     def __init__(self, mode: str, memory_gib: float):
         read_fd, write_fd = os.pipe()
@@ -513,6 +653,7 @@ def run_corpus(items: list[HarvestedFunc], mode: str = "fast", timeout: float = 
     report = CorpusReport()
     pending = list(items)
     seen_hashes: set[str] = set()
+    slow_context: set[str] = set()  # files whose imports and assignments were over _CONTEXT_SECONDS
     workers: list[_Worker] = []
     sel = selectors.DefaultSelector()
 
@@ -523,10 +664,14 @@ def run_corpus(items: list[HarvestedFunc], mode: str = "fast", timeout: float = 
         worker.item = None
 
     def start_next(worker: _Worker) -> bool:
+        while pending and pending[0].path in slow_context:
+            worker.item = pending.pop(0)
+            finish(worker, KernelOutcome("tvm-tests", worker.item.origin, "not built here",
+                                         reason=f"over {_CONTEXT_SECONDS:g} s in the test module's imports"))
         if not pending:
             return False
         worker.item = pending.pop(0)
-        worker.phase = "construct"
+        worker.phase = "startup"
         worker.started = time.perf_counter()
         # The clock starts when the worker reads the function ("construct"); a fresh worker first
         # imports TVM, which gets a minute of its own.
@@ -559,9 +704,11 @@ def run_corpus(items: list[HarvestedFunc], mode: str = "fast", timeout: float = 
                 w.send("go")
         else:
             w.phase = msg.get("phase", w.phase)
-            if w.phase == "construct":
+            if w.phase == "construct":  # the imports and assignments around the function
                 w.started = time.perf_counter()
-                w.deadline = w.started + timeout
+                w.deadline = w.started + _CONTEXT_SECONDS
+            elif w.phase == "parse":  # the function's own clock
+                w.deadline = time.perf_counter() + timeout
 
     try:
         for _ in range(max(1, min(jobs, len(pending)))):
@@ -580,9 +727,9 @@ def run_corpus(items: list[HarvestedFunc], mode: str = "fast", timeout: float = 
                 if lines is None:  # the worker died: a signal, or memory beyond its limit
                     code = w.proc.wait()
                     died = f"the process died ({'signal ' + str(-code) if code < 0 else 'exit ' + str(code)})"
+                    died += f" in TVM's {w.phase}" if w.phase in ("build", "native") else ""
                     died += f": {w.last_error()}" if w.last_error() else ""
-                    kind = {"construct": "not built here", "built": "not built here", "build": "no native reference",
-                            "native": "no native reference"}.get(w.phase, "crash")
+                    kind = _NOT_OURS.get(w.phase, "crash")
                     outcome = KernelOutcome("tvm-tests", w.item.origin, kind,
                                             stage=w.phase if kind == "crash" else "", reason=died,
                                             seconds=time.perf_counter() - w.started)
@@ -597,10 +744,12 @@ def run_corpus(items: list[HarvestedFunc], mode: str = "fast", timeout: float = 
             for w in list(workers):
                 if w.item is not None and now >= w.deadline:
                     # Over the limit while TVM parses, builds or runs natively: no reference in time.
-                    kind = {"construct": "not built here", "built": "not built here", "build": "no native reference",
-                            "native": "no native reference"}.get(w.phase, "timeout")
+                    kind = _NOT_OURS.get(w.phase, "timeout")
                     stage = "" if kind != "timeout" else w.phase
                     reason = f"over {timeout:g} s" + (f" in TVM's {w.phase}" if kind != "timeout" else "")
+                    if w.phase == "construct":
+                        slow_context.add(w.item.path)
+                        reason = f"over {_CONTEXT_SECONDS:g} s in the test module's imports"
                     finish(w, KernelOutcome("tvm-tests", w.item.origin, kind, stage=stage, reason=reason,
                                             seconds=now - w.started))
                     start_next(replace(w))
@@ -639,7 +788,10 @@ def cli_main(args) -> int:
     def show(item: HarvestedFunc, o: KernelOutcome) -> None:
         if args.verbose:
             print(f"{o.outcome:15s} {o.seconds:6.1f} s  {item.origin}"
-                  + (f"  [{o.stage}] {o.reason[:160]}" if o.outcome in ("crash", "wrong", "timeout") else ""),
+                  + (f"  [{o.stage}] {o.reason[:160]}" if o.outcome in ("crash", "wrong", "timeout") else "")
+                + (f"  ({no_reference_category(o.reason)}) {o.reason[:300]}" if o.outcome == "no native reference"
+                   else "")
+                + (f"  {o.reason}" if o.outcome == "ok" and o.reason else ""),
                   flush=True)
 
     report = run_corpus(items, mode=args.mode, timeout=args.timeout, jobs=args.jobs, memory_gib=args.memory_gib,
@@ -664,6 +816,12 @@ def cli_main(args) -> int:
         for construct, n in refused.most_common():
             print(f"  {n:4d}  {construct}")
     if args.verbose:
+        categories = Counter(no_reference_category(o.reason) for _, o in report.outcomes
+                             if o.outcome == "no native reference")
+        if categories:
+            print(f"\nno native reference ({sum(categories.values())}), by category:")
+            for category, n in categories.most_common():
+                print(f"  {n:4d}  {category}")
         for kind in NOT_TESTED[:2]:
             why = Counter(o.reason[:100] for _, o in report.outcomes if o.outcome == kind)
             if why:

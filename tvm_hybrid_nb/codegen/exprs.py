@@ -352,8 +352,11 @@ class ExpressionsMixin:
         if _varying(*values):
             raise _CannotVectorize("Shuffle of lanes that differ between iterations")
         indices = [int(i.value) for i in node.indices]
-        return Value(self._call("shuffle", ast.List([v.node for v in values], ast.Load()),
-                                ast.List([ast.Constant(i) for i in indices], ast.Load())), "np", _dtype(node))
+        picked = self._call("shuffle", ast.List([v.node for v in values], ast.Load()),
+                            ast.List([ast.Constant(i) for i in indices], ast.Load()))
+        if _lanes(_dtype(node)) == 1:  # one lane picked: a scalar, not a vector of one
+            picked = ast.Subscript(picked, ast.Constant(0), ast.Load())
+        return Value(picked, "np", _dtype(node))
 
     # ------------------------------------------------------------------ calls
     def visit_Call(self, node) -> Value:

@@ -209,6 +209,9 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
             if shape is None:
                 specs.append(ParamSpec(name, _dtype(p), None))
                 continue
+            if _lanes(str(p.dtype)) > 1:
+                # A buffer of vectors (float32x4) is an array with a last axis of lanes, as allocations are.
+                shape = list(shape) + [_lanes(str(p.dtype))]
             layout = layouts.get(_key(p))
             specs.append(ParamSpec(name, str(p.dtype), tuple(shape)) if layout is None
                          else ParamSpec(name, str(p.dtype), tuple(shape), strides=layout[0], elem_offset=layout[1]))

@@ -7,7 +7,7 @@ import ast
 from tvm import tirx
 
 from ..errors import UnsupportedConstructError
-from .names import (Value, _BufferInfo, _CannotVectorize, _INT64_MAX, _dtype, _key, _lanes, _name, _scalar_dtype,
+from .names import (Value, _BufferInfo, _CannotVectorize, _INT64_MAX, _dtype, _key, _lanes, _name, _np, _scalar_dtype,
     _store_name, _type_key, _varying)
 
 
@@ -175,6 +175,11 @@ class MemoryAccessMixin:
         finally:
             self.defer_poison = saved_defer
         value = stored.node
+        lanes = _lanes(info.dtype)
+        if lanes > 1 < _lanes(_dtype(node.value)) // lanes:
+            # All lanes of several vectors (float32x16 into ``A[i:i + 4]`` of float32x4): a row per vector.
+            value = ast.Call(_np("reshape"), [value, ast.Tuple([ast.Constant(-1), ast.Constant(lanes)],
+                                                                    ast.Load())], [])
         if (stored.varying and self.lanes.axes and not _varying(*values) and not info.prefix and not info.per_thread
                 and not self._sanitized(info)):
             # Every lane writes this one element (a race between threads): the last lane's value is
