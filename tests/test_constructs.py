@@ -607,3 +607,69 @@ def test_an_inner_loop_bounded_by_an_outer_variable_keeps_the_lanes_between():
     hm = check_every_stage(f, [_rand(16, 16), _rand(16, 16, seed=1), np.zeros((16, 16), "float32")])
     plan = hm.explain(0)
     assert "j: lanes" in plan and "i: serial (no lane form: loop bounds that differ between iterations)" in plan, plan
+
+
+# Privatisation: an allocation outside a loop that every iteration writes before it reads (what
+# StorageRewrite makes of TVM's test_tir_schedule_cache_read_write `reduce`: B[0] reused by every
+# (i, j)) gets a copy per lane; a value that flows between iterations keeps the loop serial.
+@T.prim_func
+def scratch_written_first(A: T.Buffer((16, 8, 4), "float32"), C: T.Buffer((16, 8), "float32")):
+    B = T.alloc_buffer((2,), "float32")
+    for i, j in T.grid(16, 8):
+        for l in range(4):
+            if l == 0:
+                B[0] = T.float32(0)
+                B[1] = T.float32(1)
+            B[0] = B[0] + A[i, j, l]
+            B[1] = B[1] * A[i, j, l]
+        C[i, j] = B[0] + B[1]
+
+
+@T.prim_func
+def scratch_read_before_written(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    # Iteration i reads what iteration i - 1 wrote.
+    B = T.alloc_buffer((1,), "float32")
+    for i in range(16):
+        if i > 0:
+            C[i] = B[0] * T.float32(2)
+        B[0] = A[i]
+
+
+@T.prim_func
+def scratch_read_after_the_loop(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    # Written before read in every iteration, but the last iteration's value is read after the loop.
+    B = T.alloc_buffer((1,), "float32")
+    for i in range(16):
+        B[0] = A[i] + T.float32(1)
+        C[i] = B[0]
+    C[0] = B[0]
+
+
+@T.prim_func
+def scratch_written_on_some_iterations(A: T.Buffer((16, 4), "float32"), C: T.Buffer((16,), "float32")):
+    # Odd iterations of i go on from the sum the iteration before left in B.
+    B = T.alloc_buffer((1,), "float32")
+    for i in range(16):
+        for l in range(4):
+            if l == 0 and i % 2 == 0:
+                B[0] = T.float32(0)
+            B[0] = B[0] + A[i, l]
+        C[i] = B[0]
+
+
+def test_an_allocation_each_iteration_writes_before_reading_gets_a_copy_per_lane_and_is_exact():
+    hm = check_every_stage(scratch_written_first, [_rand(16, 8, 4), np.zeros((16, 8), "float32")])
+    assert "alloc((16, 8, 2), 'float32')" in hm.stage(0).fast_source()
+    # The cache_read_write `reduce` kernel once StorageRewrite reuses one B[0] for every (i, j).
+    hm = check_every_stage(whole_buffer_in_the_innermost_block,
+                           [_rand(32, 16, 8, 4), np.zeros((32, 16), "float32")], min_stages=5)
+    assert "alloc((32, 16, 1), 'float32')" in hm.stage("StorageRewrite").fast_source()
+
+
+@pytest.mark.parametrize("func, args", [
+    (scratch_read_before_written, lambda: [_rand(16), np.zeros(16, "float32")]),
+    (scratch_read_after_the_loop, lambda: [_rand(16), np.zeros(16, "float32")]),
+    (scratch_written_on_some_iterations, lambda: [_rand(16, 4), np.zeros(16, "float32")]),
+])
+def test_an_allocation_whose_value_flows_between_iterations_keeps_them_serial_and_exact(func, args):
+    check_every_stage(func, args())

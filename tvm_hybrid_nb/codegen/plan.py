@@ -17,7 +17,8 @@ import tvm_ffi
 
 from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _thread_extents, _type_key, allocation_overlap, grid_loop,
-                       loop_dependence, loop_dependences, per_block_memory, block_scoped_allocations, written_alike)
+                       loop_dependences, per_block_memory, block_scoped_allocations, written_alike,
+                       written_before_read)
 from .lanes import LanesMixin
 from .names import _key
 
@@ -53,10 +54,13 @@ class LoopDecision:
     #: lockstep, so one copy serves all the blocks of this loop.
     alike: tuple = ()
     alike_names: tuple = ()
+    #: What gets a copy of ``private``: each ``block`` of a grid, or each ``lane`` (an allocation
+    #: every iteration writes before it reads, see :func:`~.analysis.written_before_read`).
+    per: str = "block"
 
     def text(self) -> str:
         per_block = [n for n in self.copies if n not in self.alike_names]
-        copies = f"; a copy of {', '.join(per_block)} per block" if per_block else ""
+        copies = f"; a copy of {', '.join(per_block)} per {self.per}" if per_block else ""
         if self.alike_names:
             copies += f"; one copy of {', '.join(self.alike_names)} for all the blocks (each writes it alike)"
         return f"{self.loop}: {self.strategy} ({self.reason}{copies})"
@@ -97,6 +101,8 @@ class EmulationPlan:
     allocations: list[AllocationDecision] = field(default_factory=list)
     #: For buffer (by key) -> its allocation decision.
     by_buffer: dict[int, AllocationDecision] = field(default_factory=dict)
+    #: Allocations outside a lanes loop that get a copy per lane of it (by key -> the buffer).
+    privatised: dict[int, object] = field(default_factory=dict)
 
     def decision(self, node) -> LoopDecision | None:
         return self.by_node.get(_key(node))
@@ -202,6 +208,7 @@ class _Planner:
         self.counts: dict[int, int] = {}
         self.gpu: bool | None = None  # whether the function runs threads (found on first use)
         self.addresses: dict[int, object] = {}  # pointer variables bound to address_of(A[...])
+        self.allocated: dict[int, object] = {}  # every allocation seen so far, by key
 
     # -------------------------------------------------------------- walk
     def stmt(self, node) -> None:
@@ -219,12 +226,17 @@ class _Planner:
                grid=None) -> None:
         """Record ``node``'s decision (``grid``: the loop over the blocks of a GPU grid, when it is one)."""
         private = private if strategy in (LANES, PARALLEL_CHUNKS) else ()
-        names = tuple(str(self.shared[key].name) for key in private if self.shared and key in self.shared)
+        per_lane = grid is None and bool(private)  # privatised allocations (see ``privatise``)
+        if per_lane:
+            names = tuple(str(self.plan.privatised[key].name) for key in private)
+        else:
+            names = tuple(str(self.shared[key].name) for key in private if self.shared and key in self.shared)
         alike: tuple = ()
         if grid is not None and private and self.fast and not self.check:  # the sanitizers keep every copy
             alike = tuple(sorted(written_alike(grid, private, self.roots)))
         alike_names = tuple(str(self.shared[key].name) for key in alike if key in self.shared)
-        decision = LoopDecision(loop, kind, strategy, reason, self.depth, private, names, alike, alike_names)
+        decision = LoopDecision(loop, kind, strategy, reason, self.depth, private, names, alike, alike_names,
+                                "lane" if per_lane else "block")
         self.plan.decisions.append(decision)
         self.plan.by_node[_key(node)] = decision
 
@@ -276,6 +288,7 @@ class _Planner:
         its own elements of it; then one copy serves that loop's lanes (a whole ``(128, 128, 128)``
         buffer that ``PlanAndUpdateBufferAllocationLocation`` moved into the innermost block, indexed
         by the loop variables, is one array, not one per lane)."""
+        self.allocated[_key(buf)] = buf
         loops = [lane for lane in self.lanes if not lane.is_thread]
         if not self.fast or not loops:
             return
@@ -395,7 +408,12 @@ class _Planner:
                 private = tuple(sorted(shared))
             dependence = blocking or next((why for buf, why in shared.items() if buf not in candidates), None)
         else:
-            dependence = loop_dependence(node, self.roots)
+            blocking, shared = loop_dependences(node, self.roots)
+            dependence = blocking or next(iter(shared.values()), None)
+            if blocking is None and shared and self.fast and not self.check:
+                private, why = self.privatise(node, shared)
+                if private:
+                    dependence = None
         free_axis = sum(not lane.is_thread for lane in self.lanes) < LOOP_AXES
         if kind == 1 and self.check and dependence is not None and free_axis:
             return (RACE_LANES, "sanitizer: the iterations of a parallel loop run as lanes whose accesses are compared",
@@ -413,9 +431,34 @@ class _Planner:
         if few is not None:
             return SERIAL, few, private
         what = "blocks" if grid else "iterations"
+        what += f" independent once {why}" if private and not grid else " independent"
         if (kind == 1 or grid) and self.serial_depth == 0 and not self.lanes and not self.check:
-            return PARALLEL_CHUNKS, f"{what} independent: chunks of them run as lanes on all cores", private
-        return LANES, f"{what} independent: all of them run at once as array lanes", private
+            return PARALLEL_CHUNKS, f"{what}: chunks of them run as lanes on all cores", private
+        return LANES, f"{what}: all of them run at once as array lanes", private
+
+    def privatise(self, node, shared: dict) -> tuple[tuple, str]:
+        """Privatisation (scalar expansion): the allocations outside loop ``node`` that carry its
+        only dependences, when every iteration writes what it reads of them before reading it and
+        nothing reads them after the loop (:func:`~.analysis.written_before_read`): with a copy per
+        lane, as the compiled loop's iterations would each have if the allocation were inside, the
+        iterations are independent (``shared``: the buffers, by root key, the iterations may share).
+        Returns their keys and the reason ("" when none)."""
+        if self.gpu is None:
+            self.gpu = bool(_thread_extents(self.func.body)) or _has_threads(self.func.body)
+        if self.gpu:
+            return (), ""
+        bufs = []
+        for root in shared:
+            buf = self.allocated.get(root)
+            if buf is None or str(buf.scope()) not in ("global", "local"):
+                return (), ""
+            if written_before_read(node, buf, self.func.body) is not None:
+                return (), ""
+            bufs.append(buf)
+        for buf in bufs:
+            self.plan.privatised[_key(buf)] = buf
+        names = ", ".join(str(b.name) for b in bufs)
+        return tuple(sorted(_key(b) for b in bufs)), f"each writes {names} before reading it"
 
     def per_block(self, loop) -> dict:
         if self.shared is None:
