@@ -673,3 +673,42 @@ def test_an_allocation_each_iteration_writes_before_reading_gets_a_copy_per_lane
 ])
 def test_an_allocation_whose_value_flows_between_iterations_keeps_them_serial_and_exact(func, args):
     check_every_stage(func, args())
+
+
+@T.prim_func(s_tir=True)
+def predicated_split_past_the_end(a: T.handle, b: T.handle) -> None:
+    # TVM's test_tir_schedule_split_fuse `elementwise_split_with_predicate`, smaller: i0 runs to 50
+    # but only i0 < 2 passes the predicate (there i0 < 1000 for 22 values): the lanes of i0 cover
+    # only those, at every stage, whatever form the predicate takes (`(i0 * 2 + i1) * 3 + i2 < 12`,
+    # `i0 < 2`, `i0 // 2 < 1`).
+    B = T.match_buffer(b, [12, 16, 16])
+    A = T.match_buffer(a, [12, 16, 16])
+    for i0, i1, i2, j0, j1, k0, k1 in T.grid(50, 2, 3, 1, 17, 3, 6):
+        with T.sblock("B"):
+            vi = T.axis.S(12, i0 * 6 + i1 * 3 + i2)
+            vj = T.axis.S(16, j0 * 17 + j1)
+            vk = T.axis.S(16, k0 * 6 + k1)
+            T.where((i0 * 2 + i1) * 3 + i2 < 12 and j0 * 17 + j1 < 16 and k0 * 6 + k1 < 16)
+            B[vi, vj, vk] = A[vi, vj, vk] * T.float32(2.0)
+
+
+@T.prim_func
+def guard_with_a_gap(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    # The guard holds at both ends of i (0 and 60..63) and fails between: no cut (what a cut
+    # keeps must include every value where the guard may hold), and only a suffix of j is cut.
+    for i in range(64):
+        if i < 1 or i >= 60:
+            B[i] = A[i] * T.float32(3)
+    for j0, j1 in T.grid(20, 4):
+        if j0 * 4 + j1 >= 40 and j0 * 4 + j1 < 64:
+            B[j0 * 4 + j1 - 40] = B[j0 * 4 + j1 - 40] + A[j0 * 4 + j1]
+
+
+def test_a_lanes_loop_runs_only_over_the_values_its_guard_can_pass_and_is_exact():
+    hm = check_every_stage(predicated_split_past_the_end, [_rand(12, 16, 16), np.zeros((12, 16, 16), "float32")],
+                           min_stages=8)
+    assert "np.arange(0, 2, dtype='int32')" in hm.stage(0).fast_source()
+    assert "np.arange(0, 2, dtype='int32')" in hm.stage("RenormalizeSplitPattern").fast_source()
+    hm = check_every_stage(guard_with_a_gap, [_rand(64), _rand(64, seed=1)])
+    source = hm.stage(0).fast_source()
+    assert "np.arange(0, 64, dtype='int32')" in source and "np.arange(10, 16, dtype='int32')" in source

@@ -353,3 +353,18 @@ def test_an_allocation_written_before_read_in_every_iteration_is_privatised_with
         assert decision.loop == "i" and decision.strategy == P.SERIAL, func
         assert decision.reason == "carried dependence on B: two iterations of i may touch the same element"
         assert not decision.copies
+
+
+def test_a_guard_that_fails_for_part_of_a_lanes_loop_cuts_its_range_with_the_reason():
+    from test_constructs import guard_with_a_gap, predicated_split_past_the_end
+
+    hm = thn.build(predicated_split_past_the_end)
+    for stage in (0, "LowerOpaqueBlock", "RenormalizeSplitPattern", "AnnotateEntryFunc"):
+        by_loop = {d.loop: d for d in hm.stage(stage).plan("fast").decisions}
+        assert by_loop["i0"].strategy == P.LANES and by_loop["i0"].cut == (0, 2), stage
+        assert by_loop["i0"].reason.endswith(
+            "; only i0 in [0, 2) can pass the guard inside: the lanes run over those"), stage
+        assert by_loop["i1"].cut is None and by_loop["k1"].cut is None
+    by_loop = {d.loop: d for d in thn.build(guard_with_a_gap).stage(0).plan("fast").decisions}
+    assert by_loop["i"].strategy == P.LANES and by_loop["i"].cut is None
+    assert by_loop["j0"].cut == (10, 16) and by_loop["j1"].cut is None

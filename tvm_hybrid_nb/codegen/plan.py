@@ -18,7 +18,7 @@ import tvm_ffi
 from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _thread_extents, _type_key, allocation_overlap, grid_loop,
                        loop_dependences, per_block_memory, block_scoped_allocations, written_alike,
-                       written_before_read)
+                       written_before_read, predicate_cut)
 from .lanes import LanesMixin
 from .names import _key
 
@@ -57,6 +57,9 @@ class LoopDecision:
     #: What gets a copy of ``private``: each ``block`` of a grid, or each ``lane`` (an allocation
     #: every iteration writes before it reads, see :func:`~.analysis.written_before_read`).
     per: str = "block"
+    #: ``(lo, hi)``: the lanes run only over these values of the loop variable (the guard inside
+    #: provably fails for the others, see :func:`~.analysis.predicate_cut`); None: the whole range.
+    cut: tuple | None = None
 
     def text(self) -> str:
         per_block = [n for n in self.copies if n not in self.alike_names]
@@ -223,7 +226,7 @@ class _Planner:
             self.stmt(child)
 
     def decide(self, node, loop: str, kind: str, strategy: str, reason: str, private: tuple = (),
-               grid=None) -> None:
+               grid=None, cut: tuple | None = None) -> None:
         """Record ``node``'s decision (``grid``: the loop over the blocks of a GPU grid, when it is one)."""
         private = private if strategy in (LANES, PARALLEL_CHUNKS) else ()
         per_lane = grid is None and bool(private)  # privatised allocations (see ``privatise``)
@@ -236,7 +239,7 @@ class _Planner:
             alike = tuple(sorted(written_alike(grid, private, self.roots)))
         alike_names = tuple(str(self.shared[key].name) for key in alike if key in self.shared)
         decision = LoopDecision(loop, kind, strategy, reason, self.depth, private, names, alike, alike_names,
-                                "lane" if per_lane else "block")
+                                "lane" if per_lane else "block", cut)
         self.plan.decisions.append(decision)
         self.plan.by_node[_key(node)] = decision
 
@@ -378,13 +381,19 @@ class _Planner:
                 return
             grid = True
         strategy, reason, private = self.strategy(node, kind, grid=grid)
-        self.decide(node, name, kind_name, strategy, reason, private, grid=node if grid else None)
-        self.nested_as(strategy, node.extent, node.body, node, grid=grid)
+        cut = None
+        if strategy in (LANES, PARALLEL_CHUNKS) and not grid:
+            cut = predicate_cut(node)
+            if cut is not None:
+                reason += f"; only {name} in [{cut[0]}, {cut[1]}) can pass the guard inside: the lanes run over those"
+        self.decide(node, name, kind_name, strategy, reason, private, grid=node if grid else None, cut=cut)
+        self.nested_as(strategy, node.extent if cut is None else cut[1] - cut[0], node.body, node, grid=grid)
 
     def nested_as(self, strategy: str, extent, body, loop=None, grid: bool = False) -> None:
         if strategy in (LANES, PARALLEL_CHUNKS, RACE_LANES):
             lane_loop = loop if strategy in (LANES, PARALLEL_CHUNKS) else None
-            self.nested(body, _Lane(None if strategy == PARALLEL_CHUNKS else _int(extent), False, loop=lane_loop,
+            size = extent if isinstance(extent, int) else _int(extent)
+            self.nested(body, _Lane(None if strategy == PARALLEL_CHUNKS else size, False, loop=lane_loop,
                                     grid=grid))
         else:
             self.nested(body, serial=True)
