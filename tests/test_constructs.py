@@ -695,13 +695,18 @@ def predicated_split_past_the_end(a: T.handle, b: T.handle) -> None:
 @T.prim_func
 def guard_with_a_gap(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
     # The guard holds at both ends of i (0 and 60..63) and fails between: no cut (what a cut
-    # keeps must include every value where the guard may hold), and only a suffix of j is cut.
+    # keeps must include every value where the guard may hold); j0 and m0 are cut.
     for i in range(64):
         if i < 1 or i >= 60:
             B[i] = A[i] * T.float32(3)
     for j0, j1 in T.grid(20, 4):
         if j0 * 4 + j1 >= 40 and j0 * 4 + j1 < 64:
             B[j0 * 4 + j1 - 40] = B[j0 * 4 + j1 - 40] + A[j0 * 4 + j1]
+    for m0, m1 in T.grid(30, 4):
+        # A binding before the guard (CommonSubexprElim's), the guard through it.
+        m: T.let[T.int32] = m0 * 4 + m1
+        if m < 32:
+            B[m + 32] = B[m + 32] * A[m]
 
 
 def test_a_lanes_loop_runs_only_over_the_values_its_guard_can_pass_and_is_exact():
@@ -712,3 +717,4 @@ def test_a_lanes_loop_runs_only_over_the_values_its_guard_can_pass_and_is_exact(
     hm = check_every_stage(guard_with_a_gap, [_rand(64), _rand(64, seed=1)])
     source = hm.stage(0).fast_source()
     assert "np.arange(0, 64, dtype='int32')" in source and "np.arange(10, 16, dtype='int32')" in source
+    assert "np.arange(0, 8, dtype='int32')" in source

@@ -368,3 +368,4 @@ def test_a_guard_that_fails_for_part_of_a_lanes_loop_cuts_its_range_with_the_rea
     by_loop = {d.loop: d for d in thn.build(guard_with_a_gap).stage(0).plan("fast").decisions}
     assert by_loop["i"].strategy == P.LANES and by_loop["i"].cut is None
     assert by_loop["j0"].cut == (10, 16) and by_loop["j1"].cut is None
+    assert by_loop["m0"].cut == (0, 8) and by_loop["m1"].cut is None

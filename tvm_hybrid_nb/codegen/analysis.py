@@ -1036,12 +1036,25 @@ def predicate_cut(loop) -> tuple[int, int] | None:
         return None
     end = lo + extent
     x = loop.loop_var
-    inner, node = [], loop.body
-    while _type_key(node) == "tirx.For":
-        if _uses_vars(node.min, {_key(x)}) or _uses_vars(node.extent, {_key(x)}):
-            return None
-        inner.append((node.loop_var, node.min, node.extent))
-        node = node.body
+    moves = {_key(x)}  # the variable and the bindings that depend on it
+    inner, binds, node = [], [], loop.body
+    while True:
+        key = _type_key(node)
+        if key == "tirx.For":
+            if _uses_vars(node.min, moves) or _uses_vars(node.extent, moves):
+                return None
+            inner.append((node.loop_var, node.min, node.extent))
+            node = node.body
+        elif key == "tirx.SeqStmt" and len(node.seq) > 1 and all(
+                _type_key(s) == "tirx.Bind" and _dtype(s.var) != "handle"
+                and not _contains(s.value, lambda n: _type_key(n) == "ir.Call") for s in node.seq[:-1]):
+            for s in node.seq[:-1]:  # bindings only (CommonSubexprElim's): nothing happens before the guard
+                binds.append((s.var, s.value))
+                if _uses_vars(s.value, moves):
+                    moves.add(_key(s.var))
+            node = node.seq[-1]
+        else:
+            break
     key = _type_key(node)
     if key == "tirx.IfThenElse" and node.else_case is None:
         guard = node.condition
@@ -1056,6 +1069,8 @@ def predicate_cut(loop) -> tuple[int, int] | None:
         try:
             for var, vmin, vext in inner:
                 analyzer.bind(var, tvm.ir.Range.from_min_extent(vmin, vext), allow_override=True)
+            for var, value in binds:
+                analyzer.bind(var, value, allow_override=True)
             analyzer.bind(x, tvm.ir.Range.from_min_extent(tirx.const(a, _dtype(x)), tirx.const(b - a, _dtype(x))),
                           allow_override=True)
             return bool(analyzer.can_prove(tirx.Not(conj)))
@@ -1064,7 +1079,7 @@ def predicate_cut(loop) -> tuple[int, int] | None:
 
     new_lo, new_hi = lo, end
     for conj in _conjuncts(guard):
-        if not _uses_vars(conj, {_key(x)}) or _reads_memory(conj) or _contains(conj, lambda n: _type_key(n) == "ir.Call"):
+        if not _uses_vars(conj, moves) or _reads_memory(conj) or _contains(conj, lambda n: _type_key(n) == "ir.Call"):
             continue
         if never(conj, end - 1, end):  # the last values do nothing: the first of them
             a, b = lo, end - 1
