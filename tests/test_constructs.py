@@ -718,3 +718,40 @@ def test_a_lanes_loop_runs_only_over_the_values_its_guard_can_pass_and_is_exact(
     source = hm.stage(0).fast_source()
     assert "np.arange(0, 64, dtype='int32')" in source and "np.arange(10, 16, dtype='int32')" in source
     assert "np.arange(0, 8, dtype='int32')" in source
+
+
+@T.prim_func(s_tir=True)
+def reduce_through_a_shared_cache(A: T.Buffer((32, 16, 8, 4), "float32"), C: T.Buffer((32, 16), "float32")):
+    # TVM's test_tir_schedule_cache_read_write `reduce_reindex_cache_write_0` (there 128**4): in a
+    # function without threads "shared" memory is plain memory, each (i, j) touching its own
+    # elements of B_shared (one copy for all lanes), and after StorageRewrite its one element,
+    # written before read in every (i, j) (a copy per lane).
+    B = T.sblock_alloc_buffer((32, 16, 8))
+    B_shared = T.sblock_alloc_buffer((16, 32, 8), scope="shared")
+    for i, j, k in T.grid(32, 16, 8):
+        for l in range(4):
+            with T.sblock("B"):
+                vi, vj, vk, vl = T.axis.remap("SSSR", [i, j, k, l])
+                T.reads(A[vi, vj, vk, vl])
+                T.writes(B_shared[vj, vi, vk])
+                with T.init():
+                    B_shared[vj, vi, vk] = T.float32(0)
+                B_shared[vj, vi, vk] = B_shared[vj, vi, vk] + A[vi, vj, vk, vl]
+        with T.sblock("B_shared"):
+            vi, vj, vk = T.axis.remap("SSS", [i, j, k])
+            T.reads(B_shared[vj, vi, vk])
+            T.writes(B[vi, vj, vk])
+            B[vi, vj, vk] = B_shared[vj, vi, vk]
+        with T.sblock("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            T.reads(B[vi, vj, vk])
+            T.writes(C[vi, vj])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + B[vi, vj, vk]
+
+
+def test_shared_memory_of_a_function_without_threads_is_one_copy_or_a_copy_per_lane_and_exact():
+    hm = check_every_stage(reduce_through_a_shared_cache, [_rand(32, 16, 8, 4), np.zeros((32, 16), "float32")],
+                           min_stages=5)
+    assert "B_shared = alloc((16, 32, 8), 'float32')" in hm.stage("PlanAndUpdateBufferAllocationLocation").fast_source()

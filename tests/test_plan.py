@@ -369,3 +369,14 @@ def test_a_guard_that_fails_for_part_of_a_lanes_loop_cuts_its_range_with_the_rea
     assert by_loop["i"].strategy == P.LANES and by_loop["i"].cut is None
     assert by_loop["j0"].cut == (10, 16) and by_loop["j1"].cut is None
     assert by_loop["m0"].cut == (0, 8) and by_loop["m1"].cut is None
+
+
+def test_shared_memory_of_a_function_without_threads_is_planned_like_any_memory():
+    from test_constructs import reduce_through_a_shared_cache
+
+    hm = thn.build(reduce_through_a_shared_cache)
+    plan = hm.stage("PlanAndUpdateBufferAllocationLocation").plan("fast")
+    assert [(a.buffer, a.loops) for a in plan.allocations] == [("B", ("i", "j")), ("B_shared", ("i", "j"))]
+    by_loop = {d.loop: d for d in hm.stage("StorageRewrite").plan("fast").decisions}
+    assert by_loop["i"].strategy == by_loop["j"].strategy == P.LANES
+    assert set(by_loop["i"].copies) == {"B", "B_shared"}

@@ -302,7 +302,8 @@ class _Planner:
             return
         if len(loops) != len(self.lanes) or any(lane.loop is None for lane in loops):
             return
-        if str(buf.scope()) not in ("global", "local"):
+        # A function without threads: shared memory (a schedule's cache_write "shared") is plain memory.
+        if str(buf.scope()) not in ("global", "local", "shared", "shared.dyn"):
             return
         shared = [lane.loop for lane in loops if allocation_overlap(lane.loop, buf, self.roots) is None]
         if not shared:
@@ -459,7 +460,7 @@ class _Planner:
         bufs = []
         for root in shared:
             buf = self.allocated.get(root)
-            if buf is None or str(buf.scope()) not in ("global", "local"):
+            if buf is None or str(buf.scope()) not in ("global", "local", "shared", "shared.dyn"):
                 return (), ""
             if written_before_read(node, buf, self.func.body) is not None:
                 return (), ""
