@@ -837,7 +837,8 @@ def _uses(node, buf) -> tuple[int, int]:
         key = _type_key(n)
         if key == "ir.Var" and n.same_as(buf):
             counts[1] += 1
-        elif (key == "ir.TensorLoad" and n.source.same_as(buf)) or (key == "tirx.BufferStore" and n.buffer.same_as(buf)):
+        elif ((key == "ir.TensorLoad" and n.source.same_as(buf))
+              or (key == "tirx.BufferStore" and n.buffer.same_as(buf))):
             counts[0] += 1
             counts[1] -= 1
         return True
