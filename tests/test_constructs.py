@@ -632,3 +632,151 @@ def test_an_inner_loop_bounded_by_an_outer_variable_keeps_the_lanes_between():
     hm = check_every_stage(f, [_rand(16, 16), _rand(16, 16, seed=1), np.zeros((16, 16), "float32")])
     plan = hm.explain(0)
     assert "j: lanes" in plan and "i: serial (no lane form: loop bounds that differ between iterations)" in plan, plan
+
+
+# Privatisation: an allocation outside a loop that every iteration writes before it reads (what
+# StorageRewrite makes of TVM's test_tir_schedule_cache_read_write `reduce`: B[0] reused by every
+# (i, j)) gets a copy per lane; a value that flows between iterations keeps the loop serial.
+@T.prim_func
+def scratch_written_first(A: T.Buffer((16, 8, 4), "float32"), C: T.Buffer((16, 8), "float32")):
+    B = T.alloc_buffer((2,), "float32")
+    for i, j in T.grid(16, 8):
+        for l in range(4):
+            if l == 0:
+                B[0] = T.float32(0)
+                B[1] = T.float32(1)
+            B[0] = B[0] + A[i, j, l]
+            B[1] = B[1] * A[i, j, l]
+        C[i, j] = B[0] + B[1]
+
+
+@T.prim_func
+def scratch_read_before_written(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    # Iteration i reads what iteration i - 1 wrote.
+    B = T.alloc_buffer((1,), "float32")
+    for i in range(16):
+        if i > 0:
+            C[i] = B[0] * T.float32(2)
+        B[0] = A[i]
+
+
+@T.prim_func
+def scratch_read_after_the_loop(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    # Written before read in every iteration, but the last iteration's value is read after the loop.
+    B = T.alloc_buffer((1,), "float32")
+    for i in range(16):
+        B[0] = A[i] + T.float32(1)
+        C[i] = B[0]
+    C[0] = B[0]
+
+
+@T.prim_func
+def scratch_written_on_some_iterations(A: T.Buffer((16, 4), "float32"), C: T.Buffer((16,), "float32")):
+    # Odd iterations of i go on from the sum the iteration before left in B.
+    B = T.alloc_buffer((1,), "float32")
+    for i in range(16):
+        for l in range(4):
+            if l == 0 and i % 2 == 0:
+                B[0] = T.float32(0)
+            B[0] = B[0] + A[i, l]
+        C[i] = B[0]
+
+
+def test_an_allocation_each_iteration_writes_before_reading_gets_a_copy_per_lane_and_is_exact():
+    hm = check_every_stage(scratch_written_first, [_rand(16, 8, 4), np.zeros((16, 8), "float32")])
+    assert "alloc((16, 8, 2), 'float32')" in hm.stage(0).fast_source()
+    # The cache_read_write `reduce` kernel once StorageRewrite reuses one B[0] for every (i, j).
+    hm = check_every_stage(whole_buffer_in_the_innermost_block,
+                           [_rand(32, 16, 8, 4), np.zeros((32, 16), "float32")], min_stages=5)
+    assert "alloc((32, 16, 1), 'float32')" in hm.stage("StorageRewrite").fast_source()
+
+
+@pytest.mark.parametrize("func, args", [
+    (scratch_read_before_written, lambda: [_rand(16), np.zeros(16, "float32")]),
+    (scratch_read_after_the_loop, lambda: [_rand(16), np.zeros(16, "float32")]),
+    (scratch_written_on_some_iterations, lambda: [_rand(16, 4), np.zeros(16, "float32")]),
+])
+def test_an_allocation_whose_value_flows_between_iterations_keeps_them_serial_and_exact(func, args):
+    check_every_stage(func, args())
+
+
+@T.prim_func(s_tir=True)
+def predicated_split_past_the_end(a: T.handle, b: T.handle) -> None:
+    # TVM's test_tir_schedule_split_fuse `elementwise_split_with_predicate`, smaller: i0 runs to 50
+    # but only i0 < 2 passes the predicate (there i0 < 1000 for 22 values): the lanes of i0 cover
+    # only those, at every stage, whatever form the predicate takes (`(i0 * 2 + i1) * 3 + i2 < 12`,
+    # `i0 < 2`, `i0 // 2 < 1`).
+    B = T.match_buffer(b, [12, 16, 16])
+    A = T.match_buffer(a, [12, 16, 16])
+    for i0, i1, i2, j0, j1, k0, k1 in T.grid(50, 2, 3, 1, 17, 3, 6):
+        with T.sblock("B"):
+            vi = T.axis.S(12, i0 * 6 + i1 * 3 + i2)
+            vj = T.axis.S(16, j0 * 17 + j1)
+            vk = T.axis.S(16, k0 * 6 + k1)
+            T.where((i0 * 2 + i1) * 3 + i2 < 12 and j0 * 17 + j1 < 16 and k0 * 6 + k1 < 16)
+            B[vi, vj, vk] = A[vi, vj, vk] * T.float32(2.0)
+
+
+@T.prim_func
+def guard_with_a_gap(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    # The guard holds at both ends of i (0 and 60..63) and fails between: no cut (what a cut
+    # keeps must include every value where the guard may hold); j0 and m0 are cut.
+    for i in range(64):
+        if i < 1 or i >= 60:
+            B[i] = A[i] * T.float32(3)
+    for j0, j1 in T.grid(20, 4):
+        if j0 * 4 + j1 >= 40 and j0 * 4 + j1 < 64:
+            B[j0 * 4 + j1 - 40] = B[j0 * 4 + j1 - 40] + A[j0 * 4 + j1]
+    for m0, m1 in T.grid(30, 4):
+        # A binding before the guard (CommonSubexprElim's), the guard through it.
+        m: T.let[T.int32] = m0 * 4 + m1
+        if m < 32:
+            B[m + 32] = B[m + 32] * A[m]
+
+
+def test_a_lanes_loop_runs_only_over_the_values_its_guard_can_pass_and_is_exact():
+    hm = check_every_stage(predicated_split_past_the_end, [_rand(12, 16, 16), np.zeros((12, 16, 16), "float32")],
+                           min_stages=8)
+    assert "np.arange(0, 2, dtype='int32')" in hm.stage(0).fast_source()
+    assert "np.arange(0, 2, dtype='int32')" in hm.stage("RenormalizeSplitPattern").fast_source()
+    hm = check_every_stage(guard_with_a_gap, [_rand(64), _rand(64, seed=1)])
+    source = hm.stage(0).fast_source()
+    assert "np.arange(0, 64, dtype='int32')" in source and "np.arange(10, 16, dtype='int32')" in source
+    assert "np.arange(0, 8, dtype='int32')" in source
+
+
+@T.prim_func(s_tir=True)
+def reduce_through_a_shared_cache(A: T.Buffer((32, 16, 8, 4), "float32"), C: T.Buffer((32, 16), "float32")):
+    # TVM's test_tir_schedule_cache_read_write `reduce_reindex_cache_write_0` (there 128**4): in a
+    # function without threads "shared" memory is plain memory, each (i, j) touching its own
+    # elements of B_shared (one copy for all lanes), and after StorageRewrite its one element,
+    # written before read in every (i, j) (a copy per lane).
+    B = T.sblock_alloc_buffer((32, 16, 8))
+    B_shared = T.sblock_alloc_buffer((16, 32, 8), scope="shared")
+    for i, j, k in T.grid(32, 16, 8):
+        for l in range(4):
+            with T.sblock("B"):
+                vi, vj, vk, vl = T.axis.remap("SSSR", [i, j, k, l])
+                T.reads(A[vi, vj, vk, vl])
+                T.writes(B_shared[vj, vi, vk])
+                with T.init():
+                    B_shared[vj, vi, vk] = T.float32(0)
+                B_shared[vj, vi, vk] = B_shared[vj, vi, vk] + A[vi, vj, vk, vl]
+        with T.sblock("B_shared"):
+            vi, vj, vk = T.axis.remap("SSS", [i, j, k])
+            T.reads(B_shared[vj, vi, vk])
+            T.writes(B[vi, vj, vk])
+            B[vi, vj, vk] = B_shared[vj, vi, vk]
+        with T.sblock("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            T.reads(B[vi, vj, vk])
+            T.writes(C[vi, vj])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + B[vi, vj, vk]
+
+
+def test_shared_memory_of_a_function_without_threads_is_one_copy_or_a_copy_per_lane_and_exact():
+    hm = check_every_stage(reduce_through_a_shared_cache, [_rand(32, 16, 8, 4), np.zeros((32, 16), "float32")],
+                           min_stages=5)
+    assert "B_shared = alloc((16, 32, 8), 'float32')" in hm.stage("PlanAndUpdateBufferAllocationLocation").fast_source()

@@ -328,3 +328,55 @@ def test_blocks_that_write_a_tile_of_their_own_differently_keep_a_copy_each():
     want = a * np.float32(2) + np.tile(a[:8][::-1], 8)
     for stage in (0, _after_split(hm).index):
         np.testing.assert_array_equal(hm.emulate(a, np.zeros(64, "float32"), stage=stage, mode="fast"), want)
+
+
+def test_an_allocation_written_before_read_in_every_iteration_is_privatised_with_the_reason():
+    from test_constructs import (scratch_read_after_the_loop, scratch_read_before_written, scratch_written_first,
+                                 scratch_written_on_some_iterations, whole_buffer_in_the_innermost_block)
+
+    plan = thn.build(scratch_written_first).stage(0).plan("fast")
+    by_loop = {d.loop: d for d in plan.decisions}
+    for loop in ("i", "j"):
+        assert by_loop[loop].strategy == P.LANES
+        assert by_loop[loop].reason == ("iterations independent once each writes B before reading it: "
+                                        "all of them run at once as array lanes")
+        assert by_loop[loop].copies == ("B",)
+        assert "a copy of B per lane" in by_loop[loop].text()
+    # l carries B's sum from one iteration to the next.
+    assert by_loop["l"].strategy == P.SERIAL
+    plan = thn.build(whole_buffer_in_the_innermost_block).stage("StorageRewrite").plan("fast")
+    by_loop = {d.loop: d for d in plan.decisions}
+    assert by_loop["i"].strategy == by_loop["j"].strategy == P.LANES and by_loop["i"].copies == ("B",)
+    assert by_loop["k"].strategy == P.SERIAL  # k also sums into C
+    for func in (scratch_read_before_written, scratch_read_after_the_loop, scratch_written_on_some_iterations):
+        (decision, *_) = thn.build(func).stage(0).plan("fast").decisions
+        assert decision.loop == "i" and decision.strategy == P.SERIAL, func
+        assert decision.reason == "carried dependence on B: two iterations of i may touch the same element"
+        assert not decision.copies
+
+
+def test_a_guard_that_fails_for_part_of_a_lanes_loop_cuts_its_range_with_the_reason():
+    from test_constructs import guard_with_a_gap, predicated_split_past_the_end
+
+    hm = thn.build(predicated_split_past_the_end)
+    for stage in (0, "LowerOpaqueBlock", "RenormalizeSplitPattern", "AnnotateEntryFunc"):
+        by_loop = {d.loop: d for d in hm.stage(stage).plan("fast").decisions}
+        assert by_loop["i0"].strategy == P.LANES and by_loop["i0"].cut == (0, 2), stage
+        assert by_loop["i0"].reason.endswith(
+            "; only i0 in [0, 2) can pass the guard inside: the lanes run over those"), stage
+        assert by_loop["i1"].cut is None and by_loop["k1"].cut is None
+    by_loop = {d.loop: d for d in thn.build(guard_with_a_gap).stage(0).plan("fast").decisions}
+    assert by_loop["i"].strategy == P.LANES and by_loop["i"].cut is None
+    assert by_loop["j0"].cut == (10, 16) and by_loop["j1"].cut is None
+    assert by_loop["m0"].cut == (0, 8) and by_loop["m1"].cut is None
+
+
+def test_shared_memory_of_a_function_without_threads_is_planned_like_any_memory():
+    from test_constructs import reduce_through_a_shared_cache
+
+    hm = thn.build(reduce_through_a_shared_cache)
+    plan = hm.stage("PlanAndUpdateBufferAllocationLocation").plan("fast")
+    assert [(a.buffer, a.loops) for a in plan.allocations] == [("B", ("i", "j")), ("B_shared", ("i", "j"))]
+    by_loop = {d.loop: d for d in hm.stage("StorageRewrite").plan("fast").decisions}
+    assert by_loop["i"].strategy == by_loop["j"].strategy == P.LANES
+    assert set(by_loop["i"].copies) == {"B", "B_shared"}

@@ -795,3 +795,311 @@ def written_alike(loop, candidates, roots: dict[int, int]) -> set[int]:
         if not differ:
             return alike
         alike -= differ
+
+
+# ---------------------------------------------------------------------- privatisation
+def written_before_read(loop, buf, func_body) -> str | None:
+    """Why ``buf`` (an allocation outside ``loop``) cannot get a copy per iteration of ``loop``,
+    or None when it can: every read of it in an iteration reads an element that iteration wrote
+    before (no value flows between iterations), it is touched only in ``loop`` (what it holds after
+    the loop is never read), and only through its own name (no view, no pointer).
+
+    A must-write walk in program order: the elements (index tuples, after the bindings are expanded)
+    written so far in the iteration; a write under a condition counts only where the condition is
+    provable.  An inner serial loop is walked for its first iteration (its variable at its minimum)
+    and then for the others, which start with what the first wrote at indices free of the body's
+    variables: ``if l == 0: B[0] = 0`` then ``B[0] = B[0] + A[..., l]`` writes B[0] before any read."""
+    name = str(buf.name)
+    whole, inside = _uses(func_body, buf), _uses(loop.body, buf)
+    if whole[1] != 1:  # its allocation is its only mention besides loads and stores
+        return f"{name} is used other than by loads and stores (a view, a pointer)"
+    if not inside[0] or inside != (whole[0], 0):
+        return f"{name} is also used outside {loop.loop_var.name}"
+    walk = _MustWrite(buf)
+    try:
+        walk.stmt(loop.body, ())
+    except _NotProven as exc:
+        return str(exc)
+    return None
+
+
+class _NotProven(Exception):
+    pass
+
+
+def _uses(node, buf) -> tuple[int, int]:
+    """How many loads and stores of buffer ``buf`` ``node`` holds, and how many other mentions (its
+    allocation, a view over it, a call taking its address...): a buffer is a variable of buffer type,
+    met once under each load and store."""
+    counts = [0, 0]
+
+    def visit(n):
+        key = _type_key(n)
+        if key == "ir.Var" and n.same_as(buf):
+            counts[1] += 1
+        elif ((key == "ir.TensorLoad" and n.source.same_as(buf))
+              or (key == "tirx.BufferStore" and n.buffer.same_as(buf))):
+            counts[0] += 1
+            counts[1] -= 1
+        return True
+
+    tvm_ffi.structural_walk(node, visit, order="post")
+    return counts[0], counts[1]
+
+
+def _mentions(expr, buf) -> bool:
+    """Whether ``expr`` refers to buffer ``buf`` (a buffer is a variable of buffer type)."""
+    return _contains(expr, lambda m: _type_key(m) == "ir.Var" and m.same_as(buf))
+
+
+class _MustWrite:
+    """The walk of :func:`written_before_read` (raises :class:`_NotProven` with the reason)."""
+
+    def __init__(self, buf):
+        self.buf = buf
+        self.name = str(buf.name)
+        self.analyzer = tvm.sym.Analyzer()
+
+    def fail(self, why: str):
+        raise _NotProven(why)
+
+    # What is written: a tuple of index tuples (simplified expressions).
+    def covered(self, indices, written) -> bool:
+        return any(all(tvm_ffi.structural_equal(a, b) for a, b in zip(indices, w)) for w in written)
+
+    def index(self, indices):
+        out = []
+        for i in indices:
+            if _type_key(i) in ("prim.Ramp", "prim.Broadcast") or _reads_memory(i):
+                return None
+            out.append(self.analyzer.simplify(i))
+        return tuple(out)
+
+    def expr(self, expr, written) -> None:
+        problems = []  # (an exception raised inside the walk's callback would come back as another)
+
+        def visit(node):
+            if problems:
+                return True
+            key = _type_key(node)
+            if key == "ir.TensorLoad" and node.source.same_as(self.buf):
+                indices = self.index(node.indices)
+                if indices is None or not self.covered(indices, written):
+                    problems.append(f"an iteration may read {self.name} before writing it")
+            elif key == "ir.Call" and (any(_is_call_of(node, c) for c in _POINTER_CALLS)
+                                       or isinstance(node.op, tvm.ir.GlobalVar)):
+                if _mentions(node, self.buf):
+                    problems.append(f"a call takes {self.name} by address")
+            return True
+
+        tvm_ffi.structural_walk(expr, visit, order="post")
+        if problems:
+            self.fail(problems[0])
+
+    def proves(self, cond) -> int:
+        """1: ``cond`` holds, -1: it does not, 0: unknown."""
+        if _reads_memory(cond):
+            return 0
+        if self.analyzer.can_prove(cond):
+            return 1
+        if self.analyzer.can_prove(tirx.Not(cond)):
+            return -1
+        return 0
+
+    def stmt(self, stmt, written: tuple) -> tuple:
+        """What is written after ``stmt``, given ``written`` before it."""
+        key = _type_key(stmt)
+        if key == "tirx.SeqStmt":
+            for s in stmt.seq:
+                written = self.stmt(s, written)
+            return written
+        if key == "tirx.BufferStore":
+            for e in list(stmt.indices) + [stmt.value]:
+                self.expr(e, written)
+            if stmt.buffer.same_as(self.buf):
+                indices = self.index(stmt.indices)
+                if indices is not None and not self.covered(indices, written):
+                    written = written + (indices,)
+            return written
+        if key == "tirx.IfThenElse":
+            self.expr(stmt.condition, written)
+            holds = self.proves(stmt.condition)
+            if holds == 1:
+                return self.stmt(stmt.then_case, written)
+            if holds == -1:
+                return self.stmt(stmt.else_case, written) if stmt.else_case is not None else written
+            then = self.stmt(stmt.then_case, written)
+            other = self.stmt(stmt.else_case, written) if stmt.else_case is not None else written
+            return tuple(w for w in then if self.covered(w, other))
+        if key == "tirx.For":
+            return self.loop(stmt, written)
+        if key == "tirx.Bind":
+            self.expr(stmt.value, written)
+            if _dtype(stmt.var) == "handle" and _mentions(stmt.value, self.buf):
+                self.fail(f"a pointer into {self.name} is bound")
+            if _dtype(stmt.var) != "handle":
+                self.analyzer.bind(stmt.var, stmt.value, allow_override=True)
+            return written
+        if key in ("tirx.Evaluate",):
+            self.expr(stmt.value, written)
+            return written
+        if key == "tirx.AssertStmt":
+            self.expr(stmt.condition, written)
+            return written
+        if key == "tirx.AttrStmt":
+            if hasattr(stmt.value, "dtype"):
+                self.expr(stmt.value, written)
+            return self.stmt(stmt.body, written)
+        if key == "tirx.DeclBuffer":
+            if stmt.data is not None:
+                self.expr(stmt.data, written)
+            return self.stmt(stmt.body, written) if getattr(stmt, "body", None) is not None else written
+        if key == "tirx.AllocBuffer":
+            return self.stmt(stmt.body, written) if getattr(stmt, "body", None) is not None else written
+        if key == "tirx.While":
+            self.expr(stmt.condition, written)
+            self.stmt(stmt.body, written)
+            return written
+        if key == "s_tir.SBlockRealize":
+            block = stmt.block
+            if len(block.match_buffers):
+                self.fail(f"block {block.name_hint} matches a buffer region")
+            for value in stmt.iter_values:
+                self.expr(value, written)
+            self.expr(stmt.predicate, written)
+            for iv, value in zip(block.iter_vars, stmt.iter_values):
+                self.analyzer.bind(iv.var, value, allow_override=True)
+            if block.init is not None:  # runs at the first reduction step: its writes do not count
+                self.stmt(block.init, written)
+            if self.proves(stmt.predicate) == 1:
+                return self.stmt(block.body, written)
+            self.stmt(block.body, written)
+            return written
+        self.fail(f"it holds a {key.split('.')[-1]} statement")
+
+    def loop(self, node, written: tuple) -> tuple:
+        for e in (node.min, node.extent):
+            self.expr(e, written)
+        if not _mentions(node.body, self.buf):
+            return written
+        var = node.loop_var
+        inner = _defined_vars(node.body) | {_key(var)}
+        kind = int(node.kind)
+        runs = kind in (0, 3) and self.analyzer.can_prove(node.extent >= 1)
+        if not runs:  # no first iteration to count on: only check the reads
+            self.analyzer.bind(var, tvm.ir.Range.from_min_extent(node.min, node.extent), allow_override=True)
+            self.stmt(node.body, written)
+            return written
+        self.analyzer.bind(var, tvm.ir.Range.from_min_extent(node.min, 1), allow_override=True)
+        first = self.stmt(node.body, written)
+        kept = tuple(w for w in first if not any(_uses_vars(i, inner) for i in w))
+        if not self.analyzer.can_prove(node.extent == 1):
+            self.analyzer.bind(var, tvm.ir.Range.from_min_extent(node.min + 1, node.extent - 1), allow_override=True)
+            self.stmt(node.body, kept)
+        return kept
+
+
+def _defined_vars(stmt) -> set[int]:
+    """Keys of the variables ``stmt`` defines (loop variables, bindings, block iterators)."""
+    found: set[int] = set()
+
+    def visit(n):
+        key = _type_key(n)
+        if key == "tirx.For":
+            found.add(_key(n.loop_var))
+        elif key == "tirx.Bind":
+            found.add(_key(n.var))
+        elif key == "s_tir.SBlock":
+            found.update(_key(iv.var) for iv in n.iter_vars)
+        return True
+
+    tvm_ffi.structural_walk(stmt, visit, order="post")
+    return found
+
+
+def _uses_vars(expr, keys: set[int]) -> bool:
+    return _contains(expr, lambda n: _type_key(n) == "ir.Var" and _key(n) in keys)
+
+
+# ---------------------------------------------------------------------- predicated ranges
+def predicate_cut(loop) -> tuple[int, int] | None:
+    """The values ``[lo, hi)`` of ``loop``'s variable outside which its iterations provably do
+    nothing, when narrower than the loop's constant range; else None.
+
+    The loop's body must be loops down to one guard (a block predicate, an ``if`` without ``else``)
+    and nothing else: an iteration then does something only where the guard can hold.  For each
+    conjunct of the guard that uses the variable, the values at either end where the conjunct is
+    false whatever the inner loops' variables are (a split ``i0 * 6 + i1 * 3 + i2 < 128`` over
+    ``i0 < 1000``) are found by bisection and then proven false over the whole cut range with the
+    analyzer, so the cut is exact (what the bisection assumes, the proof checks)."""
+    lo, extent = _const(loop.min), _const(loop.extent)
+    if lo is None or extent is None or extent < 2:
+        return None
+    end = lo + extent
+    x = loop.loop_var
+    moves = {_key(x)}  # the variable and the bindings that depend on it
+    inner, binds, node = [], [], loop.body
+    while True:
+        key = _type_key(node)
+        if key == "tirx.For":
+            if _uses_vars(node.min, moves) or _uses_vars(node.extent, moves):
+                return None
+            inner.append((node.loop_var, node.min, node.extent))
+            node = node.body
+        elif key == "tirx.SeqStmt" and len(node.seq) > 1 and all(
+                _type_key(s) == "tirx.Bind" and _dtype(s.var) != "handle"
+                and not _contains(s.value, lambda n: _type_key(n) == "ir.Call") for s in node.seq[:-1]):
+            for s in node.seq[:-1]:  # bindings only (CommonSubexprElim's): nothing happens before the guard
+                binds.append((s.var, s.value))
+                if _uses_vars(s.value, moves):
+                    moves.add(_key(s.var))
+            node = node.seq[-1]
+        else:
+            break
+    key = _type_key(node)
+    if key == "tirx.IfThenElse" and node.else_case is None:
+        guard = node.condition
+    elif key == "s_tir.SBlockRealize":
+        guard = node.predicate
+    else:
+        return None
+
+    def never(conj, a: int, b: int) -> bool:
+        """Whether ``conj`` is false for every value of the variable in ``[a, b)``."""
+        analyzer = tvm.sym.Analyzer()
+        try:
+            for var, vmin, vext in inner:
+                analyzer.bind(var, tvm.ir.Range.from_min_extent(vmin, vext), allow_override=True)
+            for var, value in binds:
+                analyzer.bind(var, value, allow_override=True)
+            analyzer.bind(x, tvm.ir.Range.from_min_extent(tirx.const(a, _dtype(x)), tirx.const(b - a, _dtype(x))),
+                          allow_override=True)
+            return bool(analyzer.can_prove(tirx.Not(conj)))
+        except Exception:  # an analysis, not a requirement: no proof, no cut
+            return False
+
+    new_lo, new_hi = lo, end
+    for conj in _conjuncts(guard):
+        if not _uses_vars(conj, moves) or _reads_memory(conj) or _contains(conj, lambda n: _type_key(n) == "ir.Call"):
+            continue
+        if never(conj, end - 1, end):  # the last values do nothing: the first of them
+            a, b = lo, end - 1
+            while a < b:
+                mid = (a + b) // 2
+                a, b = (a, mid) if never(conj, mid, mid + 1) else (mid + 1, b)
+            if never(conj, a, end):
+                new_hi = min(new_hi, a)
+        if never(conj, lo, lo + 1):  # the first values do nothing: the last of them
+            a, b = lo, end - 1
+            while a < b:
+                mid = (a + b + 1) // 2
+                a, b = (mid, b) if never(conj, mid, mid + 1) else (a, mid - 1)
+            if never(conj, lo, a + 1):
+                new_lo = max(new_lo, a + 1)
+    if new_lo >= new_hi or (new_lo, new_hi) == (lo, end):
+        return None
+    return new_lo, new_hi
+
+
+def _const(expr) -> int | None:
+    return int(expr.value) if _type_key(expr) == "ir.IntImm" else None

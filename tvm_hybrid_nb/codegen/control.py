@@ -109,10 +109,15 @@ class ControlFlowMixin:
                 node.loop_var, node.min, lo, node.extent, node.body, is_thread=False,
                 tag=f"parallel {node.loop_var.name}", race=True, private_allocs=self._planned_into(node)))
         if strategy in (LANES, PARALLEL_CHUNKS) and self._free_loop_axis() is not None:
-            private = self._per_block_allocs(node) if kind == 4 else []  # a loop over the blocks
+            # A loop over the blocks: their per-block memory; else the allocations the plan privatised.
+            blocks = self._per_block_allocs(node) if kind == 4 else None
+            copies = (lambda: blocks) if kind == 4 else (lambda: self._privatised(decision))
+            loop = node
+            if decision.cut is not None:  # only the values the guard inside can pass
+                loop, lo, extent = self._cut_loop(node, decision.cut)
             if strategy == PARALLEL_CHUNKS and self._can_split_parallel():
-                return self._as_planned(node, lambda: self._split_parallel(node, lo, extent, private))
-            return self._as_planned(node, lambda: self._vectorized_for(node, lo, private))
+                return self._as_planned(node, lambda: self._split_parallel(loop, lo, extent, copies()))
+            return self._as_planned(node, lambda: self._vectorized_for(loop, lo, copies()))
         if _is_zero(node.min):
             bounds = [extent.node]
         else:
@@ -140,6 +145,27 @@ class ControlFlowMixin:
             self.serial.frames.pop()
             self.hooks.chain = outer_chain
         return frame.hoisted + [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]
+
+    def _cut_loop(self, node, cut: tuple):
+        """Loop ``node`` over ``[lo, hi)`` only (the plan proved the other iterations do nothing):
+        the loop, its start and its extent."""
+        dtype = _dtype(node.loop_var)
+        lo, hi = cut
+        loop = tirx.For(node.loop_var, tirx.const(lo, dtype), tirx.const(hi - lo, dtype), node.kind, node.body)
+        try:
+            self.analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent), allow_override=True)
+        except Exception:
+            pass
+        return loop, Value(ast.Constant(lo), "py", dtype), Value(ast.Constant(hi - lo), "py", dtype)
+
+    def _privatised(self, decision) -> list:
+        """The allocations outside this lanes loop that get a copy per lane (``decision.private``, the
+        plan proved every iteration writes them before reading): allocated again inside the lanes."""
+        bufs = [self.plan.privatised[key] for key in decision.private if key in self.plan.privatised]
+        missing = [str(buf.name) for buf in bufs if _key(buf) not in self.scope.buffers]
+        if missing:  # without its copies the lanes would share it: no lane form
+            raise _CannotVectorize(f"{', '.join(missing)} is not allocated where a copy per lane can be made")
+        return bufs
 
     def _lanes_loop_in(self, *exprs):
         """The innermost loop running as (non-thread) lanes whose variable ``exprs`` use, or None."""

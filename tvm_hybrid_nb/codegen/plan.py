@@ -17,7 +17,8 @@ import tvm_ffi
 
 from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _thread_extents, _type_key, allocation_overlap, grid_loop,
-                       loop_dependence, loop_dependences, per_block_memory, block_scoped_allocations, written_alike)
+                       loop_dependences, per_block_memory, block_scoped_allocations, written_alike,
+                       written_before_read, predicate_cut)
 from .lanes import LanesMixin
 from .names import _key
 
@@ -53,10 +54,16 @@ class LoopDecision:
     #: lockstep, so one copy serves all the blocks of this loop.
     alike: tuple = ()
     alike_names: tuple = ()
+    #: What gets a copy of ``private``: each ``block`` of a grid, or each ``lane`` (an allocation
+    #: every iteration writes before it reads, see :func:`~.analysis.written_before_read`).
+    per: str = "block"
+    #: ``(lo, hi)``: the lanes run only over these values of the loop variable (the guard inside
+    #: provably fails for the others, see :func:`~.analysis.predicate_cut`); None: the whole range.
+    cut: tuple | None = None
 
     def text(self) -> str:
         per_block = [n for n in self.copies if n not in self.alike_names]
-        copies = f"; a copy of {', '.join(per_block)} per block" if per_block else ""
+        copies = f"; a copy of {', '.join(per_block)} per {self.per}" if per_block else ""
         if self.alike_names:
             copies += f"; one copy of {', '.join(self.alike_names)} for all the blocks (each writes it alike)"
         return f"{self.loop}: {self.strategy} ({self.reason}{copies})"
@@ -97,6 +104,8 @@ class EmulationPlan:
     allocations: list[AllocationDecision] = field(default_factory=list)
     #: For buffer (by key) -> its allocation decision.
     by_buffer: dict[int, AllocationDecision] = field(default_factory=dict)
+    #: Allocations outside a lanes loop that get a copy per lane of it (by key -> the buffer).
+    privatised: dict[int, object] = field(default_factory=dict)
 
     def decision(self, node) -> LoopDecision | None:
         return self.by_node.get(_key(node))
@@ -202,6 +211,7 @@ class _Planner:
         self.counts: dict[int, int] = {}
         self.gpu: bool | None = None  # whether the function runs threads (found on first use)
         self.addresses: dict[int, object] = {}  # pointer variables bound to address_of(A[...])
+        self.allocated: dict[int, object] = {}  # every allocation seen so far, by key
 
     # -------------------------------------------------------------- walk
     def stmt(self, node) -> None:
@@ -216,15 +226,20 @@ class _Planner:
             self.stmt(child)
 
     def decide(self, node, loop: str, kind: str, strategy: str, reason: str, private: tuple = (),
-               grid=None) -> None:
+               grid=None, cut: tuple | None = None) -> None:
         """Record ``node``'s decision (``grid``: the loop over the blocks of a GPU grid, when it is one)."""
         private = private if strategy in (LANES, PARALLEL_CHUNKS) else ()
-        names = tuple(str(self.shared[key].name) for key in private if self.shared and key in self.shared)
+        per_lane = grid is None and bool(private)  # privatised allocations (see ``privatise``)
+        if per_lane:
+            names = tuple(str(self.plan.privatised[key].name) for key in private)
+        else:
+            names = tuple(str(self.shared[key].name) for key in private if self.shared and key in self.shared)
         alike: tuple = ()
         if grid is not None and private and self.fast and not self.check:  # the sanitizers keep every copy
             alike = tuple(sorted(written_alike(grid, private, self.roots)))
         alike_names = tuple(str(self.shared[key].name) for key in alike if key in self.shared)
-        decision = LoopDecision(loop, kind, strategy, reason, self.depth, private, names, alike, alike_names)
+        decision = LoopDecision(loop, kind, strategy, reason, self.depth, private, names, alike, alike_names,
+                                "lane" if per_lane else "block", cut)
         self.plan.decisions.append(decision)
         self.plan.by_node[_key(node)] = decision
 
@@ -276,6 +291,7 @@ class _Planner:
         its own elements of it; then one copy serves that loop's lanes (a whole ``(128, 128, 128)``
         buffer that ``PlanAndUpdateBufferAllocationLocation`` moved into the innermost block, indexed
         by the loop variables, is one array, not one per lane)."""
+        self.allocated[_key(buf)] = buf
         loops = [lane for lane in self.lanes if not lane.is_thread]
         if not self.fast or not loops:
             return
@@ -286,7 +302,8 @@ class _Planner:
             return
         if len(loops) != len(self.lanes) or any(lane.loop is None for lane in loops):
             return
-        if str(buf.scope()) not in ("global", "local"):
+        # A function without threads: shared memory (a schedule's cache_write "shared") is plain memory.
+        if str(buf.scope()) not in ("global", "local", "shared", "shared.dyn"):
             return
         shared = [lane.loop for lane in loops if allocation_overlap(lane.loop, buf, self.roots) is None]
         if not shared:
@@ -365,13 +382,19 @@ class _Planner:
                 return
             grid = True
         strategy, reason, private = self.strategy(node, kind, grid=grid)
-        self.decide(node, name, kind_name, strategy, reason, private, grid=node if grid else None)
-        self.nested_as(strategy, node.extent, node.body, node, grid=grid)
+        cut = None
+        if strategy in (LANES, PARALLEL_CHUNKS) and not grid:
+            cut = predicate_cut(node)
+            if cut is not None:
+                reason += f"; only {name} in [{cut[0]}, {cut[1]}) can pass the guard inside: the lanes run over those"
+        self.decide(node, name, kind_name, strategy, reason, private, grid=node if grid else None, cut=cut)
+        self.nested_as(strategy, node.extent if cut is None else cut[1] - cut[0], node.body, node, grid=grid)
 
     def nested_as(self, strategy: str, extent, body, loop=None, grid: bool = False) -> None:
         if strategy in (LANES, PARALLEL_CHUNKS, RACE_LANES):
             lane_loop = loop if strategy in (LANES, PARALLEL_CHUNKS) else None
-            self.nested(body, _Lane(None if strategy == PARALLEL_CHUNKS else _int(extent), False, loop=lane_loop,
+            size = extent if isinstance(extent, int) else _int(extent)
+            self.nested(body, _Lane(None if strategy == PARALLEL_CHUNKS else size, False, loop=lane_loop,
                                     grid=grid))
         else:
             self.nested(body, serial=True)
@@ -395,7 +418,12 @@ class _Planner:
                 private = tuple(sorted(shared))
             dependence = blocking or next((why for buf, why in shared.items() if buf not in candidates), None)
         else:
-            dependence = loop_dependence(node, self.roots)
+            blocking, shared = loop_dependences(node, self.roots)
+            dependence = blocking or next(iter(shared.values()), None)
+            if blocking is None and shared and self.fast and not self.check:
+                private, why = self.privatise(node, shared)
+                if private:
+                    dependence = None
         free_axis = sum(not lane.is_thread for lane in self.lanes) < LOOP_AXES
         if kind == 1 and self.check and dependence is not None and free_axis:
             return (RACE_LANES, "sanitizer: the iterations of a parallel loop run as lanes whose accesses are compared",
@@ -413,9 +441,34 @@ class _Planner:
         if few is not None:
             return SERIAL, few, private
         what = "blocks" if grid else "iterations"
+        what += f" independent once {why}" if private and not grid else " independent"
         if (kind == 1 or grid) and self.serial_depth == 0 and not self.lanes and not self.check:
-            return PARALLEL_CHUNKS, f"{what} independent: chunks of them run as lanes on all cores", private
-        return LANES, f"{what} independent: all of them run at once as array lanes", private
+            return PARALLEL_CHUNKS, f"{what}: chunks of them run as lanes on all cores", private
+        return LANES, f"{what}: all of them run at once as array lanes", private
+
+    def privatise(self, node, shared: dict) -> tuple[tuple, str]:
+        """Privatisation (scalar expansion): the allocations outside loop ``node`` that carry its
+        only dependences, when every iteration writes what it reads of them before reading it and
+        nothing reads them after the loop (:func:`~.analysis.written_before_read`): with a copy per
+        lane, as the compiled loop's iterations would each have if the allocation were inside, the
+        iterations are independent (``shared``: the buffers, by root key, the iterations may share).
+        Returns their keys and the reason ("" when none)."""
+        if self.gpu is None:
+            self.gpu = bool(_thread_extents(self.func.body)) or _has_threads(self.func.body)
+        if self.gpu:
+            return (), ""
+        bufs = []
+        for root in shared:
+            buf = self.allocated.get(root)
+            if buf is None or str(buf.scope()) not in ("global", "local", "shared", "shared.dyn"):
+                return (), ""
+            if written_before_read(node, buf, self.func.body) is not None:
+                return (), ""
+            bufs.append(buf)
+        for buf in bufs:
+            self.plan.privatised[_key(buf)] = buf
+        names = ", ".join(str(b.name) for b in bufs)
+        return tuple(sorted(_key(b) for b in bufs)), f"each writes {names} before reading it"
 
     def per_block(self, loop) -> dict:
         if self.shared is None:
