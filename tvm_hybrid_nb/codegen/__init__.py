@@ -5,6 +5,8 @@ The package has one room per concern; :class:`~.generator.HybridCodegen` is asse
 ========================  ==============================================================
 ``names``                 small data: values, buffer records, lane axes, the namer, ast builders
 ``analysis``              analyses of TIR (independence, lane axes, access counts), no Python ast
+``sharing``               what lanes may share (written alike) or must privatise (written before read)
+``guards``                the values a loop's guard lets through
 ``generator``             the generator: signature, dispatch by node kind, the script's text
 ``exprs``                 expression semantics (arithmetic, division, casts, intrinsics)
 ``memory``                loads, stores, bounds, subscripts

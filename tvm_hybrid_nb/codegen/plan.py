@@ -17,8 +17,9 @@ import tvm_ffi
 
 from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _thread_extents, _type_key, allocation_overlap, grid_loop,
-                       loop_dependences, per_block_memory, block_scoped_allocations, written_alike,
-                       written_before_read, predicate_cut)
+                       loop_dependences, per_block_memory, block_scoped_allocations)
+from .guards import predicate_cut
+from .sharing import written_alike, written_before_read
 from .lanes import LanesMixin
 from .names import _key
 

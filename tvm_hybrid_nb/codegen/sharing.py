@@ -1,0 +1,387 @@
+"""What the lanes of a loop may share or must privatise (TIR analyses, no Python ast): memory that
+every block of a grid writes alike (one copy serves them), and memory that every iteration writes
+before it reads it (a copy per lane makes the iterations independent)."""
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .analysis import _contains, _is_call_of, _reads_memory, _uses_vars
+from .names import _dtype, _key, _type_key
+
+
+#: Calls that take memory by address (what they write is not visible as stores).
+_POINTER_CALLS = ("address_of", "tvm_access_ptr", "call_extern", "call_pure_extern", "call_packed",
+                  "call_cpacked", "call_llvm_intrin", "call_llvm_pure_intrin", "tvm_call_packed")
+
+
+class _Writes:
+    """Every write of one loop body with what decides it: the index, the value, and the conditions,
+    loop bounds and block predicates around it; and every scalar binding (for the taint closure)."""
+
+    def __init__(self, roots: dict[int, int]):
+        self.roots = dict(roots)
+        self.binds: list[tuple[int, list]] = []
+        #: (root buffer key, expressions the written element and value depend on)
+        self.writes: list[tuple[int, list]] = []
+        #: Why no claim is possible (None: none of those constructs).
+        self.opaque: str | None = None
+        #: Views declared in the body -> what places them (offset, shape, strides).
+        self.view_exprs: dict[int, list] = {}
+
+    def root(self, buf) -> int:
+        return self.roots.get(_key(buf), _key(buf))
+
+    def placement(self, buf) -> list:
+        """What decides where an access through ``buf`` lands besides its indices."""
+        return self.view_exprs.get(_key(buf), [])
+
+    def expr(self, expr, control: list) -> None:
+        def visit(node):
+            if _type_key(node) == "ir.Call":
+                if isinstance(node.op, tvm.ir.GlobalVar):
+                    self.opaque = f"it launches {node.op.name_hint}"
+                elif any(_type_key(a) == "ir.Var" and _dtype(a) == "handle" for a in node.args) or any(
+                        _is_call_of(node, name) for name in _POINTER_CALLS):
+                    self.opaque = f"{node.op.name} may write memory through a pointer"
+                elif _is_call_of(node, "tvm_thread_allreduce"):
+                    count = int(node.args[0].value)
+                    for result in list(node.args)[2 + count:2 + 2 * count]:
+                        if _type_key(result) != "ir.TensorLoad":
+                            self.opaque = "a cross-thread reduction writes a result that is not a buffer element"
+                            continue
+                        # Reduced across the threads: the result is what every operand decides.
+                        self.writes.append((self.root(result.source),
+                                            control + list(node.args) + self.placement(result.source)))
+            return True
+
+        tvm_ffi.structural_walk(expr, visit, order="post")
+
+    def stmt(self, stmt, control: list) -> None:
+        key = _type_key(stmt)
+        if key == "tirx.SeqStmt":
+            for s in stmt.seq:
+                self.stmt(s, control)
+        elif key == "tirx.For":
+            self.binds.append((_key(stmt.loop_var), control + [stmt.min, stmt.extent]))
+            self.stmt(stmt.body, control + [stmt.min, stmt.extent])
+        elif key == "tirx.Bind":
+            self.expr(stmt.value, control)
+            self.binds.append((_key(stmt.var), control + [stmt.value]))
+        elif key == "tirx.BufferStore":
+            self.writes.append((self.root(stmt.buffer),
+                                control + list(stmt.indices) + [stmt.value] + self.placement(stmt.buffer)))
+            for e in list(stmt.indices) + [stmt.value]:
+                self.expr(e, control)
+        elif key == "tirx.IfThenElse":
+            self.expr(stmt.condition, control)
+            self.stmt(stmt.then_case, control + [stmt.condition])
+            if stmt.else_case is not None:
+                self.stmt(stmt.else_case, control + [stmt.condition])
+        elif key == "tirx.While":
+            self.expr(stmt.condition, control)
+            self.stmt(stmt.body, control + [stmt.condition])
+        elif key in ("tirx.Evaluate",):
+            self.expr(stmt.value, control)
+        elif key == "tirx.AssertStmt":
+            self.expr(stmt.condition, control)
+        elif key == "tirx.AttrStmt":
+            self.stmt(stmt.body, control + ([stmt.value] if hasattr(stmt.value, "dtype") else []))
+        elif key == "tirx.DeclBuffer":
+            data = stmt.data
+            buf = stmt.buffer
+            self.view_exprs[_key(buf)] = [e for e in [buf.elem_offset, *buf.shape, *buf.strides] if e is not None]
+            if data is not None and _type_key(data) == "ir.Call" and data.args:
+                if _type_key(data.args[0]) == "ir.TensorLoad":
+                    self.opaque = f"view {stmt.buffer.name} starts at an element's address"
+                elif hasattr(data.args[0], "data"):
+                    self.roots[_key(stmt.buffer)] = self.root(data.args[0])
+            elif data is not None and _type_key(data) == "ir.Var":
+                self.opaque = f"view {stmt.buffer.name} of a pointer"
+        elif key == "s_tir.SBlockRealize":
+            block = stmt.block
+            inner = control + [stmt.predicate] + list(stmt.iter_values)
+            for iv, value in zip(block.iter_vars, stmt.iter_values):
+                self.binds.append((_key(iv.var), control + [stmt.predicate, value]))
+            if len(block.match_buffers):
+                self.opaque = f"block {block.name_hint} matches a buffer region (match_buffer)"
+            if block.init is not None:
+                self.stmt(block.init, inner)
+            self.stmt(block.body, inner)
+        elif key == "tirx.AllocBuffer":
+            pass
+        else:
+            self.opaque = f"it holds a {key.split('.')[-1]} statement"
+
+
+def written_alike(loop, candidates, roots: dict[int, int]) -> set[int]:
+    """Of ``candidates`` (root buffer keys), those that every iteration of ``loop`` writes alike.
+
+    An iteration writes a buffer alike when no write to it depends on the loop variable: not its
+    index, not its value, not the loop bounds, conditions or block predicates around it, and its
+    value reads no memory that the iterations write differently.  Iterations that run in lockstep as
+    lanes (the blocks of a grid) then hold identical copies of such a buffer at every step, so one
+    copy serves them all (the tiles every block of a row loads into shared memory).
+    """
+    acc = _Writes(roots)
+    acc.stmt(loop.body, [])
+    if acc.opaque:
+        return set()
+    written = {root for root, _ in acc.writes}
+    alike = set(candidates) & written
+    while True:
+        # Memory written differently by the iterations (or not yet proven alike) taints what reads it.
+        tainted_vars = {_key(loop.loop_var)}
+
+        def tainted(exprs) -> bool:
+            hit = []
+
+            def visit(node):
+                if not hit:
+                    key = _type_key(node)
+                    if key == "ir.Var" and _key(node) in tainted_vars:
+                        hit.append(node)
+                    elif key == "ir.TensorLoad":
+                        root = acc.root(node.source)
+                        if (root in written and root not in alike) or tainted(acc.placement(node.source)):
+                            hit.append(node)
+                return True
+
+            for e in exprs:
+                tvm_ffi.structural_walk(e, visit, order="post")
+                if hit:
+                    return True
+            return False
+
+        changed = True
+        while changed:
+            changed = False
+            for var, exprs in acc.binds:
+                if var not in tainted_vars and tainted(exprs):
+                    tainted_vars.add(var)
+                    changed = True
+        differ = {root for root, exprs in acc.writes if root in alike and tainted(exprs)}
+        if not differ:
+            return alike
+        alike -= differ
+
+
+# ---------------------------------------------------------------------- privatisation
+def written_before_read(loop, buf, func_body) -> str | None:
+    """Why ``buf`` (an allocation outside ``loop``) cannot get a copy per iteration of ``loop``,
+    or None when it can: every read of it in an iteration reads an element that iteration wrote
+    before (no value flows between iterations), it is touched only in ``loop`` (what it holds after
+    the loop is never read), and only through its own name (no view, no pointer).
+
+    A must-write walk in program order: the elements (index tuples, after the bindings are expanded)
+    written so far in the iteration; a write under a condition counts only where the condition is
+    provable.  An inner serial loop is walked for its first iteration (its variable at its minimum)
+    and then for the others, which start with what the first wrote at indices free of the body's
+    variables: ``if l == 0: B[0] = 0`` then ``B[0] = B[0] + A[..., l]`` writes B[0] before any read."""
+    name = str(buf.name)
+    whole, inside = _uses(func_body, buf), _uses(loop.body, buf)
+    if whole[1] != 1:  # its allocation is its only mention besides loads and stores
+        return f"{name} is used other than by loads and stores (a view, a pointer)"
+    if not inside[0] or inside != (whole[0], 0):
+        return f"{name} is also used outside {loop.loop_var.name}"
+    walk = _MustWrite(buf)
+    try:
+        walk.stmt(loop.body, ())
+    except _NotProven as exc:
+        return str(exc)
+    return None
+
+
+class _NotProven(Exception):
+    pass
+
+
+def _uses(node, buf) -> tuple[int, int]:
+    """How many loads and stores of buffer ``buf`` ``node`` holds, and how many other mentions (its
+    allocation, a view over it, a call taking its address...): a buffer is a variable of buffer type,
+    met once under each load and store."""
+    counts = [0, 0]
+
+    def visit(n):
+        key = _type_key(n)
+        if key == "ir.Var" and n.same_as(buf):
+            counts[1] += 1
+        elif ((key == "ir.TensorLoad" and n.source.same_as(buf))
+              or (key == "tirx.BufferStore" and n.buffer.same_as(buf))):
+            counts[0] += 1
+            counts[1] -= 1
+        return True
+
+    tvm_ffi.structural_walk(node, visit, order="post")
+    return counts[0], counts[1]
+
+
+def _mentions(expr, buf) -> bool:
+    """Whether ``expr`` refers to buffer ``buf`` (a buffer is a variable of buffer type)."""
+    return _contains(expr, lambda m: _type_key(m) == "ir.Var" and m.same_as(buf))
+
+
+class _MustWrite:
+    """The walk of :func:`written_before_read` (raises :class:`_NotProven` with the reason)."""
+
+    def __init__(self, buf):
+        self.buf = buf
+        self.name = str(buf.name)
+        self.analyzer = tvm.sym.Analyzer()
+
+    def fail(self, why: str):
+        raise _NotProven(why)
+
+    # What is written: a tuple of index tuples (simplified expressions).
+    def covered(self, indices, written) -> bool:
+        return any(all(tvm_ffi.structural_equal(a, b) for a, b in zip(indices, w)) for w in written)
+
+    def index(self, indices):
+        out = []
+        for i in indices:
+            if _type_key(i) in ("prim.Ramp", "prim.Broadcast") or _reads_memory(i):
+                return None
+            out.append(self.analyzer.simplify(i))
+        return tuple(out)
+
+    def expr(self, expr, written) -> None:
+        problems = []  # (an exception raised inside the walk's callback would come back as another)
+
+        def visit(node):
+            if problems:
+                return True
+            key = _type_key(node)
+            if key == "ir.TensorLoad" and node.source.same_as(self.buf):
+                indices = self.index(node.indices)
+                if indices is None or not self.covered(indices, written):
+                    problems.append(f"an iteration may read {self.name} before writing it")
+            elif key == "ir.Call" and (any(_is_call_of(node, c) for c in _POINTER_CALLS)
+                                       or isinstance(node.op, tvm.ir.GlobalVar)):
+                if _mentions(node, self.buf):
+                    problems.append(f"a call takes {self.name} by address")
+            return True
+
+        tvm_ffi.structural_walk(expr, visit, order="post")
+        if problems:
+            self.fail(problems[0])
+
+    def proves(self, cond) -> int:
+        """1: ``cond`` holds, -1: it does not, 0: unknown."""
+        if _reads_memory(cond):
+            return 0
+        if self.analyzer.can_prove(cond):
+            return 1
+        if self.analyzer.can_prove(tirx.Not(cond)):
+            return -1
+        return 0
+
+    def stmt(self, stmt, written: tuple) -> tuple:
+        """What is written after ``stmt``, given ``written`` before it."""
+        key = _type_key(stmt)
+        if key == "tirx.SeqStmt":
+            for s in stmt.seq:
+                written = self.stmt(s, written)
+            return written
+        if key == "tirx.BufferStore":
+            for e in list(stmt.indices) + [stmt.value]:
+                self.expr(e, written)
+            if stmt.buffer.same_as(self.buf):
+                indices = self.index(stmt.indices)
+                if indices is not None and not self.covered(indices, written):
+                    written = written + (indices,)
+            return written
+        if key == "tirx.IfThenElse":
+            self.expr(stmt.condition, written)
+            holds = self.proves(stmt.condition)
+            if holds == 1:
+                return self.stmt(stmt.then_case, written)
+            if holds == -1:
+                return self.stmt(stmt.else_case, written) if stmt.else_case is not None else written
+            then = self.stmt(stmt.then_case, written)
+            other = self.stmt(stmt.else_case, written) if stmt.else_case is not None else written
+            return tuple(w for w in then if self.covered(w, other))
+        if key == "tirx.For":
+            return self.loop(stmt, written)
+        if key == "tirx.Bind":
+            self.expr(stmt.value, written)
+            if _dtype(stmt.var) == "handle" and _mentions(stmt.value, self.buf):
+                self.fail(f"a pointer into {self.name} is bound")
+            if _dtype(stmt.var) != "handle":
+                self.analyzer.bind(stmt.var, stmt.value, allow_override=True)
+            return written
+        if key in ("tirx.Evaluate",):
+            self.expr(stmt.value, written)
+            return written
+        if key == "tirx.AssertStmt":
+            self.expr(stmt.condition, written)
+            return written
+        if key == "tirx.AttrStmt":
+            if hasattr(stmt.value, "dtype"):
+                self.expr(stmt.value, written)
+            return self.stmt(stmt.body, written)
+        if key == "tirx.DeclBuffer":
+            if stmt.data is not None:
+                self.expr(stmt.data, written)
+            return self.stmt(stmt.body, written) if getattr(stmt, "body", None) is not None else written
+        if key == "tirx.AllocBuffer":
+            return self.stmt(stmt.body, written) if getattr(stmt, "body", None) is not None else written
+        if key == "tirx.While":
+            self.expr(stmt.condition, written)
+            self.stmt(stmt.body, written)
+            return written
+        if key == "s_tir.SBlockRealize":
+            block = stmt.block
+            if len(block.match_buffers):
+                self.fail(f"block {block.name_hint} matches a buffer region")
+            for value in stmt.iter_values:
+                self.expr(value, written)
+            self.expr(stmt.predicate, written)
+            for iv, value in zip(block.iter_vars, stmt.iter_values):
+                self.analyzer.bind(iv.var, value, allow_override=True)
+            if block.init is not None:  # runs at the first reduction step: its writes do not count
+                self.stmt(block.init, written)
+            if self.proves(stmt.predicate) == 1:
+                return self.stmt(block.body, written)
+            self.stmt(block.body, written)
+            return written
+        self.fail(f"it holds a {key.split('.')[-1]} statement")
+
+    def loop(self, node, written: tuple) -> tuple:
+        for e in (node.min, node.extent):
+            self.expr(e, written)
+        if not _mentions(node.body, self.buf):
+            return written
+        var = node.loop_var
+        inner = _defined_vars(node.body) | {_key(var)}
+        kind = int(node.kind)
+        runs = kind in (0, 3) and self.analyzer.can_prove(node.extent >= 1)
+        if not runs:  # no first iteration to count on: only check the reads
+            self.analyzer.bind(var, tvm.ir.Range.from_min_extent(node.min, node.extent), allow_override=True)
+            self.stmt(node.body, written)
+            return written
+        self.analyzer.bind(var, tvm.ir.Range.from_min_extent(node.min, 1), allow_override=True)
+        first = self.stmt(node.body, written)
+        kept = tuple(w for w in first if not any(_uses_vars(i, inner) for i in w))
+        if not self.analyzer.can_prove(node.extent == 1):
+            self.analyzer.bind(var, tvm.ir.Range.from_min_extent(node.min + 1, node.extent - 1), allow_override=True)
+            self.stmt(node.body, kept)
+        return kept
+
+
+def _defined_vars(stmt) -> set[int]:
+    """Keys of the variables ``stmt`` defines (loop variables, bindings, block iterators)."""
+    found: set[int] = set()
+
+    def visit(n):
+        key = _type_key(n)
+        if key == "tirx.For":
+            found.add(_key(n.loop_var))
+        elif key == "tirx.Bind":
+            found.add(_key(n.var))
+        elif key == "s_tir.SBlock":
+            found.update(_key(iv.var) for iv in n.iter_vars)
+        return True
+
+    tvm_ffi.structural_walk(stmt, visit, order="post")
+    return found
