@@ -512,3 +512,49 @@ def test_compare_takes_views_fortran_order_and_read_only_arrays_without_writing_
     assert not strided_out.any() and (frozen_out == 5).all()  # compare never writes what it is given
     np.testing.assert_array_equal(hm.run_native(x.T.copy().T, strided_out), truth)
     np.testing.assert_array_equal(strided_out, truth)
+
+
+def _program_without_header(source: str) -> str:
+    """Independent of codegen.program_text: the script's ast without its module docstring."""
+    import ast
+
+    tree = ast.parse(source)
+    if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant):
+        tree.body = tree.body[1:]
+    return ast.dump(tree)
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_a_stage_whose_program_repeats_a_checked_one_is_not_run_again(mode, monkeypatch):
+    from tvm_hybrid_nb.bisect import find_first_divergence
+    from tvm_hybrid_nb.zoo import KernelOutcome, emulate_stages
+
+    hm = thn.build(_elementwise(lambda a: a * tvm.tirx.const(3, "float32") + a, dtype="float32"))
+    last = hm.packed_api_index
+    candidates = [s for s in hm.stages[:last] if s.index == 0 or s.changed]
+    programs = [_program_without_header(s.kernel(mode).source) for s in candidates]
+    repeats = [s.index for k, s in enumerate(candidates) if programs[k] in programs[:k]]
+    assert repeats and len(repeats) < len(candidates)  # BindTarget changes only an attribute
+    ran = []
+    compare = hm.compare
+    monkeypatch.setattr(hm, "compare", lambda *a, **kw: ran.append(kw["stage"]) or compare(*a, **kw))
+    result = find_first_divergence(hm, stages=candidates, mode=mode)
+    assert not result.found and [s.index for s, _ in result.checked] == [s.index for s in candidates]
+    assert [s.index for s, _ in result.repeated] == repeats
+    assert ran == [s.index for s in candidates if s.index not in repeats]
+    assert str(result).endswith(f"({len(repeats)} of them the program of an earlier stage, not run again).")
+    for stage, earlier in result.repeated:  # the comparison of the stage whose program it repeats
+        assert earlier.index in ran and dict(result.checked)[stage] is dict(result.checked)[earlier]
+    # A repeated program cannot hide a difference: every program that differs still runs and fails.
+    wrong = find_first_divergence(hm, stages=candidates[1:], mode=mode, reference=lambda a: a * 3 + a + 1)
+    assert wrong.found and wrong.stage.index == candidates[1].index
+
+    emulated = []
+    emulate = hm.emulate
+    monkeypatch.setattr(hm, "emulate", lambda *a, **kw: emulated.append(kw["stage"]) or emulate(*a, **kw))
+    a = np.linspace(-2, 2, 8, dtype=np.float32)
+    outcome = KernelOutcome("test", "k", "ok")
+    emulate_stages(hm, [a, np.zeros(8, np.float32)], [a * np.float32(3) + a], outcome, mode=mode)
+    assert outcome.outcome == "ok" and outcome.stages_checked == len(candidates)
+    assert outcome.stages_repeated == len(repeats)
+    assert emulated == [s.index for s in candidates if s.index not in repeats]

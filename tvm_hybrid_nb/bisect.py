@@ -1,7 +1,8 @@
 """Find the first pass whose emulated output differs from a reference.
 
 Stages are emulated in pipeline order on one set of inputs.  A pass that did not change the IR
-cannot change the result, so only the input stage and passes that changed the IR are run.  An
+cannot change the result, so only the input stage and passes that changed the IR are run; nor can
+a pass after which the generated program is the same text as at a stage already checked.  An
 emulation that fails at run time (an out-of-bounds index after a broken pass, say) counts as a
 divergence too.  No IPython, no widgets: the explorer's button and notebooks call this.
 """
@@ -33,6 +34,9 @@ class Divergence:
         Stages passed over because they cannot be emulated.
     reference : str
         ``"native"`` or the reference function's name.
+    repeated : list of (Stage, Stage)
+        Stages of ``checked`` whose generated program is the text of an earlier checked stage's (the
+        second), so the same on the same inputs: that stage's comparison, not run again.
     """
 
     stage: Any
@@ -42,6 +46,14 @@ class Divergence:
     checked: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
     reference: str = "native"
+    repeated: list = field(default_factory=list)
+
+    @property
+    def repeated_note(self) -> str:
+        """`` (N of them ...)`` when some checked stages repeat an earlier stage's program, else ``""``."""
+        if not self.repeated:
+            return ""
+        return f" ({len(self.repeated)} of them the program of an earlier stage, not run again)"
 
     @property
     def found(self) -> bool:
@@ -50,7 +62,7 @@ class Divergence:
     def __str__(self) -> str:
         """Plain text (``print(found)``); :func:`tvm_hybrid_nb.presentation.divergence_html` is the HTML."""
         if self.stage is None:
-            return f"No divergent pass: all {len(self.checked)} emulated stages MATCH {self.reference}."
+            return f"No divergent pass: all {len(self.checked)} emulated stages MATCH {self.reference}{self.repeated_note}."
         detail = str(self.result) if self.result is not None else f"its emulation failed: {self.error}"
         if self.stage.index == 0:
             return f"The input stage already differs from {self.reference}:\n{detail}"
@@ -95,8 +107,12 @@ def find_first_divergence(hm: Any, *arrays, reference: str | Callable = "native"
         arrays = tuple(hm.random_inputs(seed=seed, sizes=sizes))
     candidates = list(hm.stages) if stages is None else [hm.stage(key) for key in stages]
     ref_name = reference if isinstance(reference, str) else getattr(reference, "__name__", "reference")
+    from .codegen import program_text
+
     checked: list = []
     skipped: list = []
+    repeated: list = []
+    by_program: dict = {}  # program text -> (stage, result) of the checked stage that ran it
     previous = None
     for stage in candidates:
         if only_changed and stage.index > 0 and not stage.changed:
@@ -106,13 +122,21 @@ def find_first_divergence(hm: Any, *arrays, reference: str | Callable = "native"
             continue
         if progress is not None:
             progress(stage)
+        program = program_text(stage.kernel(mode, check).source)
+        if program in by_program:
+            earlier, result = by_program[program]
+            checked.append((stage, result))
+            repeated.append((stage, earlier))
+            previous = stage
+            continue
         try:
             result = hm.compare(*arrays, reference=reference, stage=stage.index, rtol=rtol, atol=atol,
                                 mode=mode, check=check)
         except EmulationError as exc:
-            return Divergence(stage, None, str(exc), previous, checked, skipped, ref_name)
+            return Divergence(stage, None, str(exc), previous, checked, skipped, ref_name, repeated)
         checked.append((stage, result))
         if not result.ok:
-            return Divergence(stage, result, None, previous, checked, skipped, ref_name)
+            return Divergence(stage, result, None, previous, checked, skipped, ref_name, repeated)
+        by_program[program] = (stage, result)
         previous = stage
-    return Divergence(None, None, None, previous, checked, skipped, ref_name)
+    return Divergence(None, None, None, previous, checked, skipped, ref_name, repeated)

@@ -376,7 +376,8 @@ def divergence_html(found: Any) -> str:
     if found.stage is None:
         skipped = f" ({len(found.skipped)} stages could not be emulated and were skipped)" if found.skipped else ""
         return (f'<div class="thn-divergence"><b style="color:{_OK_COLOR}">No divergent pass</b>: '
-                f"all {len(found.checked)} emulated stages MATCH {escape(found.reference)}{skipped}.</div>")
+                f"all {len(found.checked)} emulated stages MATCH {escape(found.reference)}"
+                f"{escape(found.repeated_note)}{skipped}.</div>")
     where = ("the input stage already differs" if found.stage.index == 0
              else f"first divergent pass: <b>{escape(found.stage.label)}</b> ({escape(found.stage.name)})")
     prev = (f"; the stage before it ({escape(found.previous.label)}) matches" if found.previous is not None else "")

@@ -800,7 +800,7 @@ def cli_main(args) -> int:
     tested = [o for _, o in report.outcomes if o.outcome in TESTED]
     print(f"\n{len(report.outcomes)} @T.prim_func definitions harvested from {args.tvm_tests}; {len(tested)} "
           f"distinct functions built and run by TVM were emulated at {sum(o.stages_checked for o in tested)} "
-          f"changed stages in {time.perf_counter() - start:.0f} s ({args.mode} mode, limit {args.timeout:g} s each)")
+          f"changed stages{_repeated_note(tested)} in {time.perf_counter() - start:.0f} s ({args.mode} mode, limit {args.timeout:g} s each)")
     by_origin = {o.kernel: item for item, o in report.outcomes}
     for kind in ("crash", "wrong", "timeout"):
         bad = [o for _, o in report.outcomes if o.outcome == kind]
@@ -831,6 +831,11 @@ def cli_main(args) -> int:
     failed = [o for _, o in report.outcomes if o.outcome in ("crash", "timeout")
               or (o.outcome == "wrong" and TVM_FINDING not in o.reason)]
     return 1 if failed else 0
+
+
+def _repeated_note(outcomes) -> str:
+    repeated = sum(o.stages_repeated for o in outcomes)
+    return f" ({repeated} of them the program of an earlier stage, not run again)" if repeated else ""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

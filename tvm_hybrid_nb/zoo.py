@@ -57,6 +57,9 @@ class KernelOutcome:
     reason: str = ""
     seconds: float = 0.0
     stages_checked: int = 0
+    #: Of ``stages_checked``, the stages whose generated program repeats an earlier checked stage's
+    #: (the same text, so the same result on the same inputs): counted, not run again.
+    stages_repeated: int = 0
 
 
 @dataclass
@@ -334,9 +337,13 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
     """Emulate every changed stage of ``hm`` before MakePackedAPI on copies of ``inputs`` and compare
     its outputs with ``expected``; the first stage that is refused, cannot be generated or differs
     sets ``outcome`` (its stage, reason and kind) and ends the walk.  ``on_stage(label)`` is called
-    before each stage runs.  Exceptions other than refusals reach the caller."""
+    before each stage runs.  A stage whose generated program is the text of an earlier checked
+    stage's (a pass that changed only what the emulation does not read) has that stage's result and
+    is not run again.  Exceptions other than refusals reach the caller."""
+    from .codegen import program_text
     from .errors import StageNotEmulatableError, UnsupportedConstructError
 
+    checked_programs: set[str] = set()
     for stage in hm.stages:
         if hm.packed_api_index is not None and stage.index >= hm.packed_api_index:
             break
@@ -350,6 +357,15 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
             outcome.outcome = "refused" if reason.startswith("unsupported construct") else "crash"
             outcome.reason = reason
             return
+        try:
+            program = program_text(stage.kernel(mode, check).source)
+        except (UnsupportedConstructError, StageNotEmulatableError) as exc:
+            outcome.outcome, outcome.reason = "refused", str(exc)
+            return
+        if program in checked_programs:
+            outcome.stages_checked += 1
+            outcome.stages_repeated += 1
+            continue
         args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
         try:
             result = hm.emulate(*args, stage=stage.index, mode=mode, check=check)
@@ -362,6 +378,7 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
         if problem:
             outcome.outcome, outcome.reason = "wrong", problem
             return
+        checked_programs.add(program)
     outcome.stage = ""
 
 
@@ -444,8 +461,10 @@ def cli_main(args) -> int:
         kernels = [k for k in kernels if any(k.name.startswith(prefix) for prefix in args.kernel)]
     report = run_zoo(flavours, mode=args.mode, progress=show, check=args.check, kernels=kernels)
     print(report.table())
+    repeated = sum(o.stages_repeated for o in report.outcomes)
     print(f"\n{len(report.outcomes)} kernel builds, {sum(o.stages_checked for o in report.outcomes)} stages "
-          f"compared with the native build in {time.perf_counter() - start:.0f} s ({args.mode} mode"
+          + (f"({repeated} of them the program of an earlier stage, not run again) " if repeated else "")
+          + f"compared with the native build in {time.perf_counter() - start:.0f} s ({args.mode} mode"
           + (", sanitizers on" if args.check else "") + ")")
     problems = report.problems()
     if problems:

@@ -18,7 +18,7 @@ The package has one room per concern; :class:`~.generator.HybridCodegen` is asse
 ``pyast``                 post-processing of the generated Python ``ast``
 ========================  ==============================================================
 """
-from .generator import HybridCodegen, generate_kernel, kernel_signature
+from .generator import HybridCodegen, generate_kernel, kernel_signature, program_text
 from .names import GeneratedKernel, Value, ascii_identifier
 
-__all__ = ["GeneratedKernel", "HybridCodegen", "Value", "ascii_identifier", "generate_kernel", "kernel_signature"]
+__all__ = ["GeneratedKernel", "HybridCodegen", "Value", "ascii_identifier", "generate_kernel", "kernel_signature", "program_text"]
