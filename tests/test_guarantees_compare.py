@@ -558,3 +558,25 @@ def test_a_stage_whose_program_repeats_a_checked_one_is_not_run_again(mode, monk
     assert outcome.outcome == "ok" and outcome.stages_checked == len(candidates)
     assert outcome.stages_repeated == len(repeats)
     assert emulated == [s.index for s in candidates if s.index not in repeats]
+
+
+def test_random_token_ids_index_the_embedding_table_in_range():
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def embed(ids: T.Buffer((2, 5), "int32"), table: T.Buffer((50, 4), "float32"),
+              clamped: T.Buffer((2, 5), "int32"), out: T.Buffer((2, 5, 4), "float32"),
+              out2: T.Buffer((2, 5, 4), "float32")):
+        for i, j, k in T.grid(2, 5, 4):
+            out[i, j, k] = table[T.Cast("int64", ids[i, j]), k]
+            out2[i, j, k] = table[T.max(T.min(clamped[i, j], 49), 0), k]
+
+    hm = thn.build(embed)
+    by_name = {p.name: p for p in hm.params}
+    assert by_name["ids"].index_extent == 50 and by_name["clamped"].index_extent is None
+    for seed in range(4):
+        ids, table, clamped, out, out2 = hm.random_inputs(seed=seed)
+        assert ids.dtype == np.int32 and 0 <= ids.min() and ids.max() < 50
+        assert clamped.min() < 0 or clamped.max() > 49  # plain random integers where no index is read
+        assert hm.compare(ids, table, clamped, out, out2, mode="fast").ok  # native runs: nothing traps
+        np.testing.assert_array_equal(hm.run_native(ids, table, clamped, out, out2)[0], table[ids])

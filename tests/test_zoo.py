@@ -17,17 +17,23 @@ def test_zoo_covers_the_operators_it_promises(kernels):
     names = " ".join(k.name for k in kernels)
     for op in ("matmul", "softmax", "log_softmax", "layer_norm", "group_norm", "rms_norm", "conv2d",
                "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "argmax", "topk", "sort", "cumsum",
-               "gelu", "silu", "triu", "concatenate", "cast"):
+               "gelu", "silu", "triu", "concatenate", "cast", "take", "repeat", "argmin", "variance", "prod",
+               "erf", "floor_divide", "conv1d", "right_shift", "cumprod", "argsort", "strided_slice", "tile", "flip"):
         assert op in names, op
-    assert len(kernels) >= 40
+    assert len(kernels) >= 100
     assert any(k.cuda is not None and k.llvm is None for k in kernels)  # GPU-only sort/scan kernels
 
 
 @pytest.mark.parametrize("flavour", zoo.FLAVOURS)
 def test_every_zoo_kernel_is_exact_at_every_stage(kernels, flavour):
     report = zoo.run_zoo([flavour], mode="fast", kernels=kernels)
-    problems = [o for o in report.problems() if not (o.outcome == "refused" and zoo.refusal_allowed(o))]
+    problems = [o for o in report.problems()
+                if not (o.outcome == "refused" and zoo.refusal_allowed(o)) and not zoo.tvm_finding(o)]
     assert not problems, "\n".join(f"{o.kernel}: {o.outcome} at {o.stage}: {o.reason}" for o in problems)
+    for flavour_, prefix, message in zoo.TVM_FINDINGS:  # TVM's races that change the result are found
+        if flavour_ == flavour and "scan.py" in zoo.TVM_FINDINGS[(flavour_, prefix, message)]:
+            assert any(o.kernel.startswith(prefix) and o.outcome == "wrong" and zoo.TVM_FINDING in o.reason
+                       and message in o.reason for o in report.outcomes), prefix
     counts = report.counts(flavour)
     assert counts["ok"] >= len(report.outcomes) // 2
     assert sum(o.stages_checked for o in report.outcomes) > 5 * counts["ok"]
@@ -38,12 +44,12 @@ def test_every_zoo_kernel_is_exact_at_every_stage(kernels, flavour):
 #: with a real race, and clean ones.
 SANITIZED_KERNELS = ("lm_head.fused_matmul1_add1", "lm_head.fused_matmul_silu_multiply", "lm_head.fused_rms_norm_add",
                      "norms.group_norm", "sortscan.argmax", "sortscan.gpu_2d_continuous_cumsum", "norms.layer_norm",
-                     "softmax.softmax")
+                     "softmax.softmax", "shapes.cumsum", "shapes.cumprod")
 
 
 def test_zoo_under_sanitizers_has_no_false_alarms(kernels):
     chosen = [k for k in kernels if k.name in SANITIZED_KERNELS]
-    assert len(chosen) == len(SANITIZED_KERNELS), sorted(k.name for k in kernels)
+    assert {k.name for k in chosen} == set(SANITIZED_KERNELS), sorted(k.name for k in kernels)
     report = zoo.run_zoo(mode="fast", kernels=chosen, check=True)
     alarms = [o for o in report.problems()
               if not zoo.tvm_finding(o) and not (o.outcome == "refused" and zoo.refusal_allowed(o))]

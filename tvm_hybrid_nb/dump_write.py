@@ -568,7 +568,8 @@ def _write_dump(hm: Any, directory: Path, params: list | None, sizes: dict | Non
         "params": ([{"name": p.name, "dtype": p.dtype, "shape": list(p.shape) if p.shape is not None else None,
                      "is_output": p.is_output,
                      **({"strides": list(p.strides) if p.strides is not None else None,
-                         "elem_offset": p.elem_offset} if p.is_buffer and p.is_strided else {})}
+                         "elem_offset": p.elem_offset} if p.is_buffer and p.is_strided else {}),
+                     **({"index_extent": p.index_extent} if p.index_extent is not None else {})}
                     for p in params] if params is not None else None),
         "sizes": symbolic_sizes(params, sizes) if params is not None else {},
         "stages": stages_meta,

@@ -79,6 +79,9 @@ class ParamSpec:
         A buffer declared with an ``elem_offset`` (a constant or an expression over sizes and scalar
         parameters): its element 0 lies that many elements into its storage.  Such a buffer is a strided view (``as_strided``) of storage that holds
         ``elem_offset`` plus the strides' span; the kernel receives that view.
+    index_extent : int or None
+        An integer input whose elements index a dimension of this extent as they are (an
+        embedding's token ids): random inputs for it lie in [0, index_extent).
     """
 
     name: str
@@ -87,6 +90,7 @@ class ParamSpec:
     is_output: bool = False
     strides: tuple[Dim, ...] | None = None
     elem_offset: Dim = 0
+    index_extent: int | None = None
 
     @property
     def is_strided(self) -> bool:
@@ -409,7 +413,8 @@ def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str
 
     Floats are uniform in [-1, 1) (bfloat16 and float8 too, through ml_dtypes); 8-bit and smaller
     integers cover their whole range (wrap-around shows); wider integers stay within [-100, 100]
-    (or [0, 100] unsigned); bools are fair coins.  Scalar parameters take their value from
+    (or [0, 100] unsigned); bools are fair coins; integer arrays whose elements index another
+    buffer (``index_extent``) lie in [0, extent).  Scalar parameters take their value from
     ``scalars``.
 
     Raises
@@ -449,10 +454,24 @@ def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str
     total = sum(_nbytes(shape, numpy_dtype(spec.dtype)) for spec, shape in zip(params, shapes) if shape is not None)
     check_allocation(total, f"the arguments ({', '.join(p.name for p in params)})")
     try:
-        return seeded_values([(p.name, p.dtype, shape, p.is_output) for p, shape in zip(params, shapes)], seed, {},
-                             scalars)
+        values = seeded_values([(p.name, p.dtype, shape, p.is_output) for p, shape in zip(params, shapes)], seed,
+                               {}, scalars)
     except ValueError as exc:  # a dtype random values cannot be made for
         raise ArgumentTypeError(str(exc)) from None
+    return in_range_indices(params, values, seed)
+
+
+def in_range_indices(params: Sequence[ParamSpec], values: list, seed: int = 0) -> list:
+    """``values`` with the arrays of parameters that have an ``index_extent`` (token ids, gather
+    indices) drawn again, seeded, in [0, index_extent): random integers there would only make the
+    kernel read outside its buffers."""
+    values = list(values)
+    for k, (spec, value) in enumerate(zip(params, values)):
+        if spec.index_extent is not None and not spec.is_output and isinstance(value, np.ndarray):
+            rng = np.random.default_rng([seed, k])
+            high = min(int(spec.index_extent), int(np.iinfo(value.dtype).max) + 1)
+            values[k] = rng.integers(0, max(high, 1), value.shape).astype(value.dtype)
+    return values
 
 
 def seeded_values(specs, seed, sizes, scalars=None):

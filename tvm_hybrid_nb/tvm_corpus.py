@@ -34,14 +34,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .zoo import KernelOutcome
+from .zoo import TVM_FINDING, KernelOutcome, cause_first as _cause_first, explain_wrong
 
 #: Outcomes of a harvested function, in table order.  The first three are not tests of the emulator.
 NOT_TESTED = ("not built here", "no native reference", "duplicate")
 TESTED = ("ok", "refused", "crash", "wrong", "timeout")
-
-#: Marks a wrong answer where the sanitizers show that TVM's pass, not the emulator, is at fault.
-TVM_FINDING = "TVM finding"
 
 #: Size given to every symbolic dimension and integer scalar parameter (``n``, ``m``, ...).
 DEFAULT_SIZE = 4
@@ -311,7 +308,7 @@ def _seeded_inputs(params, seed: int, size: int | None = None, int_range: tuple 
     scalars that no shape uses and no loop bound (``loop_bounds``, names) 0 with ``zero_scalars``."""
     import numpy as np
 
-    from .signature import dim_symbols, seeded_values
+    from .signature import dim_symbols, in_range_indices, seeded_values
 
     sizes, scalars = _sizes_and_scalars(params)
     integer = {k for k, v in scalars.items() if isinstance(v, int) and not isinstance(v, bool)}
@@ -322,7 +319,7 @@ def _seeded_inputs(params, seed: int, size: int | None = None, int_range: tuple 
         dims = {name for p in params for d in (p.shape or ()) for name in dim_symbols(d)}
         scalars.update(dict.fromkeys(integer - dims - set(loop_bounds), 0))
     specs = [(p.name, p.dtype, list(p.shape) if p.is_buffer else None, p.is_output) for p in params]
-    values = seeded_values(specs, seed, sizes, scalars=scalars)
+    values = in_range_indices(params, seeded_values(specs, seed, sizes, scalars=scalars), seed)
     if int_range is not None:
         rng = np.random.default_rng(seed)
         for k, (p, v) in enumerate(zip(params, values)):
@@ -428,52 +425,18 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
     return outcome
 
 
-def _cause_first(message: str) -> str:
-    """An emulation error's message with what went wrong first and where after it:
-    ``IndexError: out-of-bounds read of A[8] (shape (8,)) at line 12: A[i + 1]`` (the hybrid line can
-    be long, and reasons are shown cut)."""
-    import re
-
-    found = re.search(r"failed(?: at line (\d+): (.*?))?: ([A-Z]\w*(?:Error|Exception)): (.*?)"
-                      r"(?:; the native kernel would .*)?$", message, re.S)
-    if not found:
-        return message
-    line, code, kind, what = found.groups()
-    return " ".join((f"{kind}: {what}" + (f" at line {line}: {code}" if line else "")).split())
-
-
 def _trap_reason(message: str) -> str:
     """The reason of inputs refused because the emulation of stage 0 traps on them."""
     return f"native run refused, the inputs trap: {_cause_first(message)}"[:400]
 
 
 def _explain_wrong(hm, inputs, outcome: KernelOutcome, mode: str) -> None:
-    """What the sanitizers say about a wrong answer.  When they flag the function as written (stage 0:
-    it reads memory it never wrote, or out of bounds), the native result is no reference; when they
-    flag only the stage that differs, a pass of TVM made the kernel read what it never wrote — the
-    emulator is right, and the reason says so (a TVM finding)."""
-    import numpy as np
-
-    from .errors import EmulationError
-
-    def sanitized(stage) -> str | None:
-        args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
-        try:
-            hm.emulate(*args, stage=stage, mode=mode, check=True)
-        except EmulationError as exc:
-            return _cause_first(str(exc))[:400]
-        except Exception:  # noqa: BLE001 - the sanitizers could not run; keep the wrong answer as it is
-            return None
-        return None
-
-    first = sanitized(0)
+    """What the sanitizers say about a wrong answer (:func:`tvm_hybrid_nb.zoo.explain_wrong`); when
+    they flag the function as written, the native result is no reference."""
+    first = explain_wrong(hm, inputs, outcome, mode)
     if first is not None:
         outcome.outcome, outcome.stage = "no native reference", ""
         outcome.reason = f"the function as written is flagged by the sanitizers: {first}"
-        return
-    at_stage = sanitized(outcome.stage)
-    if at_stage is not None:
-        outcome.reason += f"; {TVM_FINDING} (stage 0 is clean, check=True here: {at_stage})"
 
 
 #: Why a function has no native reference, by category: (category, pattern on the reason), first match wins.

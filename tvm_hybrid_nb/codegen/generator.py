@@ -204,6 +204,7 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
             layouts[_key(p)] = layout
             prologue.append(statement)
         specs = []
+        index_extents = _index_extents(self.func)
         for p, shape in zip(self.func.params, params):
             name = self.namer.lookup(p)
             if shape is None:
@@ -213,8 +214,9 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
                 # A buffer of vectors (float32x4) is an array with a last axis of lanes, as allocations are.
                 shape = list(shape) + [_lanes(str(p.dtype))]
             layout = layouts.get(_key(p))
-            specs.append(ParamSpec(name, str(p.dtype), tuple(shape)) if layout is None
-                         else ParamSpec(name, str(p.dtype), tuple(shape), strides=layout[0], elem_offset=layout[1]))
+            strides, offset = layout if layout is not None else (None, 0)
+            specs.append(ParamSpec(name, str(p.dtype), tuple(shape), strides=strides, elem_offset=offset,
+                                   index_extent=index_extents.get(_key(p))))
         return args, prologue, specs
 
     def _constant_layout(self, p) -> tuple[tuple[int, ...] | None, int] | None:
@@ -368,6 +370,33 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
         keywords = [ast.keyword(k, v) for k, v in (kw or {}).items()]
         return ast.Call(self._use(helper), list(args), keywords)
 
+
+
+def _index_extents(func) -> dict[int, int]:
+    """Integer input buffers whose elements index a dimension of another buffer as they are (an
+    embedding's token ids, a gather's indices), by key: the smallest constant extent they index.
+    Random inputs for them lie in [0, extent): values outside would make the kernel read outside
+    its buffers, so an emulation (or a native run) on them would test nothing."""
+    params = {_key(p) for p in func.params if tirx.is_buffer_var(p) and _is_int(str(p.dtype))
+              and _lanes(str(p.dtype)) == 1}
+    extents: dict[int, int] = {}
+
+    def visit(node):
+        if _type_key(node) not in ("ir.TensorLoad", "tirx.BufferStore"):
+            return
+        shape = getattr(node.source, "shape", None) if _type_key(node) == "ir.TensorLoad" else node.buffer.shape
+        if shape is None or len(shape) != len(node.indices):
+            return
+        for index, extent in zip(node.indices, shape):
+            while _type_key(index) == "prim.Cast":
+                index = index.value
+            if (_type_key(index) == "ir.TensorLoad" and _key(index.source) in params
+                    and _type_key(extent) == "ir.IntImm"):
+                key = _key(index.source)
+                extents[key] = min(extents.get(key, int(extent.value)), int(extent.value))
+
+    tvm_ffi.structural_walk(func.body, visit, order="post")
+    return extents
 
 
 def _injective(shape, strides) -> bool:

@@ -221,6 +221,8 @@ def _params_of(index: dict, path: Path) -> list[ParamSpec] | None:
                           tuple(d if isinstance(d, (int, str)) else int(d) for d in p["shape"])
                           if p["shape"] is not None else None, bool(p["is_output"]),
                           strides=tuple(p["strides"]) if p.get("strides") is not None else None,
-                          elem_offset=p.get("elem_offset") or 0) for p in data]
+                          elem_offset=p.get("elem_offset") or 0,
+                          index_extent=int(p["index_extent"]) if p.get("index_extent") is not None else None)
+                for p in data]
     except (KeyError, TypeError, ValueError):
         raise DumpError(f"{path}: corrupt: field 'params' is malformed") from None

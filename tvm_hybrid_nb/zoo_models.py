@@ -1,0 +1,239 @@
+"""The zoo's models: small ``tvm.relax.frontend.nn`` models whose kernels TVM's own pipeline makes.
+
+Each covers operators a real model has: an MLP and an LM head (GEMV), causal attention with a KV
+cache and grouped-query attention, RoPE, token and position embeddings, norms (layer, RMS, group,
+float16), softmax and log-softmax, convolutions (strided, dilated depthwise, 1-D) and pooling,
+reductions over several axes, elementwise math, argmax/argmin, sort/argsort/topk and scans over
+any axis, float16 and int8 (quantise, integer matmul, shifts), slicing and layout ops, and
+symbolic sizes (``n``, ``m``).  Sizes are small: the zoo runs in CI.
+"""
+from __future__ import annotations
+
+
+def models() -> list:
+    """(name, nn.Module, spec) of every zoo model; small sizes, some symbolic."""
+    from tvm import relax
+    from tvm.relax.frontend import nn
+    from tvm.relax.frontend.nn import op, spec
+    from tvm.relax.frontend.nn.core import wrap_nested
+
+    class MLP(nn.Module):
+        def __init__(self):
+            self.fc1 = nn.Linear(16, 32)
+            self.fc2 = nn.Linear(32, 8, bias=False)
+
+        def forward(self, x):
+            return self.fc2(op.gelu(self.fc1(x)) + op.silu(self.fc1(x)))
+
+    class Attention(nn.Module):
+        """One causal self-attention head with a KV cache: past (m) plus new (n) positions."""
+
+        def __init__(self):
+            self.q = nn.Linear(16, 16, bias=False)
+            self.k = nn.Linear(16, 16, bias=False)
+            self.v = nn.Linear(16, 16, bias=False)
+            self.o = nn.Linear(16, 16, bias=False)
+
+        def forward(self, x, past_k, past_v):
+            b, n, _ = x.shape
+            q = op.reshape(self.q(x), (b, n, 2, 8))
+            k = op.concat([past_k, op.reshape(self.k(x), (b, n, 2, 8))], dim=1)
+            v = op.concat([past_v, op.reshape(self.v(x), (b, n, 2, 8))], dim=1)
+            q, k, v = (op.permute_dims(t, [0, 2, 1, 3]) for t in (q, k, v))
+            scores = op.matmul(q, op.permute_dims(k, [0, 1, 3, 2])) * (1.0 / 8 ** 0.5)
+            total = k.shape[2]
+            mask = op.triu(op.full((n, total), -1e4, "float32"), 1)  # future positions masked
+            probs = op.softmax(scores + mask, axis=-1)
+            out = op.permute_dims(op.matmul(probs, v), [0, 2, 1, 3])
+            return self.o(op.reshape(out, (b, n, 16)))
+
+    class RoPE(nn.Module):
+        def forward(self, x, cos, sin):
+            x1, x2 = op.split(x, 2, axis=-1)
+            rotated = op.concat([op.negative(x2), x1], dim=-1)
+            return x * cos + rotated * sin
+
+    class Norms(nn.Module):
+        def __init__(self):
+            self.ln = nn.LayerNorm(16)
+            self.rms = nn.RMSNorm(16, axes=-1)
+            self.gn = nn.GroupNorm(4, 8)
+
+        def forward(self, x, img):
+            return self.rms(self.ln(x)), self.gn(img)
+
+    class Softmaxes(nn.Module):
+        def forward(self, x):
+            return op.softmax(x, axis=-1), wrap_nested(relax.op.nn.log_softmax(x._expr, axis=-1), "log_softmax")
+
+    class ConvNet(nn.Module):
+        def __init__(self):
+            self.conv = nn.Conv2D(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            y = op.relu(self.conv(x))
+            pooled = wrap_nested(relax.op.nn.max_pool2d(y._expr, (2, 2), (2, 2)), "max_pool")
+            avg = wrap_nested(relax.op.nn.avg_pool2d(y._expr, (3, 3), (1, 1), (1, 1)), "avg_pool")
+            ada = wrap_nested(relax.op.nn.adaptive_avg_pool2d(pooled._expr, (1, 1)), "adaptive")
+            return ada, avg
+
+    class SortScan(nn.Module):
+        def forward(self, x):
+            idx = wrap_nested(relax.op.argmax(x._expr, axis=-1), "argmax")
+            values, indices = op.topk(x, k=3, axis=-1)
+            return idx, values, indices, op.sort(x, axis=-1), op.cumsum(x, axis=-1)
+
+    class LowPrecision(nn.Module):
+        def forward(self, a16, b16, a8, b8):
+            c16 = op.matmul(a16, b16)
+            c8 = op.matmul(op.astype(a8, "int32"), op.astype(b8, "int32"))
+            return c16, c8
+
+    class LMHead(nn.Module):
+        """One decoded token through an RMS norm, a gated MLP and the vocabulary projection (GEMV)."""
+
+        def __init__(self):
+            self.norm = nn.RMSNorm(32, axes=-1)
+            self.gate = nn.Linear(32, 48, bias=False)
+            self.up = nn.Linear(32, 48, bias=False)
+            self.down = nn.Linear(48, 32, bias=False)
+            self.head = nn.Linear(32, 64, bias=False)
+
+        def forward(self, x):
+            h = self.norm(x)
+            h = x + self.down(op.silu(self.gate(h)) * self.up(h))
+            return self.head(h)
+
+    R = relax.op
+    f32 = "float32"
+
+    class Embed(nn.Module):
+        """Token and position embeddings (``take`` of int32 ids: random inputs in range)."""
+
+        def __init__(self):
+            self.emb = nn.Embedding(50, 24)
+            self.pos = nn.Embedding(16, 24)
+
+        def forward(self, ids, pos):
+            return self.emb(ids) + self.pos(pos)
+
+    class GQA(nn.Module):
+        """Grouped-query attention: 4 query heads share 2 key/value heads (``repeat``), symbolic batch."""
+
+        def __init__(self):
+            self.q = nn.Linear(32, 32, bias=True)
+            self.k = nn.Linear(32, 16, bias=False)
+            self.v = nn.Linear(32, 16, bias=False)
+
+        def forward(self, x):
+            b, n, _ = x.shape
+            q = op.permute_dims(op.reshape(self.q(x), (b, n, 4, 8)), [0, 2, 1, 3])
+            k = op.repeat(op.permute_dims(op.reshape(self.k(x), (b, n, 2, 8)), [0, 2, 1, 3]), 2, axis=1)
+            v = op.repeat(op.permute_dims(op.reshape(self.v(x), (b, n, 2, 8)), [0, 2, 1, 3]), 2, axis=1)
+            probs = op.softmax(op.matmul(q, op.permute_dims(k, [0, 1, 3, 2])) * 0.35, axis=-1)
+            return op.reshape(op.permute_dims(op.matmul(probs, v), [0, 2, 1, 3]), (b, n, 32))
+
+    class Reductions(nn.Module):
+        def forward(self, x):
+            e = x._expr
+            return (wrap_nested(R.sum(e, axis=[0, 2], keepdims=True), "sum"), wrap_nested(R.mean(e, axis=1), "mean"),
+                    wrap_nested(R.max(e, axis=0), "max"), wrap_nested(R.min(e, axis=[1, 2]), "min"),
+                    wrap_nested(R.prod(e, axis=2), "prod"), wrap_nested(R.variance(e, axis=[2]), "variance"),
+                    wrap_nested(R.argmin(e, axis=1), "argmin"), wrap_nested(R.std(e, axis=-1), "std"))
+
+    class Elementwise(nn.Module):
+        def forward(self, x, y):
+            e, f = x._expr, y._expr
+            one = relax.const(1.0, f32)
+            a = wrap_nested(R.add(R.add(R.tanh(e), R.multiply(R.sigmoid(f), R.erf(e))),
+                                  R.subtract(R.sqrt(R.abs(e)), R.rsqrt(R.add(R.abs(f), one)))), "math")
+            c = wrap_nested(R.multiply(R.clip(R.power(R.abs(e), relax.const(1.5, f32)), 0.1, 2.0),
+                                       R.where(R.greater(e, f), R.exp(f), R.log(R.add(R.abs(e), one)))), "select")
+            g = wrap_nested(R.floor_divide(R.floor(R.multiply(e, relax.const(7.0, f32))), relax.const(3.0, f32)),
+                            "floor_divide")
+            return a, c, g, wrap_nested(R.round(R.multiply(e, relax.const(3.3, f32))), "round")
+
+    class Convs(nn.Module):
+        """Strided conv2d, a dilated depthwise conv2d, ceil-mode max pool, average pool without the
+        padding, conv1d."""
+
+        def __init__(self):
+            self.c1 = nn.Conv2D(4, 8, 3, stride=2, padding=1)
+            self.dw = nn.Conv2D(8, 8, 3, padding=2, dilation=2, groups=8, bias=False)
+            self.c1d = nn.Conv1D(4, 6, 3, padding=1)
+
+        def forward(self, x, s):
+            y = op.silu(self.dw(self.c1(x)))
+            mp = wrap_nested(R.nn.max_pool2d(y._expr, (3, 3), (2, 2), (1, 1), ceil_mode=True), "max_pool_ceil")
+            ap = wrap_nested(R.nn.avg_pool2d(y._expr, (2, 2), (2, 2), count_include_pad=False), "avg_pool_nopad")
+            return mp, ap, self.c1d(s)
+
+    class IntQuant(nn.Module):
+        """Quantise to int8 (divide, round, clip, cast), an int32 matmul, dequantise, a shift."""
+
+        def forward(self, x, w8, scale):
+            q = wrap_nested(R.astype(R.clip(R.round(R.divide(x._expr, scale._expr)), -128, 127), "int8"), "quantize")
+            acc = op.matmul(op.astype(q, "int32"), op.astype(w8, "int32"))
+            return op.astype(acc, f32) * 0.01, wrap_nested(R.right_shift(acc._expr, relax.const(3, "int32")), "shift")
+
+    class HalfNorm(nn.Module):
+        def __init__(self):
+            self.ln = nn.LayerNorm(20, dtype="float16")
+
+        def forward(self, x):
+            return op.softmax(self.ln(x), axis=1)
+
+    class Shapes(nn.Module):
+        """Strided slice, tile, flip, split and concat, and scans over a leading axis (cumsum, cumprod)."""
+
+        def forward(self, x):
+            e = x._expr
+            parts = op.split(x, [1, 3], axis=1)
+            return (wrap_nested(R.strided_slice(e, axes=[1, 2], begin=[1, 0], end=[5, 6], strides=[2, 3]), "slice"),
+                    wrap_nested(R.tile(e, (1, 2, 1)), "tile"), wrap_nested(R.flip(e, axis=2), "flip"),
+                    op.concat([parts[2], parts[0]], dim=1), wrap_nested(R.cumsum(e, axis=0), "cumsum0"),
+                    wrap_nested(R.cumprod(e, axis=1), "cumprod1"))
+
+    class SortMore(nn.Module):
+        def forward(self, x):
+            values, indices = op.topk(x, k=4, axis=0, largest=False)
+            return (values, indices, wrap_nested(R.sort(x._expr, axis=0, descending=True), "sort_desc"),
+                    wrap_nested(R.argsort(x._expr, axis=-1, descending=True), "argsort_desc"))
+
+    class BatchMatmul(nn.Module):
+        def __init__(self):
+            self.fc = nn.Linear(12, 20, bias=True)
+
+        def forward(self, a, b, x):
+            return op.matmul(a, b), self.fc(x)
+
+    return [
+        ("lm_head", LMHead(), {"x": spec.Tensor((1, 1, 32), f32)}),
+        ("mlp", MLP(), {"x": spec.Tensor((2, 16), f32)}),
+        ("mlp_sym", MLP(), {"x": spec.Tensor(("n", 16), f32)}),
+        ("attention", Attention(), {"x": spec.Tensor((1, 4, 16), f32), "past_k": spec.Tensor((1, 3, 2, 8), f32),
+                                    "past_v": spec.Tensor((1, 3, 2, 8), f32)}),
+        ("attention_sym", Attention(), {"x": spec.Tensor((1, "n", 16), f32),
+                                        "past_k": spec.Tensor((1, "m", 2, 8), f32),
+                                        "past_v": spec.Tensor((1, "m", 2, 8), f32)}),
+        ("rope", RoPE(), {"x": spec.Tensor((1, "n", 8), f32), "cos": spec.Tensor(("n", 8), f32),
+                          "sin": spec.Tensor(("n", 8), f32)}),
+        ("norms", Norms(), {"x": spec.Tensor((3, 16), f32), "img": spec.Tensor((1, 8, 4, 4), f32)}),
+        ("softmax", Softmaxes(), {"x": spec.Tensor((4, 24), f32)}),
+        ("convnet", ConvNet(), {"x": spec.Tensor((1, 3, 8, 8), f32)}),
+        ("sortscan", SortScan(), {"x": spec.Tensor((3, 10), f32)}),
+        ("lowprec", LowPrecision(), {"a16": spec.Tensor((4, 16), "float16"), "b16": spec.Tensor((16, 8), "float16"),
+                                     "a8": spec.Tensor((4, 16), "int8"), "b8": spec.Tensor((16, 8), "int8")}),
+        ("embed", Embed(), {"ids": spec.Tensor((2, 5), "int32"), "pos": spec.Tensor((2, 5), "int32")}),
+        ("gqa", GQA(), {"x": spec.Tensor(("n", 6, 32), f32)}),
+        ("reductions", Reductions(), {"x": spec.Tensor((3, 5, 7), f32)}),
+        ("elementwise", Elementwise(), {"x": spec.Tensor((4, 9), f32), "y": spec.Tensor((4, 9), f32)}),
+        ("convs", Convs(), {"x": spec.Tensor((1, 4, 9, 9), f32), "s": spec.Tensor((2, 4, 10), f32)}),
+        ("intquant", IntQuant(), {"x": spec.Tensor((3, 16), f32), "w8": spec.Tensor((16, 5), "int8"),
+                                  "scale": spec.Tensor((1,), f32)}),
+        ("halfnorm", HalfNorm(), {"x": spec.Tensor((2, 7, 20), "float16")}),
+        ("shapes", Shapes(), {"x": spec.Tensor((2, 6, 7), f32)}),
+        ("sortmore", SortMore(), {"x": spec.Tensor((6, 9), f32)}),
+        ("batch_matmul", BatchMatmul(), {"a": spec.Tensor((3, "n", 12), f32), "b": spec.Tensor((3, 12, 7), f32),
+                                         "x": spec.Tensor(("m", 12), f32)}),
+    ]
