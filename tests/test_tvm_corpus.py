@@ -154,9 +154,16 @@ TRAPS = textwrap.dedent('''
 
     @T.prim_func
     def gather(A: T.Buffer((16,), "float32"), IA: T.Buffer((8,), "int32"), B: T.Buffer((8,), "float32")):
-        # Seeded int32 indices lie in [-100, 100]: out of bounds; in [0, 4) the gather is tested.
+        # IA indexes A as it is: its seeded values lie in [0, 16) (ParamSpec.index_extent).
         for i in range(8):
             B[i] = A[IA[i]]
+
+
+    @T.prim_func
+    def gather_next(A: T.Buffer((16,), "float32"), IA: T.Buffer((8,), "int32"), B: T.Buffer((8,), "float32")):
+        # Seeded int32 values lie in [-100, 100]: out of bounds; in [0, 4) the gather is tested.
+        for i in range(8):
+            B[i] = A[IA[i] + 1]
 
 
     @T.prim_func
@@ -197,9 +204,10 @@ def test_zoo_tvm_tests_retries_trapping_inputs_and_says_why_there_is_no_referenc
     assert status == 0, out
     lines = {re.search(r"test_traps\.py:\w+", line).group(0): line for line in out.splitlines()
              if "test_traps.py:" in line}
-    # gather, fixed_rows and shifted are compared with their native build on the first other inputs that fit.
-    assert lines["test_traps.py:gather"].startswith("ok "), out
-    assert "on other inputs (integer arrays in [0, 4)): the seeded ones trap" in lines["test_traps.py:gather"], out
+    # gather_next, fixed_rows and shifted are compared with their native build on the first other inputs that fit.
+    assert lines["test_traps.py:gather"].startswith("ok ") and "other inputs" not in lines["test_traps.py:gather"], out
+    assert lines["test_traps.py:gather_next"].startswith("ok "), out
+    assert "on other inputs (integer arrays in [0, 4)): the seeded ones trap" in lines["test_traps.py:gather_next"], out
     assert lines["test_traps.py:fixed_rows"].startswith("ok "), out
     assert "on other inputs (sizes 1, integer arrays in [0, 2))" in lines["test_traps.py:fixed_rows"], out
     # overrun really reads outside A: the trap, first, names the access.
@@ -212,4 +220,4 @@ def test_zoo_tvm_tests_retries_trapping_inputs_and_says_why_there_is_no_referenc
     assert re.search(r"no native reference \(2\), by category:\n\s+2  inputs trap: out of bounds", out), out
     assert lines["test_traps.py:counted"].startswith("no native reference "), out
     assert "out-of-bounds write of A[1]" in lines["test_traps.py:counted"], out
-    assert "| . | 5 | 0 | 2 | 0 | 3 | 3 | 0 | 0 | 0 | 0 |" in out, out
+    assert "| . | 6 | 0 | 2 | 0 | 4 | 4 | 0 | 0 | 0 | 0 |" in out, out
