@@ -87,6 +87,15 @@ VERIFICATION_LAYERS: list[tuple[str, set[str]]] = [
     ("the package facade", {"__init__"}),
 ]
 
+#: The TVM-test corpus's modules, lowest first (the package has the layer "tvm_corpus" of LAYERS).
+CORPUS_LAYERS: list[tuple[str, set[str]]] = [
+    ("harvesting @T.prim_func definitions (ast) and rebuilding them", {"harvest"}),
+    ("checking one function: native reference, stages", {"check"}),
+    ("worker processes and the parent", {"run"}),
+    ("the command's output; the worker's entry", {"cli", "__main__"}),
+    ("the package facade", {"__init__"}),
+]
+
 #: Subpackages whose modules are ordered too: package -> its layers, lowest first.  Each module
 #: imports only modules of a lower entry of its package's list, so they form no cycle.
 PACKAGE_LAYERS: dict[str, list[tuple[str, set[str]]]] = {
@@ -94,6 +103,7 @@ PACKAGE_LAYERS: dict[str, list[tuple[str, set[str]]]] = {
     "fuzz": FUZZ_LAYERS,
     "dump": DUMP_LAYERS,
     "verification": VERIFICATION_LAYERS,
+    "tvm_corpus": CORPUS_LAYERS,
 }
 
 #: The upward imports allowed, each only as a function-level import inside the one function named:
