@@ -570,7 +570,7 @@ def test_progress_reports_inside_the_outermost_loop():
 def test_a_long_serial_nest_reports_progress_from_its_inner_loops(monkeypatch):
     # MetaSchedule's conv3d: one iteration of the outer tile loops takes a minute; the loops inside
     # must move the progress too, or slow cannot be told from hung.
-    from tvm_hybrid_nb import module as hmodule
+    from tvm_hybrid_nb import stage as hstage  # where a stage's kernels read the interval
 
     @T.prim_func
     def f(A: T.Buffer((8, 8), "float32"), B: T.Buffer((1,), "float32")):
@@ -585,7 +585,7 @@ def test_a_long_serial_nest_reports_progress_from_its_inner_loops(monkeypatch):
     a = _rand(8, 8)
     want = hm.run_native(a, np.zeros(1, "float32"))
     for mode in ("exact", "fast"):
-        monkeypatch.setattr(hmodule, "PROGRESS_INTERVAL", 0.0)
+        monkeypatch.setattr(hstage, "PROGRESS_INTERVAL", 0.0)
         seen = []
         out = hm.emulate(a, np.zeros(1, "float32"), mode=mode, progress=seen.append)
         np.testing.assert_array_equal(out, want)
@@ -593,7 +593,7 @@ def test_a_long_serial_nest_reports_progress_from_its_inner_loops(monkeypatch):
         # Within the first iteration of a and b (a quarter of the run), every iteration of c and d.
         assert len({x for x in seen if x <= 0.25}) >= 4 * 8, seen
         # Rate-limited (the loops below the first inner one): fewer calls, still ending at 1.
-        monkeypatch.setattr(hmodule, "PROGRESS_INTERVAL", 3600.0)
+        monkeypatch.setattr(hstage, "PROGRESS_INTERVAL", 3600.0)
         limited = []
         hm.emulate(a, np.zeros(1, "float32"), mode=mode, progress=limited.append)
         assert len(limited) < len(seen) and limited[-1] == pytest.approx(1.0)

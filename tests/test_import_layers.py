@@ -33,9 +33,13 @@ UI_MODULES = {"ui", "magic"}
 LAYERS: list[tuple[str, set[str]]] = [
     ("data and errors", {"_version", "_compat", "errors", "signature", "compare", "files"}),
     ("emulation runtime (numpy only)", {"runtime", "loader"}),
-    ("hybrid codegen and pipeline capture (TVM)", {"codegen", "capture", "examples", "dlpack"}),
+    # native (a native run's tensors), specialize (as_op's sizes), tir_info (outputs, return value
+    # and names read off the TIR): HybridModule's helpers that need TVM but nothing of the module
+    ("hybrid codegen and pipeline capture (TVM)", {"codegen", "capture", "examples", "dlpack", "native",
+                                                   "specialize", "tir_info"}),
+    # stage (a captured stage) < module (HybridModule owns its stages);
     # dump_write (save) < module (HybridModule.save calls it) < dump (load/resume build DumpedModule)
-    ("module and dumps (persistence)", {"dump_write", "module", "bisect", "dump"}),
+    ("module and dumps (persistence)", {"stage", "dump_write", "module", "bisect", "dump"}),
     ("presentation (pygments, difflib: strings in, HTML out)", {"presentation", "html_report", "verify_report"}),
     ("tools over modules (thn.verify, fuzzing, model zoo)", {"verification", "fuzz", "zoo", "zoo_models", "tvm_corpus"}),
     ("UI (ipywidgets)", {"ui"}),

@@ -1,0 +1,303 @@
+"""A captured stage: the module after one pass, and the kernels it runs.
+
+:class:`Stage` owns one stage's views (TVMScript, whether the pass changed the IR, its PrimFuncs),
+its hybrid code generation (exact and fast scripts, the emulation plan, why it cannot be emulated)
+and loading its kernels with progress hooks (one callback per calling thread, rate-limited in deep
+loops: :data:`PROGRESS_INTERVAL`).  :func:`_run_kernel` runs a loaded kernel and turns its failures
+into the package's errors.  A stage reads its :class:`~tvm_hybrid_nb.module.HybridModule` (the
+owner) duck-typed, so this module sits below :mod:`tvm_hybrid_nb.module` and imports nothing of it.
+"""
+from __future__ import annotations
+
+import linecache
+import threading
+import time
+import weakref
+from typing import Callable
+
+import numpy as np
+import tvm
+import tvm_ffi
+
+from . import capture as _capture
+from .codegen import generate_kernel
+from .errors import (EmulationError, HybridError, InsufficientMemoryError, StageNotEmulatableError,
+                     UnsupportedConstructError)
+from .loader import hybrid_line, load_kernel
+
+EMULATION_MODES = ("exact", "fast")
+#: The name under which a script calls its progress hook (a dunder: user names never are one).
+_PROGRESS_HOOK = "__progress__"
+#: Seconds between two progress reports of loops nested more than two deep (the outermost loop and
+#: the first inside it report every iteration).
+PROGRESS_INTERVAL = 0.05
+
+
+class Stage:
+    """The module after one pass (``index`` 0 is the input).  Text is rendered on first use.
+
+    Attributes
+    ----------
+    index : int
+    name : str
+        Pass name, e.g. ``"tirx.FlattenBuffer"``; ``"input"`` for stage 0.
+    seconds : float
+        Time the pass took.
+    mod : tvm.IRModule
+        Snapshot of the module after the pass.
+    """
+
+    def __init__(self, owner, index: int, name: str, mod, seconds: float):
+        self._owner = owner  # the HybridModule, read duck-typed: this module sits below tvm_hybrid_nb.module
+        self.index = index
+        self.name = name
+        self.mod = mod
+        self.seconds = seconds
+        self._changed: bool | None = None
+        self._script: str | None = None
+        self._generated = None
+        self._reason: str | None = None
+        self._kernels: dict[str, Callable] = {}
+        self._fast = None
+        # Threads may emulate one stage at once: code generation runs once, under this lock.
+        self._lock = threading.RLock()
+
+    @property
+    def short_name(self) -> str:
+        """The pass name without its namespace (``FlattenBuffer``)."""
+        return self.name.rsplit(".", 1)[-1]
+
+    @property
+    def number(self) -> int:
+        """Position in the whole pipeline: ``index`` plus the module's ``first_index`` (resumed modules)."""
+        return self.index + self._owner.first_index
+
+    @property
+    def label(self) -> str:
+        return f"{self.number} {self.short_name}"
+
+    @property
+    def changed(self) -> bool:
+        """Whether the printed IR (TVMScript) differs from the previous stage's, which is what a diff
+        shows; stage 0 counts as changed.  A pass that rebuilds nodes the printer shows the same
+        (``tirx.FP8StorageLegalize`` does) counts as unchanged: see :attr:`structurally_changed`."""
+        if self._changed is None:
+            if self.index == 0:
+                self._changed = True
+            else:
+                prev = self._owner.stages[self.index - 1]
+                self._changed = self.structurally_changed and prev.script != self.script
+        return self._changed
+
+    @property
+    def structurally_changed(self) -> bool:
+        """Whether the module differs structurally (``tvm_ffi.structural_equal``) from the previous stage."""
+        if self.index == 0:
+            return True
+        return not tvm_ffi.structural_equal(self._owner.stages[self.index - 1].mod, self.mod)
+
+    @property
+    def script(self) -> str:
+        """TVMScript of the module at this stage."""
+        if self._script is None:
+            self._script = self.mod.script()
+        return self._script
+
+    @property
+    def function(self):
+        """The kernel's PrimFunc at this stage, or None when the stage no longer has it."""
+        for gv, func in self.mod.functions.items():
+            if gv.name_hint == self._owner.func_name:
+                return func
+        return None
+
+    @property
+    def module_functions(self) -> dict:
+        """The stage's other PrimFuncs by name (device kernels that the entry function launches)."""
+        return {gv.name_hint: f for gv, f in self.mod.functions.items()
+                if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint != self._owner.func_name}
+
+    def _generate(self):
+        with self._lock:
+            return self._generate_locked()
+
+    def _generate_locked(self):
+        if self._generated is None and self._reason is None:
+            packed = self._owner.packed_api_index
+            if packed is not None and self.index >= packed:
+                self._reason = (f"after {_capture.PACKED_API_PASS} the function is a packed-API wrapper "
+                                f"around the kernel, not the kernel")
+            elif self.function is None:
+                self._reason = f"the module has no function {self._owner.func_name!r} at this stage"
+            else:
+                try:
+                    generated = generate_kernel(self.function, self._owner.name, stage=self.label,
+                                                module_functions=self.module_functions)
+                    compile(generated.source, f"<hybrid:{self.label}>", "exec")  # emulatable means it loads
+                    self._generated = generated
+                except UnsupportedConstructError as exc:
+                    self._reason = str(exc)
+                except Exception as exc:  # a generator bug must not take the session down
+                    self._reason = f"hybrid code generation failed at stage {self.label}: {type(exc).__name__}: {exc}"
+        return self._generated
+
+    @property
+    def emulatable(self) -> bool:
+        return self._generate() is not None
+
+    @property
+    def reason(self) -> str | None:
+        """Why this stage cannot be emulated (None when it can)."""
+        self._generate()
+        return self._reason
+
+    @property
+    def source(self) -> str | None:
+        """Hybrid Python source of the kernel at this stage, or None when not emulatable."""
+        gen = self._generate()
+        return gen.source if gen is not None else None
+
+    def fast_source(self) -> str:
+        """The fast-mode script: provably independent loops run as numpy array operations."""
+        if not self.emulatable:
+            raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
+        with self._lock:
+            if self._fast is None:
+                self._fast = generate_kernel(self.function, self._owner.name, stage=self.label, mode="fast",
+                                             module_functions=self.module_functions)
+        return self._fast.source
+
+    def plan(self, mode: str = "fast", check: bool = False):
+        """How each loop of this stage's kernel runs in the ``mode`` script, and why.
+
+        Returns
+        -------
+        tvm_hybrid_nb.codegen.plan.EmulationPlan
+            ``.summary()`` (one line), ``.text()`` (one line a loop), ``.as_dict()`` (JSON-ready) and
+            ``.decisions`` (each loop's ``strategy`` and ``reason``).
+        """
+        if mode not in EMULATION_MODES:
+            raise ValueError(f"mode must be one of {EMULATION_MODES}, got {mode!r}")
+        if not self.emulatable:
+            raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
+        if mode == "fast" and not check:
+            self.fast_source()
+            return self._fast.plan
+        if mode == "exact" and not check:
+            return self._generated.plan
+        return generate_kernel(self.function, self._owner.name, stage=self.label, mode=mode, check=check,
+                               module_functions=self.module_functions).plan
+
+    def kernel(self, mode: str = "exact", check: bool = False) -> Callable:
+        """The executed function of this stage: its hybrid source (``mode`` "exact" or "fast") with
+        progress hooks in the outermost loops.  Call it as ``kernel(*arrays, progress=callback)``.
+        """
+        if not self.emulatable:
+            raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
+        key = (mode, check)
+        with self._lock:
+            if key not in self._kernels:
+                self._kernels[key] = self._load_kernel(mode, check)
+        return self._kernels[key]
+
+    def _load_kernel(self, mode: str, check: bool) -> Callable:
+        synced = any(st.name == "s_tir.ThreadSync" for st in self._owner.stages[:self.index + 1])
+        gen = generate_kernel(self.function, self._owner.name, stage=self.label, mode=mode, progress=True,
+                              module_functions=self.module_functions, check=check, synced=synced)
+        # One callback per calling thread, so that threads emulating this stage at once each get
+        # their own reports.  Chunks of a parallel loop run on other threads (no callback there)
+        # and progress alike; the caller's chunk reports.
+        callbacks: dict[int, Callable] = {}
+        last: dict[int, float] = {}  # per thread: reports never go backwards
+        sent: dict[int, float] = {}  # per thread: when the callback last ran (rate limit of deep loops)
+        held: dict[int, float] = {}  # per thread: a fraction the rate limit held back
+        total = max(gen.progress_loops, 1)
+
+        def report(loop_no, *pairs):
+            # pairs: (done, extent) of each reporting loop, outermost first; an iteration of the
+            # innermost starts (it counts as done), or, after a trailing (0, 0), the iterations done.
+            me = threading.get_ident()
+            callback = callbacks.get(me)
+            if callback is None or not pairs[1]:
+                return
+            n = len(pairs)
+            part = 1.0
+            if not pairs[-1]:
+                n, part = n - 2, 0.0
+            for i in range(n - 2, -1, -2):
+                part = (int(pairs[i]) + part) / int(pairs[i + 1])
+            fraction = max(last.get(me, 0.0), min(1.0, (loop_no + part) / total))
+            last[me] = fraction
+            if n > 4:  # the loops inside the first inner one report at most every PROGRESS_INTERVAL s
+                now = time.monotonic()
+                if now - sent.get(me, 0.0) < PROGRESS_INTERVAL:
+                    held[me] = fraction
+                    return
+                sent[me] = now
+            held.pop(me, None)
+            try:
+                callback(fraction)
+            except Exception as exc:  # the user's error, not the kernel's: see _run_kernel
+                raise _ProgressCallbackError(exc) from None
+
+        fn = load_kernel(gen.source, self._owner.name, label=f"{self.label} {mode}",
+                         namespace={_PROGRESS_HOOK: report})
+        # Its lines stay in linecache (for tracebacks) as long as the kernel lives, not for good.
+        weakref.finalize(fn, linecache.cache.pop, fn.__code__.co_filename, None)
+
+        def run(*arrays, progress=None):
+            me = threading.get_ident()
+            outer = callbacks.get(me)
+            last.pop(me, None)
+            held.pop(me, None)
+            if progress is None:
+                callbacks.pop(me, None)
+            else:
+                callbacks[me] = progress
+            try:
+                result = fn(*arrays)
+                if progress is not None and me in held:  # the last report the rate limit held back
+                    try:
+                        progress(held.pop(me))
+                    except Exception as exc:
+                        raise _ProgressCallbackError(exc) from None
+                return result
+            finally:
+                if outer is None:
+                    callbacks.pop(me, None)
+                else:
+                    callbacks[me] = outer
+
+        run.source = gen.source
+        return run
+
+    def __repr__(self) -> str:
+        return f"<Stage {self.index} {self.name} changed={self.changed} {self.seconds * 1e3:.2f} ms>"
+
+
+
+class _ProgressCallbackError(Exception):
+    """Carries an exception raised by the user's progress callback through the kernel."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
+
+def _run_kernel(kernel: Callable, values: list, stage: Stage, progress=None):
+    """Run the kernel on ``values``; returns what it returns (the value of a ``tirx.Return``, or None)."""
+    try:
+        with np.errstate(all="ignore"):
+            return kernel(*values, progress=progress)
+    except _ProgressCallbackError as exc:
+        raise exc.error from None
+    except (KeyboardInterrupt, HybridError):
+        raise
+    except MemoryError as exc:
+        raise InsufficientMemoryError(f"emulation of stage {stage.label} refused: {exc}") from None
+    except Exception as exc:
+        line = hybrid_line(exc, stage._owner.name)
+        where = f" at line {line[0]}: {line[1]}" if line else ""
+        raise EmulationError(f"emulation of stage {stage.label} failed{where}: "
+                             f"{type(exc).__name__}: {exc}") from exc
