@@ -166,7 +166,7 @@ def test_strided_view_addresses_offset_plus_index_times_strides():
     bits = runtime.strided_view(np.zeros(4, np.float32), "int32", (2,), (2,), 1)
     assert bits.dtype == np.int32
     with pytest.raises(IndexError):
-        runtime.strided_view(storage, "int32", (3, 4), (6, 1), 3)  # reaches element 20
+        runtime.strided_view(storage, "int32", (3, 4), (6, 1), 5)  # reaches element 20
     with pytest.raises(IndexError):
         runtime.strided_view(storage, "int32", (4,), (-3,), 8)  # reaches element -1
     with pytest.raises(RuntimeError):
