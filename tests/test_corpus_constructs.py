@@ -9,7 +9,7 @@ import pytest
 from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
-from tvm_hybrid_nb.codegen import generate_kernel
+from tvm_hybrid_nb.codegen import generate_kernel, kernel_signature
 from tvm_hybrid_nb.errors import UnsupportedConstructError
 from tests.test_constructs import _rand, check_every_stage
 
@@ -282,3 +282,19 @@ def test_buffers_over_pointers_bound_to_element_addresses():
     hm = check_every_stage(f, [_rand(80, 16), np.zeros((64, 16), "float32")])
     assert [p.is_output for p in hm.params] == [False, True]
     assert "r: serial (view B_2 starts at a pointer computed in the loop)" in hm.explain(0)
+
+
+# ----------------------------------------------------------------------------- scalable vectors
+def test_a_scalable_vector_dtype_is_refused_by_name():
+    # float32xvscalex4 has as many lanes as the machine's vectors hold (SVE): no fixed numpy shape.
+    # It crashed reading the parameters (int('vscale')); TVM's llvm build refuses it too.
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((25,), "float32xvscalex4")):
+        for j in range(4):
+            A[j] = T.Broadcast(T.float32(1), T.vscale() * 4)
+
+    with pytest.raises(UnsupportedConstructError, match="scalable vector: dtype float32xvscalex4"):
+        kernel_signature(f, "f")
+    for mode in ("exact", "fast"):
+        with pytest.raises(UnsupportedConstructError, match="scalable vector"):
+            generate_kernel(f, "f", mode=mode)

@@ -154,6 +154,25 @@ def test_view_shares_storage_and_reinterprets():
         runtime.view(storage, "float32", (4,), 6)
 
 
+def test_strided_view_addresses_offset_plus_index_times_strides():
+    storage = np.arange(20, dtype=np.int32)
+    v = runtime.strided_view(storage, "int32", (3, 4), (6, 1), 2)
+    assert v[2, 3] == 2 + 2 * 6 + 3
+    v[1, 0] = -1  # writes land in the storage
+    assert storage[8] == -1
+    back = runtime.strided_view(storage, "int32", (4,), (-3,), 19)  # negative strides reach backwards
+    np.testing.assert_array_equal(back, [19, 16, 13, 10])
+    assert runtime.strided_view(storage, "int32", (0, 4), (6, 1), 50).shape == (0, 4)
+    bits = runtime.strided_view(np.zeros(4, np.float32), "int32", (2,), (2,), 1)
+    assert bits.dtype == np.int32
+    with pytest.raises(IndexError):
+        runtime.strided_view(storage, "int32", (3, 4), (6, 1), 5)  # reaches element 20
+    with pytest.raises(IndexError):
+        runtime.strided_view(storage, "int32", (4,), (-3,), 8)  # reaches element -1
+    with pytest.raises(RuntimeError):
+        runtime.strided_view(np.zeros((4, 4), np.int32)[:, :2], "int32", (2,), (1,), 0)  # a copy, not a view
+
+
 def test_helper_sources_are_self_contained():
     names = runtime.helper_closure({"load", "truncdiv", "erf"})
     assert {"_in_bounds", "_bounds_error", "_check_divisor"} <= set(names)

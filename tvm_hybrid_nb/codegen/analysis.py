@@ -596,6 +596,17 @@ def _thread_extents(body) -> dict[str, int]:
     return extents
 
 
+def _injective(shape, strides) -> bool:
+    """Whether distinct indices of a buffer with these constant strides reach distinct elements
+    (each axis's stride, smallest first, steps past the span of the axes below it)."""
+    span = 0
+    for dim, stride in sorted(((d, s) for d, s in zip(shape, strides) if d > 1), key=lambda ds: ds[1]):
+        if stride <= span:
+            return False
+        span += (dim - 1) * stride
+    return True
+
+
 def _contiguous_strides(buf) -> bool:
     """Whether explicit strides are just the row-major ones (``strides=(1,)`` on a 1-D buffer)."""
     expected = 1

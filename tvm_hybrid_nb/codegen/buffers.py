@@ -9,7 +9,7 @@ import tvm
 import tvm_ffi
 
 from ..errors import UnsupportedConstructError
-from .analysis import _contiguous_strides
+from .analysis import _contiguous_strides, _injective
 from .names import (Value, _BufferInfo, _CannotVectorize, _dtype, _is_zero, _key, _lanes, _name, _scalar_dtype,
     _store_name, _type_key, _varying)
 
@@ -140,6 +140,8 @@ class BuffersMixin:
             raise _CannotVectorize(f"view {buf.name} of per-lane buffer {source.name}")
         if source.per_thread:
             return self._per_thread_view(buf, data.args[0], source)
+        if len(buf.strides) and not _contiguous_strides(buf):
+            return self._strided_view(buf, data.args[0], source)
         name = self.namer.define(buf, buf.name)
         self._declare_buffer(buf, name)
         self.scope.storage_roots[_key(buf)] = self.scope.storage_roots.get(_key(data.args[0]), _key(data.args[0]))
@@ -165,6 +167,48 @@ class BuffersMixin:
             marks = "bool" if _lanes(source.dtype) == 1 else f"boolx{_lanes(source.dtype)}"
             out.append(ast.Assign([_store_name(info.shadow)], self._view_call(
                 _name(source.shadow), marks, shape_nodes, offset_value.node, to_end=len(shape_nodes) == 1)))
+        return out
+
+    def _strided_view(self, buf, source_buf, source: _BufferInfo) -> list[ast.stmt]:
+        """A buffer declared with explicit strides over another buffer's data (``decl_buffer([4, 16],
+        data=B.data, strides=[17, 1])``): element ``(i, j)`` is element ``elem_offset + i * s0 + j * s1``
+        of that data, a strided view of the source's storage.  Its own storage (what ``buffer_data``
+        of it and views of it address) is the source's, from the data pointer on."""
+        if _lanes(str(buf.dtype)) > 1 or _lanes(source.dtype) > 1:
+            raise UnsupportedConstructError("strided buffer", f"{buf.name} of vectors")
+        source_storage = self.scope.strided_storage.get(_key(source_buf))
+        if source.shadow is not None and (source_storage is not None or str(buf.dtype) != source.dtype):
+            # A strided allocation's written-marks have its shape, not its storage's layout.
+            raise UnsupportedConstructError("strided buffer", f"{buf.name} over {source.name} under the sanitizers")
+        shape_values = [self.visit_expr(d) for d in buf.shape]
+        stride_values = [self.visit_expr(st) for st in buf.strides]
+        offset_value = (self.visit_expr(buf.elem_offset) if buf.elem_offset is not None
+                        else Value(ast.Constant(0), "py", "int32"))
+        if _varying(offset_value, *shape_values, *stride_values):
+            raise _CannotVectorize("buffer view that differs between iterations")
+        name = self.namer.define(buf, buf.name)
+        self._declare_buffer(buf, name, strided_ok=True)
+        root = self.scope.storage_roots.get(_key(source_buf), _key(source_buf))
+        self.scope.storage_roots[_key(buf)] = root
+        constant = [_type_key(e) == "ir.IntImm" for e in list(buf.shape) + list(buf.strides)]
+        if not all(constant) or not _injective([int(d.value) for d in buf.shape], [int(st.value) for st in buf.strides]):
+            self.scope.overlapping.add(root)  # indices that reach one element twice: stores keep the loop's order
+        storage = self.namer.define_name(f"{name}_storage")
+        self.scope.strided_storage[_key(buf)] = storage
+        self.scope.strided_storage[name] = storage
+        dtype = str(buf.dtype)
+        shape = ast.Tuple([v.node for v in shape_values], ast.Load())
+        strides = ast.Tuple([v.node for v in stride_values], ast.Load())
+        out = [ast.Assign([_store_name(storage)], self._call(
+                   "flat_view", _name(source_storage or source.name), ast.Constant(dtype), ast.Constant(0),
+                   ast.Constant(0))),
+               ast.Assign([_store_name(name)], self._call("strided_view", _name(storage), ast.Constant(dtype), shape,
+                                                          strides, offset_value.node))]
+        if source.shadow is not None:
+            info = self.scope.buffers[_key(buf)]
+            info.shadow = self.namer.define_name(f"{name}_written")
+            out.append(ast.Assign([_store_name(info.shadow)], self._call(
+                "strided_view", _name(source.shadow), ast.Constant("bool"), shape, strides, offset_value.node)))
         return out
 
     def _address_view(self, buf, load) -> list[ast.stmt]:

@@ -29,7 +29,7 @@ import tvm_ffi
 from .. import runtime
 from ..errors import UnsupportedConstructError
 from ..signature import ParamSpec
-from .analysis import _contiguous_strides, _has_storage_sync, _thread_extents
+from .analysis import _contiguous_strides, _has_storage_sync, _injective, _thread_extents
 from .names import (GeneratedKernel, Value, _BufferInfo, _CannotVectorize, _Namer, _dtype,
     _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _store_name, _type_key)
 from .pyast import _drop_dead_assignments, _split_deep_nests
@@ -397,17 +397,6 @@ def _index_extents(func) -> dict[int, int]:
 
     tvm_ffi.structural_walk(func.body, visit, order="post")
     return extents
-
-
-def _injective(shape, strides) -> bool:
-    """Whether distinct indices of a buffer with these constant strides reach distinct elements
-    (each axis's stride, smallest first, steps past the span of the axes below it)."""
-    span = 0
-    for dim, stride in sorted(((d, s) for d, s in zip(shape, strides) if d > 1), key=lambda ds: ds[1]):
-        if stride <= span:
-            return False
-        span += (dim - 1) * stride
-    return True
 
 
 _HEADER_START = '"""Hybrid script of '

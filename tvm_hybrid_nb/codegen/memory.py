@@ -167,7 +167,7 @@ class MemoryAccessMixin:
         if (self.scope.overlapping and _varying(*values)
                 and self.scope.storage_roots.get(_key(node.buffer), _key(node.buffer)) in self.scope.overlapping):
             # Lanes writing one element through two indices: which write lands last is the loop's order.
-            raise _CannotVectorize(f"store into {info.name}, a parameter whose strides reach an element twice")
+            raise _CannotVectorize(f"store into {info.name}, a buffer whose strides reach an element twice")
         saved_defer = self.defer_poison
         self.defer_poison = self._defers_poison(info)
         try:

@@ -9,6 +9,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from .. import runtime
+from ..errors import UnsupportedConstructError
 from ..signature import ParamSpec
 
 _FOR_KIND_ITERATORS = {0: "range", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread_binding"}
@@ -34,7 +35,12 @@ def _scalar_dtype(dtype: str) -> str:
 
 
 def _lanes(dtype: str) -> int:
-    return int(dtype.split("x")[1]) if "x" in dtype else 1
+    if "x" not in dtype:
+        return 1
+    lanes = dtype.split("x", 1)[1]
+    if not lanes.isdigit():  # float32xvscalex4: as many lanes as the machine's vectors hold
+        raise UnsupportedConstructError("scalable vector", f"dtype {dtype} (its lane count is the machine's)")
+    return int(lanes)
 
 
 def _is_float(dtype: str) -> bool:

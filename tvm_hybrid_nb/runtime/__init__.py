@@ -40,7 +40,7 @@ from ._numerics import select, minimum, maximum
 from ._memory import alloc, view
 from ._sort import _stable_order, contrib_sort
 from ._lanes import vector_lane_index
-from ._memory import (strided_span, strided, param_storage, flat_view, rows_view, storage_extent, _bounds_error, _in_bounds,
+from ._memory import (strided_span, strided, strided_view, param_storage, flat_view, rows_view, storage_extent, _bounds_error, _in_bounds,
                       load, store)
 from ._numerics import rsqrt, sigmoid, erf, _unary_in_dtype, clz, in_double, nan_through, popcount
 from ._numerics import _fixed_point_shift, q_multiply_shift, q_multiply_shift_per_axis

@@ -1,7 +1,7 @@
 """Memory: buffer allocations, views over existing storage, and bounds-checked loads and stores.
 
 Owns ``alloc``, the views that share storage and never copy (``view``, ``flat_view``, ``rows_view``,
-``strided`` with ``strided_span``, ``storage_extent``), and ``load``/``store`` with their private
+``strided`` with ``strided_span``, ``strided_view``, ``storage_extent``), and ``load``/``store`` with their private
 ``_in_bounds``/``_bounds_error``.
 """
 from __future__ import annotations
@@ -58,6 +58,28 @@ def strided(storage, shape, strides):
     item = storage.itemsize
     return np.lib.stride_tricks.as_strided(storage, storage.shape[:-1] + tuple(int(d) for d in shape),
                                            storage.strides[:-1] + tuple(int(s) * item for s in strides))
+
+
+def strided_view(data, dtype, shape, strides, elem_offset=0):
+    """A buffer declared with explicit strides over existing storage (``decl_buffer(shape,
+    data=B.data, strides=[s0, s1], elem_offset=e)``): its element ``(i, j)`` is element
+    ``e + i * s0 + j * s1`` of the storage from ``data``'s first element on; shares memory, never copies."""
+    flat = data.reshape(-1)
+    if flat.dtype != np.dtype(dtype):
+        flat = flat.view(dtype)
+    shape = tuple(int(d) for d in shape)
+    strides = tuple(int(s) for s in strides)
+    elem_offset = int(elem_offset)
+    if not np.shares_memory(flat, data) and flat.size:
+        raise RuntimeError("buffer view would copy its storage")
+    if any(d == 0 for d in shape):
+        return flat[:0].reshape(shape)
+    lo = elem_offset + sum(min(0, (d - 1) * s) for d, s in zip(shape, strides))
+    hi = elem_offset + sum(max(0, (d - 1) * s) for d, s in zip(shape, strides))
+    if lo < 0 or hi >= flat.size:
+        raise IndexError(f"strided view of shape {shape} with strides {strides} at offset {elem_offset} reaches "
+                         f"elements {lo} to {hi} of its storage of {flat.size}")
+    return np.lib.stride_tricks.as_strided(flat[elem_offset:], shape, tuple(s * flat.itemsize for s in strides))
 
 
 def param_storage(array, elem_offset, strides):
