@@ -380,3 +380,90 @@ def test_shared_memory_of_a_function_without_threads_is_planned_like_any_memory(
     by_loop = {d.loop: d for d in hm.stage("StorageRewrite").plan("fast").decisions}
     assert by_loop["i"].strategy == by_loop["j"].strategy == P.LANES
     assert set(by_loop["i"].copies) == {"B", "B_shared"}
+
+
+@T.prim_func
+def copy_between_views_of_one_storage(a: T.handle, d: T.handle):
+    """Two flat views of one allocation (as StorageRewrite and CSE leave a padded matmul's output):
+    ``X1[i] = X2[i]`` touches the same element through both, each iteration its own."""
+    n = T.int32()
+    A = T.match_buffer(a, (n, 64))
+    D = T.match_buffer(d, (n, 64))
+    X = T.alloc_buffer(((n + 31) // 32 * 2048,))
+    X1 = T.decl_buffer((n * 64,), data=X.data)
+    X2 = T.decl_buffer(((n + 31) // 32 * 2048,), data=X.data)
+    for i, j in T.grid((n + 31) // 32 * 32, 64):
+        X2[i * 64 + j] = T.if_then_else(i < n, A[T.min(i, n - 1), j], T.float32(0)) * T.float32(3)
+    for i, j in T.grid(n, 64):
+        X1[i * 64 + j] = X2[i * 64 + j] + T.float32(1)
+    for i, j in T.grid(n, 64):
+        D[i, j] = X1[i * 64 + j]
+
+
+@T.prim_func
+def shift_between_views_of_one_storage(a: T.handle, d: T.handle):
+    """``X1[i] = X2[i + 1]`` over one storage: iteration i reads what iteration i + 1 writes."""
+    A = T.match_buffer(a, (64,))
+    D = T.match_buffer(d, (64,))
+    X = T.alloc_buffer((65,))
+    X1 = T.decl_buffer((64,), data=X.data)
+    X2 = T.decl_buffer((65,), data=X.data)
+    for i in range(65):
+        X2[i] = T.if_then_else(i < 64, A[T.min(i, 63)], T.float32(0))
+    for i in range(64):
+        X1[i] = X2[i + 1] + T.float32(1)
+    for i in range(64):
+        D[i] = X1[i]
+
+
+def _fast_exact_native(hm, *arrays):
+    out = {}
+    for mode in ("fast", "exact"):
+        args = [a.copy() for a in arrays]
+        hm.emulate(*args, mode=mode)
+        out[mode] = args
+    native = [a.copy() for a in arrays]
+    hm.run_native(*native)
+    for got_fast, got_exact, want in zip(out["fast"], out["exact"], native):
+        np.testing.assert_array_equal(got_fast, want)
+        np.testing.assert_array_equal(got_exact, want)
+
+
+def test_views_of_one_storage_that_touch_the_same_element_per_iteration_run_as_lanes():
+    hm = thn.build(copy_between_views_of_one_storage)
+    by_loop = {}
+    for d in hm.stage(0).plan("fast").decisions:
+        by_loop.setdefault(d.loop, []).append(d)
+    # The second nest reads X2 and writes X1, views of X: the same element in each iteration.
+    assert [d.strategy for d in by_loop["i"]] == [P.LANES, P.LANES, P.LANES]
+    _fast_exact_native(hm, _rand(5, 64), np.zeros((5, 64), "float32"))
+    # A shift between the views is a carried dependence: serial, and still exact.
+    hm = thn.build(shift_between_views_of_one_storage)
+    decisions = hm.stage(0).plan("fast").decisions
+    assert [d.strategy for d in decisions] == [P.LANES, P.SERIAL, P.LANES]
+    assert decisions[1].reason == "X2 is written and accessed through several views"
+    _fast_exact_native(hm, _rand(64), np.zeros(64, "float32"))
+
+
+def test_an_index_below_a_symbolic_size_is_a_strided_view_not_a_checked_gather():
+    # ``i * 64 + j < (n + 31) // 32 * 2048`` for ``i < (n + 31) // 32 * 32``: only the symbolic
+    # bound of the loop proves it (the constant bounds know nothing of n).
+    hm = thn.build(copy_between_views_of_one_storage)
+    source = hm.stage(0).fast_source()
+    assert "lanes_view(X2, (0,), ((4, (n + 31) // 32 * 32, (64,)), (5, 64, (1,))))" in source
+    assert "store(X2" not in source
+    _fast_exact_native(hm, _rand(37, 64), np.zeros((37, 64), "float32"))
+
+
+def test_a_strided_read_the_other_lanes_reuse_is_gathered_once_per_step():
+    # C[i, j] += A[i, k] * B[j, k]: B's column (a stride of 4096 elements) is broadcast over the
+    # lanes of i; one contiguous copy per k instead of one gather per row, the same values.
+    A = te.placeholder((8, 256), name="A")
+    B = te.placeholder((64, 256), name="B")
+    k = te.reduce_axis((0, 256), name="k")
+    C = te.compute((8, 64), lambda i, j: te.sum(A[i, k] * B[j, k], axis=k), name="C")
+    hm = thn.build([A, B, C])
+    source = hm.stage(0).fast_source()
+    assert "np.ascontiguousarray(B_by_k[k])" in source
+    assert "np.ascontiguousarray(C" not in source  # the accumulator is no broadcast read
+    _fast_exact_native(hm, _rand(8, 256), _rand(64, 256), np.zeros((8, 64), "float32"))

@@ -108,6 +108,8 @@ class _LoopAccesses:
         self.local: set[int] = set()
         #: Shape of each accessed buffer (for the flattened-index test).
         self.shapes: dict[int, object] = {}
+        #: Each accessed buffer (view), by key.
+        self.buffers: dict[int, object] = {}
         #: The branch conditions (and block predicates) in force at each access, aligned with ``accesses``.
         self.guards: list[tuple] = []
         self._conditions: list = []
@@ -127,6 +129,7 @@ class _LoopAccesses:
 
     def root(self, buf) -> int:
         self.shapes[_key(buf)] = buf.shape
+        self.buffers[_key(buf)] = buf
         self.names.setdefault(self.roots.get(_key(buf), _key(buf)), str(buf.name))
         return self.roots.get(_key(buf), _key(buf))
 
@@ -321,7 +324,12 @@ def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> str 
     ``(view key, is_write, indices, guards)``), or None when each iteration touches its own elements."""
     x = loop.loop_var.name
     if len({item[0] for item in items}) > 1 or len({len(item[2]) for item in items}) > 1:
-        return f"{name} is written and accessed through several views"
+        flat = _element_offsets(items, acc)
+        x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
+        if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent,
+                                                     [item[3] for item in items]):
+            return f"{name} is written and accessed through several views"
+        return None
     ndim = len(items[0][2])
     x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
     guards = [item[3] for item in items]
@@ -348,6 +356,24 @@ def allocation_overlap(loop, buf, roots: dict[int, int]) -> str | None:
     if not items:
         return None
     return _overlap(loop, acc, expand, items, str(buf.name))
+
+
+def _element_offsets(items, acc: "_LoopAccesses") -> list | None:
+    """The element each access of ``items`` (through several views of one storage) touches, as its
+    offset from the storage's start: ``elem_offset`` plus the row-major index, for views of one
+    dtype, without strides of their own and with scalar indices; None otherwise (no claim)."""
+    offsets = []
+    for buf_key, _is_write, indices, _guards in items:
+        buf = acc.buffers.get(buf_key)
+        if buf is None or len(buf.strides) or str(buf.dtype) != str(acc.buffers[items[0][0]].dtype):
+            return None
+        if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for i in indices) or not len(indices):
+            return None
+        flat = indices[0]
+        for index, dim in zip(indices[1:], list(buf.shape)[1:]):
+            flat = flat * dim + index
+        offsets.append(flat + buf.elem_offset)
+    return offsets
 
 
 def _flat_indices(items, shape) -> list | None:

@@ -91,11 +91,7 @@ class ControlFlowMixin:
             if kind not in (0, 3) or culprit is not None:
                 raise _CannotVectorize("loop bounds that differ between iterations", loop=culprit)
             return self._lanes_serial_for(node)
-        try:
-            self.analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent),
-                               allow_override=True)
-        except Exception:
-            pass
+        self._bind_loop(node.loop_var, node.min, node.extent)
         if kind == 4:
             tag = str(node.thread_binding.thread_tag) if node.thread_binding is not None else ""
             if not tag.startswith("blockIdx"):
@@ -152,10 +148,7 @@ class ControlFlowMixin:
         dtype = _dtype(node.loop_var)
         lo, hi = cut
         loop = tirx.For(node.loop_var, tirx.const(lo, dtype), tirx.const(hi - lo, dtype), node.kind, node.body)
-        try:
-            self.analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent), allow_override=True)
-        except Exception:
-            pass
+        self._bind_loop(node.loop_var, loop.min, loop.extent)
         return loop, Value(ast.Constant(lo), "py", dtype), Value(ast.Constant(hi - lo), "py", dtype)
 
     def _privatised(self, decision) -> list:
@@ -334,11 +327,7 @@ class ControlFlowMixin:
         step = self.visit_expr(node.step)
         if _varying(lo, end, step):
             raise _CannotVectorize("loop bounds that differ between iterations")
-        try:
-            self.analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent),
-                               allow_override=True)
-        except Exception:
-            pass
+        self._bind_loop(node.loop_var, node.min, node.extent)
         name = self.namer.define(node.loop_var, node.loop_var.name)
         self.scope.var_kinds[_key(node.loop_var)] = ("py", _dtype(node.loop_var), False)
         # No serial frame: hoisted views assume a loop that advances by one.

@@ -57,10 +57,7 @@ class GpuMixin:
         """Threads of a block run in lockstep, one array lane each: every statement completes for all
         threads before the next starts, which is what the IR's barriers (explicit after ThreadSync,
         implied before it) guarantee for race-free kernels."""
-        try:
-            self.analyzer.bind(var, tvm.ir.Range.from_min_extent(min_expr, extent_expr), allow_override=True)
-        except Exception:
-            pass
+        self._bind_loop(var, min_expr, extent_expr)
         try:
             out = self._lanes_for(var, min_expr, lo, extent_expr, body, is_thread=True, tag=tag)
         except _CannotVectorize as exc:

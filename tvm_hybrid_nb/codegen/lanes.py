@@ -24,10 +24,12 @@ class LanesMixin:
     VIEW_MIN_ELEMENTS = 16
     FIRST_LOOP_AXIS = 4
 
-    def _lane_view(self, info: _BufferInfo, indices, values: list[Value], write: bool = False) -> ast.expr | None:
+    def _lane_view(self, info: _BufferInfo, indices, values: list[Value], write: bool = False,
+                   gather: bool = False) -> ast.expr | None:
         """Fast mode: an access whose index is affine in the lanes is a strided view of the buffer
         (``lanes_view``), not a gather or scatter through index arrays.  A buffer with a copy per
-        lane or per thread is viewed through its lane dimensions too (a thread's accumulator)."""
+        lane or per thread is viewed through its lane dimensions too (a thread's accumulator).
+        ``gather``: a read that other lanes reuse is copied once, contiguous (see below)."""
         if (not self.fast or self.lanes.stmt_masks or self.lanes.masks
                 or info.name in self.scope.strided_storage
                 or _lanes(info.dtype) > 1 or not self._in_bounds(info, indices)):
@@ -82,13 +84,20 @@ class LanesMixin:
         if count < self.VIEW_MIN_ELEMENTS:  # building a view costs more than gathering a few elements
             return None
         lanes = [(axis, extents[axis], coefs[axis]) for axis in used]
-        hoisted = self._hoisted_view(info, bases, lanes, [base for base, _axis in prefix])
-        if hoisted is not None:
-            return hoisted
-        if prefix:
+        view = self._hoisted_view(info, bases, lanes, [base for base, _axis in prefix])
+        if view is None and prefix:
             start = ast.Tuple([base for base, _axis in prefix] + base_nodes, ast.Load())
-            return self._call("lanes_view", _name(info.name), start, self._lanes_arg(lanes))
-        return self._call("lanes_view", _name(info.name), ast.Tuple(base_nodes, ast.Load()), self._lanes_arg(lanes))
+            view = self._call("lanes_view", _name(info.name), start, self._lanes_arg(lanes))
+        elif view is None:
+            view = self._call("lanes_view", _name(info.name), ast.Tuple(base_nodes, ast.Load()), self._lanes_arg(lanes))
+        if not write and gather and any(ax.axis not in used for ax in axes):
+            # A read the other lanes reuse (``B[i2, k]`` against lanes ``i1, i2``): numpy walks a
+            # broadcast operand once per element of the missing axes, so a strided view (a column,
+            # 16 KiB between elements) would be gathered again for every row.  One contiguous copy
+            # of the elements read, made where the read is, holds the same values (a no-op when the
+            # view is contiguous already).
+            view = ast.Call(_np("ascontiguousarray"), [view], [])
+        return view
 
     def _view_prefix(self, info: _BufferInfo) -> list | None:
         """The lane dimensions in front of a per-lane or per-thread buffer's own, as ``(start, array

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from tvm import tirx
+import tvm
 
 from ..errors import UnsupportedConstructError
 from .names import (Value, _BufferInfo, _CannotVectorize, _INT64_MAX, _dtype, _key, _lanes, _name, _np, _scalar_dtype,
@@ -53,11 +54,32 @@ class MemoryAccessMixin:
             elif _type_key(idx) == "prim.Broadcast":
                 last = idx.value
             try:
-                if not self.analyzer.can_prove(last < dim):
+                if not self.analyzer.can_prove(last < dim) and not self._within_symbolic_range(last, dim):
                     return False
             except Exception:
                 return False
         return True
+
+    def _bind_loop(self, var, min_expr, extent_expr) -> None:
+        """Tell the analyzer (and ``_within_symbolic_range``) the values loop variable ``var`` takes."""
+        self.scope.loop_domains[_key(var)] = (var, min_expr, extent_expr)
+        try:
+            self.analyzer.bind(var, tvm.ir.Range.from_min_extent(min_expr, extent_expr), allow_override=True)
+        except Exception:
+            pass
+
+    def _within_symbolic_range(self, index, dim) -> bool:
+        """Whether ``index < dim`` for all the values of the loop variables in it, where the bounds are
+        symbolic (``i1 * 11008 + i2 < (n + 31) // 32 * 352256`` for ``i1 < (n + 31) // 32 * 32``):
+        the analyzer's interval of ``index`` over the loops' ranges has a maximum it proves below
+        ``dim`` (its constant bounds alone know nothing of ``n``)."""
+        domains = {}
+        for var, lo, extent in self.scope.loop_domains.values():
+            domains[var] = tvm.sym.IntervalSet(lo, self.analyzer.simplify(lo + extent - 1))
+        if not domains:
+            return False
+        bound = self.analyzer.int_set(self.analyzer.simplify(index), domains)  # let-bound names substituted
+        return bool(self.analyzer.can_prove(bound.max_value < self.analyzer.simplify(dim)))
 
     def _prefix(self, info: _BufferInfo) -> list[ast.expr]:
         """Lane indices in front of a per-lane buffer's own indices."""
@@ -143,7 +165,7 @@ class MemoryAccessMixin:
             varying = (_varying(*values) or bool(info.prefix) or info.per_thread or bool(self._logged_lanes())
                        or bool(self.lanes.stmt_masks or self.lanes.masks))
             return Value(self._access_call(info, values, write=False), "np", _dtype(node), varying)
-        view = self._lane_view(info, indices, values)
+        view = self._lane_view(info, indices, values, gather=True)
         if view is not None:
             return Value(view, "np", _dtype(node), True)
         dtype = _dtype(node)

@@ -33,6 +33,9 @@ class Scope:
     address_binds: dict = field(default_factory=dict)
     #: Runtime helpers the script calls (their source is appended to it).
     helpers: set[str] = field(default_factory=set)
+    #: Loop variable (by key) -> ``(var, min, extent)``: the values it takes, symbolic ones included
+    #: (for the bounds the analyzer's constant bounds cannot prove, see ``_within_symbolic_range``).
+    loop_domains: dict[int, tuple] = field(default_factory=dict)
 
 
 @dataclass
