@@ -780,3 +780,43 @@ def test_shared_memory_of_a_function_without_threads_is_one_copy_or_a_copy_per_l
     hm = check_every_stage(reduce_through_a_shared_cache, [_rand(32, 16, 8, 4), np.zeros((32, 16), "float32")],
                            min_stages=5)
     assert "B_shared = alloc((16, 32, 8), 'float32')" in hm.stage("PlanAndUpdateBufferAllocationLocation").fast_source()
+
+
+@T.prim_func(s_tir=True)
+def tiles_through_a_cache_under_a_loop_of_one(A: T.Buffer((64, 4), "float32"), B: T.Buffer((64,), "float32")):
+    # TVM's MetaSchedule CPU spaces (test_cpu_c3d `c3d_0`), smaller: the reduction writes C at
+    # w_0 * 64 + w_1 * 8 + w_3, the copy reads it at w_1 * 8 + ax; w_0 takes one value (0), so
+    # each iteration of w_1 touches its own 8 elements of C.
+    C = T.sblock_alloc_buffer((64,))
+    for w_0, w_1 in T.grid(1, 8):
+        for w_3, k in T.grid(8, 4):
+            with T.sblock("C"):
+                vw = T.axis.spatial(64, w_0 * 64 + w_1 * 8 + w_3)
+                vk = T.axis.reduce(4, k)
+                with T.init():
+                    C[vw] = T.float32(0)
+                C[vw] = C[vw] + A[vw, vk]
+        for ax in range(8):
+            with T.sblock("B"):
+                v = T.axis.spatial(64, w_1 * 8 + ax)
+                B[v] = C[v]
+
+
+@T.prim_func(s_tir=True)
+def tiles_with_loops_of_one_in_the_index(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+    # A MetaSchedule tiling's loops of one iteration (d_2, h_2, ...) lie inside the lanes loops and
+    # appear in the block's index with large coefficients; only i and j run as lanes.
+    for i, a0, a1, a2, a3, a4, a5, j in T.grid(4, 1, 1, 1, 1, 1, 1, 8):
+        with T.sblock("B"):
+            vi = T.axis.spatial(4, a0 * 4 + a1 * 4 + a2 * 4 + a3 * 4 + a4 * 4 + a5 * 4 + i)
+            vj = T.axis.spatial(8, j)
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+
+
+def test_tiles_under_a_loop_of_one_run_as_lanes_and_are_exact():
+    check_every_stage(tiles_through_a_cache_under_a_loop_of_one, [_rand(64, 4), np.zeros(64, "float32")],
+                      min_stages=5)
+
+
+def test_loops_of_one_in_the_index_leave_the_lanes_in_memory_order_and_exact():
+    check_every_stage(tiles_with_loops_of_one_in_the_index, [_rand(4, 8), np.zeros((4, 8), "float32")])

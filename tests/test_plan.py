@@ -467,3 +467,24 @@ def test_a_strided_read_the_other_lanes_reuse_is_gathered_once_per_step():
     assert "np.ascontiguousarray(B_by_k[k])" in source
     assert "np.ascontiguousarray(C" not in source  # the accumulator is no broadcast read
     _fast_exact_native(hm, _rand(8, 256), _rand(64, 256), np.zeros((8, 64), "float32"))
+
+
+def test_the_ranges_of_the_loops_around_a_loop_bound_its_dependence_test():
+    from test_constructs import tiles_through_a_cache_under_a_loop_of_one
+
+    # C is written at w_0 * 64 + w_1 * 8 + w_3 and read at w_1 * 8 + ax: with w_0 in [0, 1) the two
+    # differ by less than w_1's step 8 (as long as tiles stay blocks, until LowerOpaqueBlock).
+    hm = thn.build(tiles_through_a_cache_under_a_loop_of_one)
+    for stage in (0, "PlanAndUpdateBufferAllocationLocation", "LowerOpaqueBlock"):
+        by_loop = {d.loop: d for d in hm.stage(stage).plan("fast").decisions}
+        assert by_loop["w_1"].strategy == P.LANES, (stage, by_loop["w_1"].reason)
+        assert by_loop["k"].strategy == P.SERIAL  # the reduction keeps its order
+
+
+def test_lanes_take_array_axes_in_the_memory_order_of_the_store_past_loops_of_one():
+    from test_constructs import tiles_with_loops_of_one_in_the_index
+
+    source = thn.build(tiles_with_loops_of_one_in_the_index).stage(0).fast_source()
+    # i (stride 8) on the first loop axis, j (stride 1) after it: not j first because the six
+    # loops of one took the planned axes.
+    assert "B_lanes = lanes_view(B, (0, 0), ((4, 4, (1, 0)), (5, 8, (0, 1))))" in source

@@ -23,16 +23,19 @@ def _step(expr, var) -> int | None:
     return int(delta.value) if _type_key(delta) == "ir.IntImm" else None
 
 
-def _plan_lane_axes(var, body, axes: range) -> dict[int, int]:
+def _plan_lane_axes(var, body, axes: range, as_lanes=None) -> dict[int, int]:
     """Array axes for the loops from ``var`` down to the first store of its body, in the order of
-    their strides in that store's flattened index (largest first).
+    their strides in that store's flattened index (largest first).  ``as_lanes`` (a ``For`` in, a
+    bool out) tells the loops that run as lanes: only those take an axis (a loop of one iteration
+    or a serial reduction loop would take one from a lanes loop, which then gets the first free
+    axis, out of memory order).
 
     numpy walks an expression's arrays in axis order and merges neighbouring axes whose strides
     chain, so lanes laid out in the store's memory order run as a few long contiguous loops instead
     of many short ones.  Only performance depends on the plan: any axis assignment gives the same
     values.  Loops the store does not move along get no planned axis.
     """
-    path = _first_store(body, [var], [])
+    path = _first_store(body, [var], [], as_lanes)
     if path is None:
         return {}
     store, loops, binds = path
@@ -60,35 +63,37 @@ def _plan_lane_axes(var, body, axes: range) -> dict[int, int]:
     return {_key(x): axis for axis, (_, _, x) in zip(axes, sorted(strides, key=lambda t: t[:2]))}
 
 
-def _first_store(stmt, loops: list, binds: list):
+def _first_store(stmt, loops: list, binds: list, as_lanes=None):
     """The first ``BufferStore`` under ``stmt`` in program order, with the (non-thread) loop
-    variables and the scalar bindings (block iterators, ``Bind``) on the way to it."""
+    variables (those ``as_lanes`` accepts, when given) and the scalar bindings (block iterators,
+    ``Bind``) on the way to it."""
     key = _type_key(stmt)
     if key == "tirx.BufferStore":
         return stmt, loops, binds
     if key == "tirx.SeqStmt":
         for child in stmt.seq:
-            found = _first_store(child, loops, binds)
+            found = _first_store(child, loops, binds, as_lanes)
             if found is not None:
                 return found
             if _type_key(child) == "tirx.Bind":
                 binds = binds + [(child.var, child.value)]
         return None
     if key == "tirx.For":
-        inner = loops if int(stmt.kind) == 4 else loops + [stmt.loop_var]
-        return _first_store(stmt.body, inner, binds)
+        lanes = int(stmt.kind) != 4 and (as_lanes is None or as_lanes(stmt))
+        inner = loops + [stmt.loop_var] if lanes else loops
+        return _first_store(stmt.body, inner, binds, as_lanes)
     if key == "s_tir.SBlockRealize":
         block = stmt.block
         inner = binds + list(zip([iv.var for iv in block.iter_vars], stmt.iter_values))
         if block.init is not None:
-            found = _first_store(block.init, loops, inner)
+            found = _first_store(block.init, loops, inner, as_lanes)
             if found is not None:
                 return found
-        return _first_store(block.body, loops, inner)
+        return _first_store(block.body, loops, inner, as_lanes)
     if key in ("tirx.AttrStmt", "tirx.While"):
-        return _first_store(stmt.body, loops, binds)
+        return _first_store(stmt.body, loops, binds, as_lanes)
     if key == "tirx.IfThenElse":
-        return _first_store(stmt.then_case, loops, binds)
+        return _first_store(stmt.then_case, loops, binds, as_lanes)
     return None
 
 
@@ -96,8 +101,11 @@ def _first_store(stmt, loops: list, binds: list):
 class _LoopAccesses:
     """Buffer accesses, scalar bindings and inner loops of one loop body, for the dependence test."""
 
-    def __init__(self, roots: dict[int, int]):
+    def __init__(self, roots: dict[int, int], outer=()):
         self.roots = dict(roots)
+        #: ``(var, min, extent)`` of the loops around the loop under test (outermost first): their
+        #: variables are fixed during it but only take values in their ranges.
+        self.outer: tuple = tuple(outer)
         self.binds: list = []
         self.inner: list = []
         self.accesses: list[tuple[int, int, bool, list]] = []
@@ -274,7 +282,7 @@ def per_block_memory(shared: dict[int, object], loop_body, counts: dict[int, int
     return {key: buf for key, buf in shared.items() if inside.get(key, 0) and inside[key] == counts.get(key)}
 
 
-def loop_dependence(loop, roots: dict[int, int], private=()) -> str | None:
+def loop_dependence(loop, roots: dict[int, int], private=(), outer=()) -> str | None:
     """Why the iterations of ``loop`` may touch the same memory where one of them writes, or None
     when they provably do not.
 
@@ -282,16 +290,17 @@ def loop_dependence(loop, roots: dict[int, int], private=()) -> str | None:
     ``c * x + g`` with the same constant ``c`` and the values of all the ``g`` (over the inner loops
     and vector lanes) spread over less than ``|c|``, so the elements that iteration ``x`` touches are
     disjoint from those of any other iteration.  Buffers in ``private`` (keys) have a copy per
-    iteration wherever they are allocated.
+    iteration wherever they are allocated.  ``outer``: ``(var, min, extent)`` of the loops around
+    ``loop``, whose variables are fixed during it and lie in their ranges.
     """
-    blocking, shared = loop_dependences(loop, roots, private)
+    blocking, shared = loop_dependences(loop, roots, private, outer)
     return blocking or next(iter(shared.values()), None)
 
 
-def loop_dependences(loop, roots: dict[int, int], private=()) -> tuple[str | None, dict[int, str]]:
+def loop_dependences(loop, roots: dict[int, int], private=(), outer=()) -> tuple[str | None, dict[int, str]]:
     """``(why no claim is possible, or None; {root buffer: why its accesses may overlap between
     iterations}``) — see :func:`loop_dependence`."""
-    acc, expand = _accesses(loop, roots)
+    acc, expand = _accesses(loop, roots, outer)
     acc.local |= set(private)
     if acc.private:
         return acc.private, {}
@@ -308,9 +317,9 @@ def loop_dependences(loop, roots: dict[int, int], private=()) -> tuple[str | Non
     return None, shared
 
 
-def _accesses(loop, roots: dict[int, int]):
+def _accesses(loop, roots: dict[int, int], outer=()):
     """The accesses of ``loop``'s body and the analyzer that expands its bindings."""
-    acc = _LoopAccesses(roots)
+    acc = _LoopAccesses(roots, outer)
     acc.stmt(loop.body)
     expand = tvm.sym.Analyzer()
     for var, value in acc.binds:
@@ -341,13 +350,14 @@ def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> str 
     return None
 
 
-def allocation_overlap(loop, buf, roots: dict[int, int]) -> str | None:
+def allocation_overlap(loop, buf, roots: dict[int, int], outer=()) -> str | None:
     """Why two iterations of ``loop`` may touch the same element of ``buf``, an allocation inside
     its body (each iteration of the compiled loop has its own), or None when they provably touch
     disjoint elements (reads and writes, through any view of it): then one copy shared by all the
     lanes holds what the copies of the iterations would, element for element (an element one
-    iteration touches, no other does; a fresh copy's elements and the shared one's start alike)."""
-    acc, expand = _accesses(loop, roots)
+    iteration touches, no other does; a fresh copy's elements and the shared one's start alike).
+    ``outer``: as for :func:`loop_dependence`."""
+    acc, expand = _accesses(loop, roots, outer)
     if acc.private:
         return acc.private
     key = _key(buf)
@@ -404,6 +414,11 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
         shifted.bind(x, x_next + 1)
         same.bind(x, x_next)
         at_min, over_range = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+        # The loops around ``x`` hold their variables fixed while it runs, so every bound below is
+        # taken for fixed values of them; bounding them by their ranges (the values they can hold)
+        # only widens those bounds: ``w_0 * 112 + w_3`` and ``w_3`` (w_0 in [0, 1)) differ by 0.
+        for var, lo, extent in acc.outer:
+            over_range.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
         for var, lo, extent in acc.inner:
             at_min.bind(var, lo, allow_override=True)
             over_range.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)

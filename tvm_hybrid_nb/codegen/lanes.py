@@ -254,7 +254,8 @@ class LanesMixin:
         """The array axis of a loop that runs as lanes: the one planned for the nest when it is free
         (the outermost loop of a nest plans its loops), else the first free one."""
         if not any(not ax.is_thread for ax in self.lanes.axes):
-            self.lanes.axis_plan = _plan_lane_axes(var, body_stmt, range(self.FIRST_LOOP_AXIS, self.FAST_AXES - 1))
+            self.lanes.axis_plan = _plan_lane_axes(var, body_stmt, range(self.FIRST_LOOP_AXIS, self.FAST_AXES - 1),
+                                                   self.plan.runs_as_lanes)
         used = {ax.axis for ax in self.lanes.axes}
         axis = self.lanes.axis_plan.get(_key(var))
         if axis is None or axis in used:

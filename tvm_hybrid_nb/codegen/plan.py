@@ -111,6 +111,11 @@ class EmulationPlan:
     def decision(self, node) -> LoopDecision | None:
         return self.by_node.get(_key(node))
 
+    def runs_as_lanes(self, node) -> bool:
+        """Whether loop ``node`` runs as array lanes."""
+        decision = self.by_node.get(_key(node))
+        return decision is not None and decision.strategy in (LANES, PARALLEL_CHUNKS, RACE_LANES)
+
     def shared_lanes(self, buf) -> frozenset:
         """The loop variables (keys) whose lanes share one copy of allocation ``buf``."""
         found = self.by_buffer.get(_key(buf))
@@ -213,6 +218,9 @@ class _Planner:
         self.gpu: bool | None = None  # whether the function runs threads (found on first use)
         self.addresses: dict[int, object] = {}  # pointer variables bound to address_of(A[...])
         self.allocated: dict[int, object] = {}  # every allocation seen so far, by key
+        #: The loops open at this point of the walk, outermost first: ``(loop, (var, min, extent))``
+        #: (the dependence test bounds their variables by their ranges).
+        self.open_loops: list[tuple] = []
 
     # -------------------------------------------------------------- walk
     def stmt(self, node) -> None:
@@ -306,7 +314,7 @@ class _Planner:
         # A function without threads: shared memory (a schedule's cache_write "shared") is plain memory.
         if str(buf.scope()) not in ("global", "local", "shared", "shared.dyn"):
             return
-        shared = [lane.loop for lane in loops if allocation_overlap(lane.loop, buf, self.roots) is None]
+        shared = [lane.loop for lane in loops if allocation_overlap(lane.loop, buf, self.roots, self.outer(lane.loop)) is None]
         if not shared:
             return
         names = tuple(str(loop.loop_var.name) for loop in shared)
@@ -322,7 +330,7 @@ class _Planner:
             if lane.is_thread or not lane.grid or lane.loop is None:
                 continue
             name = str(lane.loop.loop_var.name)
-            if allocation_overlap(lane.loop, buf, self.roots) is None:
+            if allocation_overlap(lane.loop, buf, self.roots, self.outer(lane.loop)) is None:
                 shared.append(lane.loop)
                 why.append(f"the blocks of {name} touch their own elements of {buf.name}")
             elif not self.check and _key(buf) in written_alike(lane.loop, {_key(buf)}, self.roots):
@@ -367,6 +375,26 @@ class _Planner:
         self.nested(body, _Lane(_int(extent), True, tag))
 
     def visit_For(self, node) -> None:
+        step = node.step
+        if step is not None and not (_type_key(step) == "ir.IntImm" and int(step.value) == 1):
+            self.plan_loop(node)
+            return
+        self.open_loops.append((node, (node.loop_var, node.min, node.extent)))
+        try:
+            self.plan_loop(node)
+        finally:
+            self.open_loops.pop()
+
+    def outer(self, loop=None) -> tuple:
+        """``(var, min, extent)`` of the open loops around ``loop`` (all of them when None)."""
+        ranges = []
+        for node, rng in self.open_loops:
+            if loop is not None and node.same_as(loop):
+                break
+            ranges.append(rng)
+        return tuple(ranges)
+
+    def plan_loop(self, node) -> None:
         kind = int(node.kind)
         name = str(node.loop_var.name)
         kind_name = _KIND_NAMES.get(kind, str(kind))
@@ -413,13 +441,13 @@ class _Planner:
         if grid:
             # Shared and per-thread memory belong to one block: a buffer that blocks would share in
             # the IR gets a copy per block lane; one they touch apart needs none.
-            blocking, shared = loop_dependences(node, self.roots)
+            blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node))
             candidates = self.per_block(node)
             if blocking is None and shared and set(shared) <= set(candidates):
                 private = tuple(sorted(shared))
             dependence = blocking or next((why for buf, why in shared.items() if buf not in candidates), None)
         else:
-            blocking, shared = loop_dependences(node, self.roots)
+            blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node))
             dependence = blocking or next(iter(shared.values()), None)
             if blocking is None and shared and self.fast and not self.check:
                 private, why = self.privatise(node, shared)
