@@ -1,15 +1,15 @@
 """The real-model zoo: kernels that TVM's own Relax pipeline and dlight schedules produce, emulated at
 every stage and compared with the native build.
 
-Small ``tvm.relax.frontend.nn`` models (MLP, attention with a causal mask and KV-cache shapes, RoPE,
-GELU/SiLU, group/layer/RMS norm, softmax/log_softmax, conv2d and pooling, argmax/topk/sort/cumsum,
-float16 and int8 matmuls, symbolic sizes) are lowered as TVM's CPU and CUDA backends do
+The small ``tvm.relax.frontend.nn`` models of :mod:`.zoo_models` are lowered as TVM's CPU and CUDA backends do
 (``DispatchSortScan``, ``LegalizeOps``, ``AnnotateTIROpPattern``, ``FoldConstant``, ``FuseOps``,
 ``FuseTIR`` under the target), their PrimFuncs collected and deduplicated structurally, and each is
 scheduled three ways (:data:`FLAVOURS`).  Every changed stage before ``MakePackedAPI`` is emulated in
 fast mode on seeded inputs and compared with the native llvm build of the *unscheduled* PrimFunc (the
 reference for the cuda schedules too: no GPU is needed).
 
+A wrong answer whose stage the sanitizers flag while stage 0 is clean is a pass of TVM breaking the
+kernel (:func:`explain_wrong`); :data:`TVM_FINDINGS` documents the ones found, with their evidence.
 ``python -m tvm_hybrid_nb zoo`` prints the table; ``tests/test_zoo.py`` asserts it.  With
 ``--tvm-tests PATH`` it checks the TIR of a local TVM checkout's tests instead (:mod:`.tvm_corpus`).
 """
