@@ -560,6 +560,30 @@ def test_a_stage_whose_program_repeats_a_checked_one_is_not_run_again(mode, monk
     assert emulated == [s.index for s in candidates if s.index not in repeats]
 
 
+def test_random_rows_picked_by_index_lie_within_a_symbolic_extent():
+    # relax's samplers read the row sample_indices[i] of a (batch, vocab) table, batch symbolic.
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def pick(a: T.handle, b: T.handle, c: T.handle):
+        batch, vocab, k = T.int64(), T.int64(), T.int64()
+        probs = T.match_buffer(a, (batch, vocab), "float32")
+        rows = T.match_buffer(b, (k, 1), "int32")
+        out = T.match_buffer(c, (k, vocab), "float32")
+        for i, j in T.grid(k, vocab):
+            out[i, j] = probs[rows[i, 0], j]
+
+    hm = thn.build(pick)
+    by_name = {p.name: p for p in hm.params}
+    assert by_name["rows"].index_extent == "batch"
+    for seed in range(4):
+        probs, rows, out = hm.random_inputs(seed=seed, sizes={"batch": 3, "vocab": 4, "k": 20})
+        assert 0 <= rows.min() and rows.max() < 3 and len(set(rows.ravel())) > 1
+        assert hm.compare(probs, rows, out, mode="fast").ok
+        hm.run_native(probs, rows, out)
+        np.testing.assert_array_equal(out, probs[rows[:, 0]])
+
+
 def test_random_token_ids_index_the_embedding_table_in_range():
     from tvm.script import tirx as T
 

@@ -79,9 +79,10 @@ class ParamSpec:
         A buffer declared with an ``elem_offset`` (a constant or an expression over sizes and scalar
         parameters): its element 0 lies that many elements into its storage.  Such a buffer is a strided view (``as_strided``) of storage that holds
         ``elem_offset`` plus the strides' span; the kernel receives that view.
-    index_extent : int or None
+    index_extent : Dim or None
         An integer input whose elements index a dimension of this extent as they are (an
-        embedding's token ids): random inputs for it lie in [0, index_extent).
+        embedding's token ids; a symbolic size such as ``batch`` for the rows a sampler picks):
+        random inputs for it lie in [0, index_extent).
     """
 
     name: str
@@ -90,7 +91,7 @@ class ParamSpec:
     is_output: bool = False
     strides: tuple[Dim, ...] | None = None
     elem_offset: Dim = 0
-    index_extent: int | None = None
+    index_extent: Dim | None = None
 
     @property
     def is_strided(self) -> bool:
@@ -458,18 +459,23 @@ def random_arguments(params: Sequence[ParamSpec], seed: int = 0, sizes: dict[str
                                {}, scalars)
     except ValueError as exc:  # a dtype random values cannot be made for
         raise ArgumentTypeError(str(exc)) from None
-    return in_range_indices(params, values, seed)
+    return in_range_indices(params, values, seed, {**scalars, **sizes})
 
 
-def in_range_indices(params: Sequence[ParamSpec], values: list, seed: int = 0) -> list:
+def in_range_indices(params: Sequence[ParamSpec], values: list, seed: int = 0, sizes: dict | None = None) -> list:
     """``values`` with the arrays of parameters that have an ``index_extent`` (token ids, gather
     indices) drawn again, seeded, in [0, index_extent): random integers there would only make the
-    kernel read outside its buffers."""
+    kernel read outside its buffers.  A symbolic extent takes its value from ``sizes`` (the
+    symbolic sizes and scalar parameters the values were made for); without it, the array stays."""
     values = list(values)
     for k, (spec, value) in enumerate(zip(params, values)):
         if spec.index_extent is not None and not spec.is_output and isinstance(value, np.ndarray):
+            try:
+                extent = dim_value(spec.index_extent, sizes or {})
+            except (KeyError, ValueError):
+                continue
             rng = np.random.default_rng([seed, k])
-            high = min(int(spec.index_extent), int(np.iinfo(value.dtype).max) + 1)
+            high = min(int(extent), int(np.iinfo(value.dtype).max) + 1)
             values[k] = rng.integers(0, max(high, 1), value.shape).astype(value.dtype)
     return values
 

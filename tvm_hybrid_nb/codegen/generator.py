@@ -215,8 +215,11 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
                 shape = list(shape) + [_lanes(str(p.dtype))]
             layout = layouts.get(_key(p))
             strides, offset = layout if layout is not None else (None, 0)
+            extent = index_extents.get(_key(p))
+            if extent is not None and not isinstance(extent, int):
+                extent = self.namer.lookup(extent)  # a size that a plain dimension defines, or None
             specs.append(ParamSpec(name, str(p.dtype), tuple(shape), strides=strides, elem_offset=offset,
-                                   index_extent=index_extents.get(_key(p))))
+                                   index_extent=extent))
         return args, prologue, specs
 
     def _constant_layout(self, p) -> tuple[tuple[int, ...] | None, int] | None:
@@ -372,9 +375,10 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
 
 
 
-def _index_extents(func) -> dict[int, int]:
+def _index_extents(func) -> dict[int, object]:
     """Integer input buffers whose elements index a dimension of another buffer as they are (an
-    embedding's token ids, a gather's indices), by key: the smallest constant extent they index.
+    embedding's token ids, a gather's indices), by key: the smallest constant extent they index, or
+    else the first symbolic one (the size var of ``batch`` in ``(batch, vocab)``).
     Random inputs for them lie in [0, extent): values outside would make the kernel read outside
     its buffers, so an emulation (or a native run) on them would test nothing."""
     params = {_key(p) for p in func.params if tirx.is_buffer_var(p) and _is_int(str(p.dtype))
@@ -390,10 +394,15 @@ def _index_extents(func) -> dict[int, int]:
         for index, extent in zip(node.indices, shape):
             while _type_key(index) == "prim.Cast":
                 index = index.value
-            if (_type_key(index) == "ir.TensorLoad" and _key(index.source) in params
-                    and _type_key(extent) == "ir.IntImm"):
-                key = _key(index.source)
-                extents[key] = min(extents.get(key, int(extent.value)), int(extent.value))
+            if _type_key(index) != "ir.TensorLoad" or _key(index.source) not in params:
+                continue
+            key = _key(index.source)
+            if _type_key(extent) == "ir.IntImm":
+                known = extents.get(key)
+                value = int(extent.value)
+                extents[key] = value if not isinstance(known, int) else min(known, value)
+            elif _type_key(extent) == "ir.Var" and key not in extents:
+                extents[key] = extent
 
     tvm_ffi.structural_walk(func.body, visit, order="post")
     return extents

@@ -222,7 +222,8 @@ def _params_of(index: dict, path: Path) -> list[ParamSpec] | None:
                           if p["shape"] is not None else None, bool(p["is_output"]),
                           strides=tuple(p["strides"]) if p.get("strides") is not None else None,
                           elem_offset=p.get("elem_offset") or 0,
-                          index_extent=int(p["index_extent"]) if p.get("index_extent") is not None else None)
+                          index_extent=(p["index_extent"] if isinstance(p["index_extent"], str) else int(p["index_extent"]))
+                          if p.get("index_extent") is not None else None)
                 for p in data]
     except (KeyError, TypeError, ValueError):
         raise DumpError(f"{path}: corrupt: field 'params' is malformed") from None

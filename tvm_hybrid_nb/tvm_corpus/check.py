@@ -122,7 +122,7 @@ def _seeded_inputs(params, seed: int, size: int | None = None, int_range: tuple 
         dims = {name for p in params for d in (p.shape or ()) for name in dim_symbols(d)}
         scalars.update(dict.fromkeys(integer - dims - set(loop_bounds), 0))
     specs = [(p.name, p.dtype, list(p.shape) if p.is_buffer else None, p.is_output) for p in params]
-    values = in_range_indices(params, seeded_values(specs, seed, sizes, scalars=scalars), seed)
+    values = in_range_indices(params, seeded_values(specs, seed, sizes, scalars=scalars), seed, {**scalars, **sizes})
     if int_range is not None:
         rng = np.random.default_rng(seed)
         for k, (p, v) in enumerate(zip(params, values)):
