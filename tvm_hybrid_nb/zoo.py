@@ -24,6 +24,8 @@ import numpy as np
 
 #: Sizes bound to the symbolic dimensions of the models.
 SYMBOLIC_SIZES = {"n": 5, "m": 3}
+#: The size of every other symbolic dimension (and integer scalar parameter) a kernel has.
+OTHER_SYMBOLIC_SIZE = 4
 
 #: How each kernel is scheduled (see :func:`schedule`): unscheduled for llvm, dlight.cpu rules for llvm,
 #: dlight's GPU default rules for cuda.
@@ -37,10 +39,12 @@ ALLOWED_REFUSALS: dict[tuple[str, str, str], str] = {}
 TVM_FINDING = "TVM finding"
 
 #: Sanitizer alarms (``check=True``) on kernels whose TVM output really is racy or reads
-#: uninitialised memory: (flavour, kernel name prefix, message substring) -> the evidence.
+#: uninitialised memory: (flavour, operator prefix, message substring) -> the evidence.  The operator
+#: is the kernel's PrimFunc name without its model (``cumsum`` of ``shapes.cumsum``,
+#: :func:`kernel_op`): the same TVM bug shows in any model that uses the operator.
 #: Every other alarm in the zoo is a false alarm, and a bug of the sanitizers.
 TVM_FINDINGS: dict[tuple[str, str, str], str] = {
-    ("dlight-gpu", "sortscan.gpu_2d_continuous_cumsum", "data race on shared_buf"):
+    ("dlight-gpu", "gpu_2d_continuous_cumsum", "data race on shared_buf"):
         "relax/backend/gpu_generic/cumsum.py scans a warp Hillis-Steele style, "
         "`shared_buf[idx + j] += shared_buf[idx - (1 << i) * N + N - 1]` under `tx >= 1 << i`: thread tx reads "
         "the last element of thread tx - 2**i while that thread writes it in the same statement; "
@@ -54,8 +58,43 @@ _SCAN_LOCALS_RACE = (
     "has `_ptr[0] = threadIdx.x * 2; if (_ptr[0] < 2) ...` and every thread of every block writes and "
     "reads the same element.  Stage 0 gives each thread its own (clean under check=True); from "
     "ConvertSSA on, the emulation shares them as the CUDA kernel does and the result goes wrong.")
-for _scan in ("shapes.cumsum", "shapes.cumprod"):
+for _scan in ("cumsum", "cumprod"):
     TVM_FINDINGS[("dlight-gpu", _scan, "data race on v_")] = _SCAN_LOCALS_RACE
+
+
+
+def _bool_comparisons_as_int8(func):
+    """``func`` with every ``==``/``!=`` of two bools compared as int8 (the same meaning)."""
+    import tvm_ffi
+    from tvm import tirx
+
+    def widen(node):
+        if str(node.a.ty) != "bool":
+            return node
+        return type(node)(tirx.Cast("int8", node.a), tirx.Cast("int8", node.b))
+
+    return tvm_ffi.structural_map(func, ((tirx.EQ, tirx.NE), widen))
+
+
+#: Bugs of TVM's code generators that stop a kernel from building at all: (regular expression on TVM's
+#: message) -> (the evidence, a rewrite of the PrimFunc to the same meaning without the construct).
+#: Every stage is captured before code generation, so the zoo still emulates them all, against the
+#: native build of the rewritten reference.
+TVM_CODEGEN_FINDINGS: dict[str, tuple[str, Callable]] = {
+    r"fcmp \w+ i1 ": (
+        "codegen_llvm compares two bools (`(a < b) == T.bool(False)`, `A[i] == B[i]` of bool buffers) with "
+        "LLVM's fcmp, which i1 operands make invalid IR: the module fails to verify and nothing builds "
+        "(llvm, and the host code of cuda).  relax's renormalize_top_p_top_k_prob (get_renorm_cutoff, "
+        "nn.op.renormalize_top_p_top_k_prob) writes such comparisons, so TVM cannot build it for a CPU.",
+        _bool_comparisons_as_int8),
+}
+
+
+def codegen_finding(message: str) -> tuple[str, Callable] | None:
+    """The :data:`TVM_CODEGEN_FINDINGS` entry that explains a failed code generation, or None."""
+    import re
+
+    return next((entry for pattern, entry in TVM_CODEGEN_FINDINGS.items() if re.search(pattern, message)), None)
 
 
 @dataclass
@@ -227,15 +266,21 @@ def _outputs_equal(got, want) -> str | None:
 
 
 def _inputs(params, seed: int) -> list:
-    """Seeded inputs; symbolic sizes and scalar size parameters (``m``) from :data:`SYMBOLIC_SIZES`;
+    """Seeded inputs; symbolic sizes and scalar size parameters (``m``) from :data:`SYMBOLIC_SIZES`
+    (others :data:`OTHER_SYMBOLIC_SIZE`);
     token ids and other index arrays in range (:func:`~tvm_hybrid_nb.signature.in_range_indices`)."""
-    from .signature import dim_value, in_range_indices, seeded_values
+    from .signature import dim_symbols, dim_value, in_range_indices, seeded_values
 
+    # Operators bring their own symbolic names (``batch``, ``vocab_size`` of the sampling ops).
+    sizes = dict(SYMBOLIC_SIZES)
+    for p in params:
+        for name in [s for d in (p.shape or ()) for s in dim_symbols(d)] + ([] if p.is_buffer else [p.name]):
+            sizes.setdefault(name, OTHER_SYMBOLIC_SIZE)
     specs = []
     for p in params:
-        shape = [dim_value(d, SYMBOLIC_SIZES) for d in p.shape] if p.is_buffer else None
+        shape = [dim_value(d, sizes) for d in p.shape] if p.is_buffer else None
         specs.append((p.name, p.dtype, shape, p.is_output))
-    return in_range_indices(params, seeded_values(specs, seed, SYMBOLIC_SIZES, scalars=SYMBOLIC_SIZES), seed)
+    return in_range_indices(params, seeded_values(specs, seed, sizes, scalars=sizes), seed, sizes)
 
 
 def crash_reason(exc: BaseException) -> str:
@@ -336,6 +381,22 @@ def explain_wrong(hm, inputs, outcome: KernelOutcome, mode: str) -> str | None:
     return None
 
 
+def _native_reference(func):
+    """The llvm build of ``func``; where TVM's code generation fails on a documented bug
+    (:data:`TVM_CODEGEN_FINDINGS`), the build of its rewrite to the same meaning."""
+    from . import module as hmodule
+
+    hm = hmodule.build(func, target="llvm", on_failure="keep")
+    if hm.failure is not None and hm.failure.step == "code generation":
+        finding = codegen_finding(hm.failure.message)
+        if finding is not None:
+            return hmodule.build(finding[1](func), target="llvm")
+    if hm.failure is not None:
+        from .errors import BuildError
+        raise BuildError(hm.failure.summary)
+    return hm
+
+
 def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 0,
                  reference=None, check: bool = False) -> KernelOutcome:
     """Build ``func`` scheduled the ``flavour`` way and emulate every changed stage before
@@ -344,19 +405,22 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
     import tvm
 
     from . import module as hmodule
-    from .errors import StageNotEmulatableError, UnsupportedConstructError
+    from .errors import BuildError, StageNotEmulatableError, UnsupportedConstructError
 
     start = time.perf_counter()
     outcome = KernelOutcome(flavour, name, "ok")
     try:
         target, mod = schedule(func, flavour)
-        hm = hmodule.build(mod, target=target)
+        hm = hmodule.build(mod, target=target, on_failure="keep")
+        if hm.failure is not None and not (hm.failure.step == "code generation"
+                                           and codegen_finding(hm.failure.message)):
+            raise BuildError(hm.failure.summary)
         if reference is not None and not isinstance(reference, tvm.tirx.PrimFunc):  # a numpy function
             inputs = _inputs(hm.params, seed)
             outs = reference(*[a for a, p in zip(inputs, hm.params) if not p.is_output])
             expected = list(outs) if isinstance(outs, tuple) else [outs]
         else:
-            native = hmodule.build(reference if reference is not None else func, target="llvm")
+            native = _native_reference(reference if reference is not None else func)
             inputs = _inputs(native.params, seed)
             expected_args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
             result = native.run_native(*expected_args)
@@ -374,6 +438,16 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
     return outcome
 
 
+def kernel_op(kernel: str) -> str:
+    """The PrimFunc name of a zoo kernel name ``model.function`` (``cumsum`` of ``moe.cumsum``)."""
+    return kernel.split(".", 1)[-1]
+
+
+def finding_matches(outcome: KernelOutcome, flavour: str, prefix: str, message: str) -> bool:
+    """Whether ``outcome`` is the alarm of the :data:`TVM_FINDINGS` entry ``(flavour, prefix, message)``."""
+    return outcome.flavour == flavour and kernel_op(outcome.kernel).startswith(prefix) and message in outcome.reason
+
+
 def refusal_allowed(outcome: KernelOutcome) -> bool:
     """Whether a refusal is on the documented allow-list (:data:`ALLOWED_REFUSALS`)."""
     return any(outcome.flavour == flavour and outcome.kernel.startswith(prefix) and construct in outcome.reason
@@ -389,9 +463,7 @@ def tvm_finding(outcome: KernelOutcome) -> str | None:
         return None
     if outcome.outcome not in ("crash", "wrong"):
         return None
-    return next((why for (flavour, prefix, message), why in TVM_FINDINGS.items()
-                 if outcome.flavour == flavour and outcome.kernel.startswith(prefix) and message in outcome.reason),
-                None)
+    return next((why for key, why in TVM_FINDINGS.items() if finding_matches(outcome, *key)), None)
 
 
 def run_zoo(flavours=FLAVOURS, mode: str = "fast", progress: Callable[[KernelOutcome], None] | None = None,
