@@ -145,3 +145,24 @@ def test_a_kernel_tvm_cannot_build_is_checked_against_its_rewrite():
     for flavour in zoo.FLAVOURS:
         outcome = zoo.check_kernel("t.keep_large", keep_large, flavour)
         assert outcome.outcome == "ok" and outcome.stages_checked > 1, (flavour, outcome)
+
+
+def test_a_dlight_rule_that_raises_is_a_tvm_finding_not_a_crash():
+    # The p @ v matmul of a one-token step without cache: a reduction of extent 1.
+    import pytest
+    from tvm.relax.frontend.nn import op, spec
+
+    f32 = "float32"
+    kernels = _nn_kernels("step", lambda self, p, v: op.matmul(p, v),
+                          {"p": spec.Tensor((1, 4, 1, 1), f32), "v": spec.Tensor((1, 4, 1, 32), f32)})
+    (matmul,) = kernels
+    with pytest.raises(AssertionError):  # TVM's bug: the day dlight declines it, this fails
+        zoo.schedule(matmul.llvm, "dlight-cpu")
+    report = zoo.run_zoo(kernels=kernels)
+    by_flavour = {o.flavour: o for o in report.outcomes}
+    assert by_flavour["none"].outcome == "ok"
+    for flavour in ("dlight-cpu", "dlight-gpu"):
+        o = by_flavour[flavour]
+        assert o.outcome == "crash" and o.stage == "schedule", o
+        assert "gemv.py" in zoo.tvm_finding(o) and "assert r_loops" in o.reason
+    assert report.counts("dlight-gpu")["TVM finding"] == 1 and report.counts("dlight-gpu")["crash"] == 0

@@ -62,6 +62,32 @@ for _scan in ("cumsum", "cumprod"):
     TVM_FINDINGS[("dlight-gpu", _scan, "data race on v_")] = _SCAN_LOCALS_RACE
 
 
+#: dlight rules that raise on a kernel instead of declining it (a rule returns None for what it does not
+#: schedule), so that ``ApplyDefaultSchedule`` fails: (flavour, where and what, as
+#: :func:`schedule_failure` words it) -> the evidence.  There is no scheduled kernel to emulate.
+TVM_SCHEDULE_FINDINGS: dict[tuple[str, str], str] = {}
+_GEMV_UNIT_REDUCTION = (
+    "s_tir/dlight/analysis/gemv.py normalize() asserts that a GEMV-shaped kernel keeps a reduction loop; a "
+    "matmul whose reduction has extent 1 (the attention probabilities (1, h, 1, 1) @ v (1, h, 1, d) of a "
+    "one-token decoder step without a KV cache) has none once its unit loop is folded, and the GEMV rule "
+    "raises AssertionError instead of declining: ApplyDefaultSchedule fails for the whole module, with "
+    "dl.cpu.GEMV and with dl.gpu.GEMV.")
+for _flavour in ("dlight-cpu", "dlight-gpu"):
+    TVM_SCHEDULE_FINDINGS[(_flavour, "dlight/analysis/gemv.py:158: assert r_loops")] = _GEMV_UNIT_REDUCTION
+
+
+def schedule_failure(exc: BaseException) -> str:
+    """One line for an exception a schedule rule raised: its type, then the innermost frame of TVM's
+    Python code (``dlight/analysis/gemv.py:158: assert r_loops``)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/tvm/" in f.filename.replace("\\", "/")]
+    where = ""
+    if frames:
+        f = frames[-1]
+        path = f.filename.replace("\\", "/").split("/tvm/s_tir/", 1)[-1]
+        where = f" at {path}:{f.lineno}: {(f.line or '').strip()}"
+    message = str(exc).splitlines()[0] if str(exc) else ""
+    return f"dlight could not schedule it: {type(exc).__name__}{': ' + message if message else ''}{where}"
+
 
 def _bool_comparisons_as_int8(func):
     """``func`` with every ``==``/``!=`` of two bools compared as int8 (the same meaning)."""
@@ -410,7 +436,12 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
     start = time.perf_counter()
     outcome = KernelOutcome(flavour, name, "ok")
     try:
-        target, mod = schedule(func, flavour)
+        try:
+            target, mod = schedule(func, flavour)
+        except Exception as exc:  # noqa: BLE001 - a rule that raises: TVM's failure, said as such
+            outcome.outcome, outcome.stage, outcome.reason = "crash", "schedule", schedule_failure(exc)
+            outcome.seconds = time.perf_counter() - start
+            return outcome
         hm = hmodule.build(mod, target=target, on_failure="keep")
         if hm.failure is not None and not (hm.failure.step == "code generation"
                                            and codegen_finding(hm.failure.message)):
@@ -459,6 +490,9 @@ def tvm_finding(outcome: KernelOutcome) -> str | None:
     sanitizers flag at its stage but not at stage 0 (:func:`explain_wrong`) is a documented bug of
     TVM's output (:data:`TVM_FINDINGS`).  An undocumented one stays a failure of the zoo: the
     sanitizers and the emulation share code, so their agreement alone proves nothing."""
+    if outcome.outcome == "crash" and outcome.stage == "schedule":
+        return next((why for (flavour, message), why in TVM_SCHEDULE_FINDINGS.items()
+                     if outcome.flavour == flavour and message in outcome.reason), None)
     if outcome.outcome == "wrong" and TVM_FINDING not in outcome.reason:
         return None
     if outcome.outcome not in ("crash", "wrong"):
@@ -506,7 +540,9 @@ def cli_main(args) -> int:
         print("\nnot ok:")
     for o in problems:
         allowed = " [allowed]" if o.outcome == "refused" and refusal_allowed(o) else ""
-        allowed = " [TVM finding: the kernel itself is wrong]" if tvm_finding(o) else allowed
+        if tvm_finding(o):
+            allowed = (" [TVM finding: dlight fails on it]" if o.stage == "schedule"
+                       else " [TVM finding: the kernel itself is wrong]")
         print(f"  {o.flavour} {o.kernel}: {o.outcome}{allowed} at stage {o.stage}: {o.reason}")
     return 1 if any(o.outcome in ("crash", "wrong") and not tvm_finding(o) for o in problems) else 0
 
