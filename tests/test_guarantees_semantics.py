@@ -824,3 +824,55 @@ def test_float32_math_is_rounded_as_the_natives_libm(fn):
     np.testing.assert_array_equal(_bits(outs[0]), _bits(outs[1]))
     assert int((_bits(outs[0]) != _bits(native)).sum()) <= n // 50
     np.testing.assert_allclose(outs[0], native, rtol=2e-7, atol=0)
+
+
+@T.prim_func(s_tir=True)
+def _bf16_matmul(a: T.Buffer((4, 16), "bfloat16"), b: T.Buffer((16, 8), "bfloat16"), x: T.Buffer((4,), "float32"),
+                 c: T.Buffer((4, 8), "bfloat16"), d: T.Buffer((4,), "float32")):
+    acc = T.alloc_buffer((4, 8), "bfloat16")
+    for i, j, k in T.grid(4, 8, 16):
+        with T.sblock("acc"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                acc[vi, vj] = T.bfloat16(0)
+            acc[vi, vj] = acc[vi, vj] + a[vi, vk] * b[vk, vj]
+    for i, j in T.grid(4, 8):
+        with T.sblock("c"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            c[vi, vj] = acc[vi, vj] * T.bfloat16(2)
+    for i in range(4):
+        with T.sblock("d"):
+            vi = T.axis.remap("S", [i])
+            d[vi] = T.Cast("float32", T.Cast("bfloat16", x[vi]) * a[vi, 0])
+
+
+def test_bfloat16_arithmetic_on_a_cpu_is_float32_rounded_where_stored_at_every_stage():
+    # llvm has no bfloat16 arithmetic: TVM's BF16ComputeLegalize makes it float32, holds the bf16
+    # accumulator as float32 and rounds only the stores to bfloat16 parameters (the cast to bfloat16
+    # inside d's expression does not round).  The native kernel of every stage computes that.
+    import ml_dtypes
+
+    from tvm_hybrid_nb import zoo
+
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (4, 16)).astype(ml_dtypes.bfloat16)
+    b = rng.uniform(-1, 1, (16, 8)).astype(ml_dtypes.bfloat16)
+    x = rng.uniform(-1, 1, 4).astype(np.float32)
+    acc = np.zeros((4, 8), np.float32)
+    for k in range(16):  # float32 sums in the kernel's order
+        acc = acc + a[:, k:k + 1].astype(np.float32) * b[k:k + 1, :].astype(np.float32)
+    want_c = (acc * np.float32(2)).astype(ml_dtypes.bfloat16)
+    want_d = x * a[:, 0].astype(np.float32)
+    assert not np.array_equal(want_d, x.astype(ml_dtypes.bfloat16).astype(np.float32) * a[:, 0].astype(np.float32))
+    hm = thn.build(_bf16_matmul)
+    for stage in (0, len(hm.stages) // 2):
+        c, d = np.zeros((4, 8), ml_dtypes.bfloat16), np.zeros(4, np.float32)
+        hm.emulate(a, b, x, c, d, stage=stage, mode="fast")
+        np.testing.assert_array_equal(c.view(np.uint16), want_c.view(np.uint16))
+        np.testing.assert_array_equal(d, want_d)
+    c, d = np.zeros((4, 8), ml_dtypes.bfloat16), np.zeros(4, np.float32)
+    hm.run_native(a, b, x, c, d)
+    np.testing.assert_array_equal(c.view(np.uint16), want_c.view(np.uint16))
+    np.testing.assert_array_equal(d, want_d)
+    outcome = zoo.check_kernel("t.bf16", _bf16_matmul, "none")  # every changed stage against the native build
+    assert outcome.outcome == "ok" and outcome.stages_checked > 2, outcome

@@ -33,6 +33,76 @@ _PROGRESS_HOOK = "__progress__"
 PROGRESS_INTERVAL = 0.05
 
 
+def bf16_as_computed(func, target):
+    """``func`` with its bfloat16 arithmetic as ``target`` computes it.
+
+    A target without bfloat16 arithmetic (llvm) computes it as TVM's ``BF16ComputeLegalize`` rewrites
+    it: in float32, bfloat16 allocations held as float32, rounded to nearest even only where a value is
+    stored to a bfloat16 parameter (a cast to bfloat16 inside an expression does not round).  The
+    pipeline runs that pass after ``FlattenBuffer``, but the native kernel of every earlier stage would
+    compute the same, so every stage is emulated through it; the pass itself decides, leaving
+    functions for a target with bfloat16 arithmetic (cuda sm_80) as they are.  Functions without
+    bfloat16 are returned as they are."""
+    if "bfloat16" not in func.script(show_meta=False):
+        return func
+    own = func.attrs["target"] if "target" in func.attrs else target
+    if own is None or _has_bf16_arithmetic(own):
+        return func
+    legal = tvm.tirx.transform.BF16ComputeLegalize()(
+        tvm.IRModule({"main": _sblock_bf16_buffers_as_float32(func).with_attr("target", own)}))["main"]
+    return legal if "target" in func.attrs else legal.without_attr("target")
+
+
+_BF16_ARITHMETIC: dict[str, bool] = {}
+
+
+def _has_bf16_arithmetic(target) -> bool:
+    """Whether ``target`` computes bfloat16 as bfloat16: whether ``BF16ComputeLegalize`` leaves a
+    bfloat16 addition for it as it is (TVM's own decision: cuda from sm_80 on, not llvm)."""
+    key = str(target)
+    if key not in _BF16_ARITHMETIC:
+        from tvm import te
+
+        a = te.placeholder((2,), "bfloat16", name="a")
+        b = te.compute((2,), lambda i: a[i] + a[i], name="b")
+        probe = te.create_prim_func([a, b]).with_attr("target", target)
+        legal = tvm.tirx.transform.BF16ComputeLegalize()(tvm.IRModule({"main": probe}))["main"]
+        _BF16_ARITHMETIC[key] = tvm_ffi.structural_equal(legal, probe)
+    return _BF16_ARITHMETIC[key]
+
+
+def _sblock_bf16_buffers_as_float32(func):
+    """``func`` with the bfloat16 buffers that its sblocks allocate held as float32, as
+    ``BF16ComputeLegalize`` holds the allocations it meets once the pipeline has lowered the sblocks
+    (it leaves sblock allocations as they are)."""
+    from tvm import tirx
+
+    old, load_types = [], []
+
+    def visit(node):
+        if type(node).__name__ == "TensorLoad" and not load_types:
+            load_types.append(type(node))
+        for buf in getattr(node, "alloc_buffers", None) or ():
+            if str(buf.ty.dtype) == "bfloat16" and not any(buf.same_as(b) for b in old):
+                old.append(buf)
+
+    tvm_ffi.structural_walk(func.body, visit, order="post")
+    if not old:
+        return func
+    new = [tirx.decl_buffer(b.ty.shape, "float32", b.name, strides=list(b.ty.strides) or None,
+                            scope=b.ty.storage_scope) for b in old]
+
+    def buffer(var):
+        return next((n for o, n in zip(old, new) if var.same_as(o)), var)
+
+    def load(node):  # a load of a remapped buffer reads float32
+        if str(node.ty) != "float32" and any(node.source.same_as(n) for n in new):
+            return tirx.BufferLoad(node.source, node.indices)
+        return node
+
+    return tvm_ffi.structural_map(func, [(tvm.ir.Var, buffer)] + [(t, load) for t in load_types])
+
+
 class Stage:
     """The module after one pass (``index`` 0 is the input).  Text is rendered on first use.
 
@@ -117,6 +187,18 @@ class Stage:
         return {gv.name_hint: f for gv, f in self.mod.functions.items()
                 if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint != self._owner.func_name}
 
+    @property
+    def computed_function(self):
+        """:attr:`function` as its target computes it (:func:`bf16_as_computed`): what is emulated."""
+        func = self.function
+        return None if func is None else bf16_as_computed(func, getattr(self._owner, "target", None))
+
+    @property
+    def computed_module_functions(self) -> dict:
+        """:attr:`module_functions` as their targets compute them (:func:`bf16_as_computed`)."""
+        target = getattr(self._owner, "target", None)
+        return {name: bf16_as_computed(f, target) for name, f in self.module_functions.items()}
+
     def _generate(self):
         with self._lock:
             return self._generate_locked()
@@ -131,8 +213,8 @@ class Stage:
                 self._reason = f"the module has no function {self._owner.func_name!r} at this stage"
             else:
                 try:
-                    generated = generate_kernel(self.function, self._owner.name, stage=self.label,
-                                                module_functions=self.module_functions)
+                    generated = generate_kernel(self.computed_function, self._owner.name, stage=self.label,
+                                                module_functions=self.computed_module_functions)
                     compile(generated.source, f"<hybrid:{self.label}>", "exec")  # emulatable means it loads
                     self._generated = generated
                 except UnsupportedConstructError as exc:
@@ -163,8 +245,8 @@ class Stage:
             raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
         with self._lock:
             if self._fast is None:
-                self._fast = generate_kernel(self.function, self._owner.name, stage=self.label, mode="fast",
-                                             module_functions=self.module_functions)
+                self._fast = generate_kernel(self.computed_function, self._owner.name, stage=self.label, mode="fast",
+                                             module_functions=self.computed_module_functions)
         return self._fast.source
 
     def plan(self, mode: str = "fast", check: bool = False):
@@ -185,8 +267,8 @@ class Stage:
             return self._fast.plan
         if mode == "exact" and not check:
             return self._generated.plan
-        return generate_kernel(self.function, self._owner.name, stage=self.label, mode=mode, check=check,
-                               module_functions=self.module_functions).plan
+        return generate_kernel(self.computed_function, self._owner.name, stage=self.label, mode=mode, check=check,
+                               module_functions=self.computed_module_functions).plan
 
     def kernel(self, mode: str = "exact", check: bool = False) -> Callable:
         """The executed function of this stage: its hybrid source (``mode`` "exact" or "fast") with
@@ -202,8 +284,8 @@ class Stage:
 
     def _load_kernel(self, mode: str, check: bool) -> Callable:
         synced = any(st.name == "s_tir.ThreadSync" for st in self._owner.stages[:self.index + 1])
-        gen = generate_kernel(self.function, self._owner.name, stage=self.label, mode=mode, progress=True,
-                              module_functions=self.module_functions, check=check, synced=synced)
+        gen = generate_kernel(self.computed_function, self._owner.name, stage=self.label, mode=mode, progress=True,
+                              module_functions=self.computed_module_functions, check=check, synced=synced)
         # One callback per calling thread, so that threads emulating this stage at once each get
         # their own reports.  Chunks of a parallel loop run on other threads (no callback there)
         # and progress alike; the caller's chunk reports.

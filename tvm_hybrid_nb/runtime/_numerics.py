@@ -247,10 +247,10 @@ def cast(value, dtype):
 
 
 def reinterpret(value, dtype):
-    """Reinterpret the bits of ``value`` as ``dtype`` (same total width)."""
-    arr = np.ascontiguousarray(value)
-    out = arr.view(dtype)
-    return out[()] if out.ndim == 0 else out
+    """Reinterpret the bits of ``value`` as ``dtype`` (same total width); a scalar stays a scalar."""
+    scalar = np.ndim(value) == 0
+    out = np.ascontiguousarray(value).view(dtype)  # at least 1-D: a scalar becomes one element
+    return out.reshape(())[()] if scalar and out.size == 1 else out
 
 
 # --------------------------------------------------------------------------- selection
