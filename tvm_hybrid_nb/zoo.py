@@ -291,9 +291,29 @@ def _outputs_equal(got, want) -> str | None:
     return None
 
 
-def _inputs(params, seed: int) -> list:
+def _sorted_cumsum_inputs(arrays: dict, rng) -> None:
+    """relax's ``get_index_from_sorted`` (``sample_top_p_top_k_from_sorted_prob``) picks, per sample,
+    the one position j where ``cumsum_sorted[j-1] <= u * renorm_prob < cumsum_sorted[j]``: on a
+    cumulative sum of probabilities.  On random rows several positions match, and in parallel their
+    threads race on the one output element."""
+    cumsum, renorm, usample = arrays["cumsum_sorted"], arrays["renorm_prob"], arrays["usample"]
+    probs = -np.sort(-rng.uniform(0.01, 1, cumsum.shape), axis=-1)
+    probs /= probs.sum(axis=-1, keepdims=True)
+    cumsum[...] = np.cumsum(probs.astype(cumsum.dtype), axis=-1, dtype=cumsum.dtype)
+    renorm[...] = cumsum[:, -1:] * rng.uniform(0.5, 1, renorm.shape).astype(renorm.dtype)
+    usample[...] = rng.uniform(0, 1, usample.shape).astype(usample.dtype)
+
+
+#: Kernels that mean something only on inputs of a form random values lack: (operator prefix,
+#: the parameters it fills) -> a function filling them (in place) from a seeded generator.
+INPUT_CONTRACTS: dict[tuple[str, tuple[str, ...]], Callable] = {
+    ("get_index_from_sorted", ("cumsum_sorted", "renorm_prob", "usample")): _sorted_cumsum_inputs,
+}
+
+
+def _inputs(params, seed: int, kernel: str = "") -> list:
     """Seeded inputs; symbolic sizes and scalar size parameters (``m``) from :data:`SYMBOLIC_SIZES`
-    (others :data:`OTHER_SYMBOLIC_SIZE`);
+    (others :data:`OTHER_SYMBOLIC_SIZE`); the inputs of ``kernel`` (its zoo name) as :data:`INPUT_CONTRACTS` says;
     token ids and other index arrays in range (:func:`~tvm_hybrid_nb.signature.in_range_indices`)."""
     from .signature import dim_symbols, dim_value, in_range_indices, seeded_values
 
@@ -306,7 +326,12 @@ def _inputs(params, seed: int) -> list:
     for p in params:
         shape = [dim_value(d, sizes) for d in p.shape] if p.is_buffer else None
         specs.append((p.name, p.dtype, shape, p.is_output))
-    return in_range_indices(params, seeded_values(specs, seed, sizes, scalars=sizes), seed, sizes)
+    values = in_range_indices(params, seeded_values(specs, seed, sizes, scalars=sizes), seed, sizes)
+    names = {p.name: v for p, v in zip(params, values) if p.is_buffer and not p.is_output}
+    for (prefix, needed), fill in INPUT_CONTRACTS.items():
+        if kernel_op(kernel).startswith(prefix) and all(n in names for n in needed):
+            fill(names, np.random.default_rng(seed))
+    return values
 
 
 def crash_reason(exc: BaseException) -> str:
@@ -447,12 +472,12 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
                                            and codegen_finding(hm.failure.message)):
             raise BuildError(hm.failure.summary)
         if reference is not None and not isinstance(reference, tvm.tirx.PrimFunc):  # a numpy function
-            inputs = _inputs(hm.params, seed)
+            inputs = _inputs(hm.params, seed, name)
             outs = reference(*[a for a, p in zip(inputs, hm.params) if not p.is_output])
             expected = list(outs) if isinstance(outs, tuple) else [outs]
         else:
             native = _native_reference(reference if reference is not None else func)
-            inputs = _inputs(native.params, seed)
+            inputs = _inputs(native.params, seed, name)
             expected_args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
             result = native.run_native(*expected_args)
             expected = native.result_values(expected_args, result)
