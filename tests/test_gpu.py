@@ -220,3 +220,64 @@ def test_correct_cpu_kernels_pass_the_sanitizer():
 
 def test_gpu_examples_are_distinct_from_cpu_examples():
     assert gpu_tiled_matmul().name == "gpu_tiled_matmul" and gpu_row_sum().name == "gpu_row_sum"
+
+
+@T.prim_func
+def _warp_tail_sum(A: T.Buffer((64,), "float32"), B: T.Buffer((2,), "float32")):
+    # LowerThreadAllreduce's shared-memory tail (bfloat16 has no warp shuffle): the last steps run in
+    # the first 16 lanes of warp 0, with tvm_storage_sync("warp") between them.
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        S = T.alloc_buffer((32,), "float32", scope="shared")
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            S[tx] = A[bx * 32 + tx]
+            T.evaluate(T.tvm_storage_sync("shared"))
+            if tx < 16:
+                w: T.float32 = S[tx] + S[tx + 16]
+                T.evaluate(T.tvm_storage_sync("warp"))
+                S[tx] = w
+                T.evaluate(T.tvm_storage_sync("warp"))
+            T.evaluate(T.tvm_storage_sync("shared"))
+            if tx == 0:
+                B[bx] = S[0] + S[1] + S[2] + S[3] + S[4] + S[5] + S[6] + S[7] + S[8] + S[9] + S[10] + S[11] \
+                    + S[12] + S[13] + S[14] + S[15]
+
+
+def test_a_warp_sync_in_a_branch_of_some_lanes_is_not_a_block_barrier():
+    # The CUDA code generator emits nothing for tvm_storage_sync("warp"): no thread has to reach it.
+    # s_tir.ThreadSync refuses this hand-written kernel (its own shared writes in a branch): stage 0 runs.
+    hm = thn.build(_warp_tail_sum, target="cuda", on_failure="keep")
+    a = np.arange(64, dtype=np.float32) / 8
+    want = a.reshape(2, 32)[:, :16] + a.reshape(2, 32)[:, 16:]
+    want = want.astype(np.float32).sum(axis=1, dtype=np.float32)
+    for check in (False, True):
+        for mode in ("exact", "fast"):
+            out = hm.emulate(a, np.zeros(2, np.float32), check=check, mode=mode)
+            np.testing.assert_array_equal(out, want)
+
+
+@T.prim_func
+def _bf16_axpy(A: T.Buffer((64,), "bfloat16"), X: T.Buffer((64,), "float32"), C: T.Buffer((64,), "bfloat16")):
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            C[bx * 32 + tx] = A[bx * 32 + tx] * T.bfloat16(3) + T.Cast("bfloat16", X[bx * 32 + tx])
+
+
+def test_bfloat16_on_a_gpu_with_bf16_arithmetic_rounds_every_operation():
+    # sm_80 computes nv_bfloat16 as bfloat16 (BF16ComputeLegalize leaves it): each product, sum and
+    # cast rounds to bfloat16, unlike llvm's float32 (tests/test_guarantees_semantics.py).
+    import ml_dtypes
+    import tvm
+
+    hm = thn.build(_bf16_axpy, target=tvm.target.Target({"kind": "cuda", "arch": "sm_80"}))
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-1, 1, 64).astype(ml_dtypes.bfloat16)
+    x = rng.uniform(-1, 1, 64).astype(np.float32)
+    bf = ml_dtypes.bfloat16
+    want = ((a.astype(np.float32) * 3).astype(bf).astype(np.float32) + x.astype(bf).astype(np.float32)).astype(bf)
+    in_float32 = (a.astype(np.float32) * 3 + x).astype(bf)
+    assert (want != in_float32).any()
+    for stage in (0, hm.stage("tirx.ConvertSSA").index):
+        for mode in ("exact", "fast"):
+            c = np.zeros(64, bf)
+            hm.emulate(a, x, c, stage=stage, mode=mode)
+            np.testing.assert_array_equal(c.view(np.uint16), want.view(np.uint16))

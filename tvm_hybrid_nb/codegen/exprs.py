@@ -95,8 +95,9 @@ class ExpressionsMixin:
     def visit_FloatImm(self, node) -> Value:
         dtype = _dtype(node)
         value = float(node.value)
-        if not math.isfinite(value):
-            return Value(ast.Call(_np(dtype), [_const(value)], []), "np", dtype)
+        if not math.isfinite(value) or _scalar_dtype(dtype).startswith("bfloat"):
+            # ml_dtypes' bfloat16 arrays do not take Python floats as weak: ``a * 3.0`` is float32.
+            return Value(ast.Call(_np(_scalar_dtype(dtype)), [_const(value)], []), "np", dtype)
         return Value(ast.Constant(value), "weak", dtype)
 
     def visit_StringImm(self, node) -> Value:

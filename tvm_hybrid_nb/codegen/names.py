@@ -155,7 +155,15 @@ def _const(value) -> ast.expr:
     return ast.Constant(value)
 
 
+#: Scalar types that numpy itself lacks: ml_dtypes registers them with numpy (arrays of them are what the
+#: kernel receives), so a script names them ``np.dtype("bfloat16").type`` and needs no other import.
+_EXTENSION_TYPES = ("bfloat16", "float8", "float6", "float4", "int4", "uint4", "int2", "uint2")
+
+
 def _np(attr: str) -> ast.expr:
+    if attr.startswith(_EXTENSION_TYPES):
+        dtype = ast.Call(ast.Attribute(_name("np"), "dtype", ast.Load()), [ast.Constant(attr)], [])
+        return ast.Attribute(dtype, "type", ast.Load())
     return ast.Attribute(_name("np"), attr, ast.Load())
 
 
