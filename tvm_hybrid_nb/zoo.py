@@ -10,6 +10,12 @@ reference for the cuda schedules too: no GPU is needed).
 
 A wrong answer whose stage the sanitizers flag while stage 0 is clean is a pass of TVM breaking the
 kernel (:func:`explain_wrong`); :data:`TVM_FINDINGS` documents the ones found, with their evidence.
+TVM bugs that leave nothing to compare are documented too: a dlight rule that raises
+(:data:`TVM_SCHEDULE_FINDINGS`), and LLVM code generation that fails (:data:`TVM_CODEGEN_FINDINGS`:
+there, every stage is still emulated, against the native build of a rewrite to the same meaning).
+Kernel names are ``model.function``; findings name the function (the operator), so they hold for any
+model (:func:`kernel_op`).  Symbolic sizes other than :data:`SYMBOLIC_SIZES` get
+:data:`OTHER_SYMBOLIC_SIZE`; kernels whose inputs must have a form get it (:data:`INPUT_CONTRACTS`).
 ``python -m tvm_hybrid_nb zoo`` prints the table; ``tests/test_zoo.py`` asserts it.  With
 ``--tvm-tests PATH`` it checks the TIR of a local TVM checkout's tests instead (:mod:`.tvm_corpus`).
 """

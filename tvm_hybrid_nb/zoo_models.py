@@ -4,7 +4,7 @@ Each covers operators a real model has: an MLP and an LM head (GEMV), causal att
 cache and grouped-query attention, RoPE, token and position embeddings, norms (layer, RMS, group,
 float16), softmax and log-softmax, convolutions (strided, dilated depthwise, 1-D) and pooling,
 reductions over several axes, elementwise math, argmax/argmin, sort/argsort/topk and scans over
-any axis, float16 and int8 (quantise, integer matmul, shifts), slicing and layout ops, and
+any axis, float16, bfloat16 and int8 (quantise, integer matmul, shifts), slicing and layout ops, and
 symbolic sizes (``n``, ``m``).  Sizes are small: the zoo runs in CI.
 """
 from __future__ import annotations
@@ -207,6 +207,16 @@ def models() -> list:
         def forward(self, a, b, x):
             return op.matmul(a, b), self.fc(x)
 
+    class BFloat16(nn.Module):
+        """bfloat16: float32 arithmetic rounded at stores on a CPU, bf16 arithmetic on cuda sm_80."""
+
+        def __init__(self):
+            self.fc = nn.Linear(16, 8, bias=False, dtype="bfloat16")
+            self.norm = nn.RMSNorm(16, axes=-1, dtype="bfloat16")
+
+        def forward(self, x):
+            return self.fc(self.norm(x)), op.softmax(x, axis=-1), op.astype(op.silu(x), f32)
+
     return [
         ("lm_head", LMHead(), {"x": spec.Tensor((1, 1, 32), f32)}),
         ("mlp", MLP(), {"x": spec.Tensor((2, 16), f32)}),
@@ -236,4 +246,5 @@ def models() -> list:
         ("sortmore", SortMore(), {"x": spec.Tensor((6, 9), f32)}),
         ("batch_matmul", BatchMatmul(), {"a": spec.Tensor((3, "n", 12), f32), "b": spec.Tensor((3, 12, 7), f32),
                                          "x": spec.Tensor(("m", 12), f32)}),
+        ("bf16", BFloat16(), {"x": spec.Tensor((4, 16), "bfloat16")}),
     ]
