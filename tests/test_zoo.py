@@ -170,3 +170,38 @@ def test_a_dlight_rule_that_raises_is_a_tvm_finding_not_a_crash():
         assert o.outcome == "crash" and o.stage == "schedule", o
         assert "gemv.py" in zoo.tvm_finding(o) and "assert r_loops" in o.reason
     assert report.counts("dlight-gpu")["TVM finding"] == 1 and report.counts("dlight-gpu")["crash"] == 0
+
+
+def test_bfloat16_sorts_are_checked_against_numpy_not_tvms_library():
+    # TVM's tvm.contrib.sort sorts bfloat16 wrong and overwrites the heap: the native run is refused,
+    # the emulation is numpy's sort, and the zoo compares every stage with it.
+    import ml_dtypes
+    import numpy as np
+    import pytest
+    from tvm.relax.frontend.nn import op, spec
+
+    from tvm_hybrid_nb import module as hmodule
+    from tvm_hybrid_nb.errors import ArgumentTypeError
+
+    kernels = _nn_kernels("bfsort", lambda self, x: (op.sort(x, axis=-1), op.argsort(x, axis=-1)),
+                          {"x": spec.Tensor((3, 8), "bfloat16")})
+    (sort,) = [k for k in kernels if k.name == "bfsort.sort" and k.llvm is not None]
+    (argsort,) = [k for k in kernels if k.name == "bfsort.argsort" and k.llvm is not None]
+    x = np.random.default_rng(0).uniform(-1, 1, (3, 8)).astype(ml_dtypes.bfloat16)
+    for kernel, out, want in ((sort, np.zeros((3, 8), ml_dtypes.bfloat16), np.sort(x.astype(np.float32), -1)),
+                              (argsort, np.zeros((3, 8), "int32"),
+                               np.argsort(x.astype(np.float32), -1, kind="stable"))):
+        hm = hmodule.build(kernel.llvm)
+        with pytest.raises(ArgumentTypeError, match="tvm.contrib.sort corrupts memory"):
+            hm.run_native(x, out.copy())
+        got = hm.emulate(x, out.copy(), mode="exact")
+        np.testing.assert_array_equal(np.asarray(got).astype(np.float32), want.astype(np.float32))
+    report = zoo.run_zoo(kernels=kernels)
+    problems = [(o.flavour, o.kernel, o.stage, o.reason) for o in report.problems() if not zoo.tvm_finding(o)]
+    assert not problems, problems
+    # From BF16ComputeLegalize on, the arrays handed to the library are float32 over bfloat16 storage.
+    for flavour in ("none", "dlight-cpu"):
+        found = [o for o in report.outcomes if o.flavour == flavour and o.kernel in ("bfsort.sort", "bfsort.argsort")]
+        assert len(found) == 2 and all(o.stage.endswith("BF16ComputeLegalize") and zoo.tvm_finding(o)
+                                       and o.stages_checked > 1 for o in found), found
+    assert all(o.outcome == "ok" for o in report.outcomes if o.flavour == "dlight-gpu")

@@ -23,11 +23,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import te
 
 from . import capture as _capture
 from . import dump_write
 from .codegen import kernel_signature
+from .codegen.names import _type_key
 from .compare import CompareResult, check_tolerance, compare_outputs, reference_outputs
 from .errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError, BuildError, CompareError,
                      DeviceUnavailableError, EmulationError, HybridError, StageLookupError,
@@ -232,6 +234,7 @@ class HybridModule:
         dev = self.native_device()
         bound = bind_arguments(self.params, arrays)
         check_native_transfer(self.params)  # int4 & co: one line, not TVM's size mismatch
+        self._refuse_crashing_library_calls()
         if not _emulated:
             self._refuse_trapping_inputs(bound.values)
         function = self._native_function()
@@ -274,6 +277,28 @@ class HybridModule:
             if lib.implements_function(name, query_imports=True):
                 return lib.get_function(name, query_imports=True)
         raise BuildError(f"the native module exports no function {' or '.join(map(repr, candidates))}")
+
+    def _refuse_crashing_library_calls(self) -> None:
+        """Refuse a native run that would call TVM's runtime library on data it corrupts memory with:
+        ``tvm.contrib.sort.*`` (relax's sort, argsort and topk on a CPU) on bfloat16 arrays sorts
+        garbage and overwrites the heap (the process aborts: ``free(): invalid next size``)."""
+        func = self.stages[0].function
+        if func is None or "tvm.contrib.sort" not in func.script(show_meta=False):
+            return
+        sorted_bf16 = []
+
+        def visit(node):
+            if _type_key(node) == "ir.Call" and str(getattr(node.op, "name", "")) == "tirx.tvm_call_packed" \
+                    and node.args and str(getattr(node.args[0], "value", "")).startswith("tvm.contrib.sort"):
+                tvm_ffi.structural_walk(node, lambda n: sorted_bf16.append(n) if _type_key(n) == "ir.FloatImm"
+                                        and str(n.ty) == "bfloat16" else None, order="post")
+
+        tvm_ffi.structural_walk(func.body, visit, order="post")
+        if sorted_bf16:
+            raise ArgumentTypeError(
+                "bfloat16 arrays cannot be sorted by the native kernel: TVM's tvm.contrib.sort corrupts memory "
+                "on them (the process aborts); emulate it instead, or compare with a numpy reference: "
+                "compare(..., reference=FUNC)")
 
     def _refuse_trapping_inputs(self, values: list) -> None:
         """Emulate stage 0 (fast mode, on copies) before a native run when its kernel has

@@ -49,8 +49,45 @@ def bf16_as_computed(func, target):
     if own is None or _has_bf16_arithmetic(own):
         return func
     legal = tvm.tirx.transform.BF16ComputeLegalize()(
-        tvm.IRModule({"main": _sblock_bf16_buffers_as_float32(func).with_attr("target", own)}))["main"]
+        tvm.IRModule({"main": _hide_array_dtypes(_sblock_bf16_buffers_as_float32(func)).with_attr("target", own)}))
+    legal = _show_array_dtypes(legal["main"])
     return legal if "target" in func.attrs else legal.without_attr("target")
+
+
+#: Stands for a bfloat16 dtype hint of ``tvm_stack_make_array`` while BF16ComputeLegalize runs.
+_HIDDEN_BF16 = 0xBF16
+
+
+def _hide_array_dtypes(func):
+    """``func`` with the bfloat16 dtype hints of ``tvm_stack_make_array`` (the arrays handed to
+    ``tvm.contrib.sort``) as a uint16 marker: BF16ComputeLegalize makes them float32, so the library
+    reads a bfloat16 array as float32 (twice its size: a TVM bug of the pass's stage, not of the
+    earlier stages, whose kernel hands over bfloat16)."""
+    from tvm import tirx
+
+    def hide(call):
+        if getattr(call.op, "name", "") != "tirx.tvm_stack_make_array" or str(call.args[4].ty) != "bfloat16":
+            return call
+        args = list(call.args)
+        args[4] = tirx.const(_HIDDEN_BF16, "uint16")
+        return tvm.ir.Call(call.op, args, ret_ty=call.ty)
+
+    return tvm_ffi.structural_map(func, (tvm.ir.Call, hide))
+
+
+def _show_array_dtypes(func):
+    """:func:`_hide_array_dtypes` undone."""
+    from tvm import tirx
+
+    def show(call):
+        if getattr(call.op, "name", "") != "tirx.tvm_stack_make_array" or str(call.args[4].ty) != "uint16" \
+                or int(call.args[4].value) != _HIDDEN_BF16:
+            return call
+        args = list(call.args)
+        args[4] = tirx.const(0, "bfloat16")
+        return tvm.ir.Call(call.op, args, ret_ty=call.ty)
+
+    return tvm_ffi.structural_map(func, (tvm.ir.Call, show))
 
 
 _BF16_ARITHMETIC: dict[str, bool] = {}
