@@ -572,10 +572,18 @@ def test_the_serial_cost_counts_statements_from_the_extents_and_binds_symbolic_s
     cost = serial_cost(func, sizes={"n": 4})
     # per i: B[i] = 0, the j loop's 16 steps of (the store and the loop's own step), the i loop's step
     assert (cost.scalar, cost.lanes) == (4 * (1 + 16 * 2 + 1), 0)
-    assert P.exact_plan_reason(func, sizes={"n": 4}).startswith("the serial run is cheap (136 statement executions")
+    assert P.exact_plan_reason(func, sizes={"n": 4}).startswith("the serial run with n = 4 is cheap (136 statement executions")
     assert P.exact_plan_reason(func, sizes={"n": 1 << 20}) == ""
     hm = thn.build(func)
     plan = hm.stage(0).plan("fast")
     assert plan.exact_reason == "" and plan.decisions[0].strategy == P.LANES
-    a = _rand(5, 16)
-    np.testing.assert_allclose(hm.emulate(a, np.zeros(5, "float32"), mode="fast"), a.sum(axis=1), rtol=1e-5)
+    # Run on 5 rows, the fast kernel is the exact one for n = 5, and its plan says so; a million rows get lanes.
+    small = hm.stage(0).kernel("fast", sizes={"n": 5})
+    assert small.plan.exact_reason.startswith("the serial run with n = 5 is cheap")
+    assert small.plan.decisions[0].strategy == P.SERIAL and "with n = 5" in small.plan.decisions[0].reason
+    big = hm.stage(0).kernel("fast", sizes={"n": 1 << 20})
+    assert big.plan.exact_reason == "" and big.plan.decisions[0].strategy == P.LANES
+    for rows in (5, 64):
+        a = _rand(rows, 16)
+        np.testing.assert_allclose(hm.emulate(a, np.zeros(rows, "float32"), mode="fast"), a.sum(axis=1),
+                                   rtol=1e-5, atol=1e-5)

@@ -418,7 +418,7 @@ def program_text(source: str) -> str:
 
 def generate_kernel(func, function_name: str, stage: str | None = None, mode: str = "exact",
                     progress: bool = False, module_functions: dict | None = None,
-                    check: bool = False, synced: bool = False) -> GeneratedKernel:
+                    check: bool = False, synced: bool = False, sizes: dict | None = None) -> GeneratedKernel:
     """Generate the hybrid script of ``func`` (see :class:`HybridCodegen`).
 
     ``mode="exact"`` interprets the IR as written; ``mode="fast"`` runs loops whose iterations are
@@ -426,9 +426,10 @@ def generate_kernel(func, function_name: str, stage: str | None = None, mode: st
     the variant that is executed: each outermost loop iteration calls ``__progress__``.
 
     Fast mode never loses to exact: when the serial run is cheaper than the lanes analysis would be
-    (:func:`~.plan.exact_plan_reason`), it is the exact script, and its plan says why.
+    (:func:`~.plan.exact_plan_reason`), it is the exact script, and its plan says why.  ``sizes``
+    (name -> value) binds symbolic extents for that estimate: the script is then for those sizes.
     """
-    exact_reason = exact_plan_reason(func, module_functions) if mode == "fast" and not check else ""
+    exact_reason = exact_plan_reason(func, module_functions, sizes) if mode == "fast" and not check else ""
     emitted = "exact" if exact_reason else mode
 
     def emit(plan: EmulationPlan) -> GeneratedKernel:

@@ -612,12 +612,15 @@ def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | 
     cost = serial_cost(func, module_functions, sizes)
     if cost is None:
         return ""
+    bound = ""
+    if sizes and serial_cost(func, module_functions) is None:  # the sizes decided: say which
+        bound = " with " + ", ".join(f"{name} = {value}" for name, value in sorted(sizes.items()))
     serial = cost.scalar * SERIAL_SECONDS_PER_STATEMENT + cost.lanes * SERIAL_SECONDS_PER_LANES_STATEMENT
     analysis = cost.size * ANALYSIS_SECONDS_PER_STATEMENT
     if serial >= analysis:
         return ""
     executed = cost.scalar + cost.lanes
-    return (f"the serial run is cheap ({executed} statement executions, {cost.lanes} of them on GPU threads: "
+    return (f"the serial run{bound} is cheap ({executed} statement executions, {cost.lanes} of them on GPU threads: "
             f"about {serial * 1e3:.2g} ms), less than the lanes analysis of its {cost.size} statements would take "
             f"(about {analysis * 1e3:.2g} ms)")
 
