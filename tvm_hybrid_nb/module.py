@@ -235,7 +235,7 @@ class HybridModule:
         bound = bind_arguments(self.params, arrays)
         check_native_transfer(self.params)  # int4 & co: one line, not TVM's size mismatch
         if not _emulated:
-            self._refuse_trapping_inputs(bound.values)
+            self._refuse_trapping_inputs(bound.values, bound.sizes)
         function = self._native_function()
         keep = []  # strided tensors share the arrays' storage: it lives until the kernel returns
         tensors = [_native_tensor(spec, v, dev, keep, bound.layouts.get(k)) if isinstance(v, np.ndarray) else v
@@ -277,7 +277,7 @@ class HybridModule:
                 return lib.get_function(name, query_imports=True)
         raise BuildError(f"the native module exports no function {' or '.join(map(repr, candidates))}")
 
-    def _refuse_trapping_inputs(self, values: list) -> None:
+    def _refuse_trapping_inputs(self, values: list, sizes: dict | None = None) -> None:
         """Emulate stage 0 (fast mode, on copies) before a native run when its kernel has
         operations that can trap, and refuse the run when the emulation traps."""
         s = self.stages[0]
@@ -286,7 +286,7 @@ class HybridModule:
             return
         copies = [np.array(v, copy=True) if isinstance(v, np.ndarray) else v for v in values]
         try:
-            _run_kernel(s.kernel("fast"), copies, s)
+            _run_kernel(s.kernel("fast", sizes=sizes), copies, s)
         except EmulationError as exc:
             if isinstance(exc.__cause__, (ZeroDivisionError, OverflowError, IndexError)):
                 raise EmulationError(f"native run refused: on these inputs {exc}; the native kernel would "

@@ -722,6 +722,7 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
     unknown: None.  Cheap: one walk over the statements, no dependence test."""
     functions = dict(module_functions or {})
     binds = {str(name): int(value) for name, value in (sizes or {}).items()}
+    lets: dict[int, int] = {}  # let-bound variables (``cse_v1 = n * 32``) with a known value, by key
     memo: dict[str, tuple] = {}
     active: set[str] = set()
     sizes_seen = [0]
@@ -732,11 +733,12 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
     def extent_of(expr) -> int:
         if _type_key(expr) == "ir.IntImm":
             return int(expr.value)
-        if binds:
+        if binds or lets:
             analyzer = tvm.sym.Analyzer()
             for var in tvm.tirx.analysis.undefined_vars(expr):
-                if str(var.name) in binds:
-                    analyzer.bind(var, tirx.const(binds[str(var.name)], str(var.ty.dtype)))
+                value = lets.get(_key(var), binds.get(str(var.name)))
+                if value is not None:
+                    analyzer.bind(var, tirx.const(value, str(var.ty.dtype)))
             value = analyzer.simplify(expr)
             if _type_key(value) == "ir.IntImm":
                 return int(value.value)
@@ -811,6 +813,8 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
         if key in ("tirx.BufferStore", "tirx.Evaluate"):
             return add(one(threads), launches(node.value, threads))
         if key in ("tirx.Bind", "tirx.LetStmt"):
+            with contextlib.suppress(_Unknown):
+                lets[_key(node.var)] = extent_of(node.value)
             return add(add(one(threads), launches(node.value, threads)), stmt(getattr(node, "body", None), threads))
         body = getattr(node, "body", None)
         return add(one(threads), stmt(body, threads) if body is not None and not isinstance(body, (list, tuple))
