@@ -512,6 +512,23 @@ def _sum_rows(a: T.handle, b: T.handle):
             B[i] = B[i] + A[i, j]
 
 
+@T.prim_func
+def _fill_let_extent(a: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n * 4,), "float32")
+    m: T.let[T.int32] = n * 4  # CommonSubexprElim binds symbolic extents to let variables
+    for i in range(m):
+        A[i] = T.float32(1)
+
+
+def test_a_let_bound_extent_counts_with_the_sizes_it_is_made_of():
+    from tvm_hybrid_nb.codegen.analysis import serial_cost
+
+    assert serial_cost(_fill_let_extent) is None
+    cost = serial_cost(_fill_let_extent, sizes={"n": 3})
+    assert (cost.scalar, cost.lanes) == (1 + 12 * 2, 0)  # the let, then 12 steps of (store, loop step)
+
+
 def test_a_tiny_kernel_in_fast_mode_runs_the_exact_plan_and_says_why(monkeypatch):
     from tvm_hybrid_nb.codegen import program_text
 
