@@ -752,6 +752,8 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
 
     def launches(expr, threads: bool) -> tuple:
         total = (0, 0)
+        if not functions:  # no device kernels to launch: no expression walk (most stages)
+            return total
         calls = []
         tvm_ffi.structural_walk(expr, lambda n: (calls.append(n) if _type_key(n) == "ir.Call" else None) or True,
                                 order="post")
