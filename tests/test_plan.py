@@ -488,3 +488,119 @@ def test_lanes_take_array_axes_in_the_memory_order_of_the_store_past_loops_of_on
     # i (stride 8) on the first loop axis, j (stride 1) after it: not j first because the six
     # loops of one took the planned axes.
     assert "B_lanes = lanes_view(B, (0, 0), ((4, 4, (1, 0)), (5, 8, (0, 1))))" in source
+
+
+# ---------------------------------------------------------------- fast mode never loses to exact
+@T.prim_func
+def _gpu_reverse_in_blocks(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        S = T.alloc_buffer((32,), "float32", scope="shared")
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            S[tx] = A[bx * 32 + tx]
+            T.evaluate(T.tvm_storage_sync("shared"))
+            B[bx * 32 + tx] = S[31 - tx]
+
+
+@T.prim_func
+def _sum_rows(a: T.handle, b: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n, 16), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    for i in range(n):
+        B[i] = T.float32(0)
+        for j in range(16):
+            B[i] = B[i] + A[i, j]
+
+
+@T.prim_func
+def _fill_let_extent(a: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n * 4,), "float32")
+    m: T.let[T.int32] = n * 4  # CommonSubexprElim binds symbolic extents to let variables
+    for i in range(m):
+        A[i] = T.float32(1)
+
+
+def test_a_let_bound_extent_counts_with_the_sizes_it_is_made_of():
+    from tvm_hybrid_nb.codegen.analysis import serial_cost
+
+    assert serial_cost(_fill_let_extent) is None
+    cost = serial_cost(_fill_let_extent, sizes={"n": 3})
+    assert (cost.scalar, cost.lanes) == (1 + 12 * 2, 0)  # the let, then 12 steps of (store, loop step)
+
+
+def test_a_tiny_kernel_in_fast_mode_runs_the_exact_plan_and_says_why(monkeypatch):
+    from tvm_hybrid_nb.codegen import program_text
+
+    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)  # the suite turns it off (tests/conftest.py)
+    hm = _matmul(8)  # 8 x 8 x 9 statements: a fraction of a millisecond serially
+    plan = hm.stage(0).plan("fast")
+    assert plan.exact_reason.startswith("the serial run is cheap (")
+    assert plan.summary().startswith("fast mode runs the exact plan: the serial run is cheap")
+    assert [d.strategy for d in plan.decisions] == [P.SERIAL] * 3
+    assert all(d.reason.startswith("fast mode runs the exact plan: ") for d in plan.decisions)
+    assert plan.as_dict()["exact_reason"] == plan.exact_reason
+    # Decided before emission: the fast script is the exact script, its header says why.
+    fast_source = hm.stage(0).fast_source()
+    assert "Fast mode runs the exact plan: the serial run is cheap" in fast_source
+    assert program_text(fast_source) == program_text(hm.stage(0).source)
+    a, b = _rand(8, 8), _rand(8, 8)
+    fast = hm.emulate(a, b, np.zeros((8, 8), "float32"), mode="fast").copy()
+    np.testing.assert_array_equal(fast, hm.emulate(a, b, np.zeros((8, 8), "float32"), mode="exact"))
+    np.testing.assert_allclose(fast, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_big_kernel_in_fast_mode_still_runs_as_lanes(monkeypatch):
+    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    hm = _matmul(128)  # 2 million statements serially: seconds; the analysis takes milliseconds
+    plan = hm.stage(0).plan("fast")
+    assert plan.exact_reason == ""
+    by_loop = {d.loop: d for d in plan.decisions}
+    assert by_loop["i"].strategy == P.LANES and by_loop["j"].strategy == P.LANES
+    a, b = _rand(128, 128), _rand(128, 128)
+    np.testing.assert_allclose(hm.emulate(a, b, np.zeros((128, 128), "float32"), mode="fast"), a @ b,
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_the_exact_plan_of_a_tiny_gpu_kernel_covers_the_kernels_it_launches(monkeypatch):
+    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    hm = thn.build(_gpu_reverse_in_blocks, target="cuda")
+    a = _rand(64)
+    want = a.reshape(2, 32)[:, ::-1].reshape(64)
+    launched = 0
+    for stage in hm.emulatable_stages:
+        plan = stage.plan("fast")
+        assert plan.exact_reason, stage.label
+        assert plan.lane_loops() == []  # the blocks run one after another, as in exact mode
+        for sub in plan.launched.values():
+            launched += 1
+            assert sub.mode == "fast" and sub.exact_reason == plan.exact_reason
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros(64, "float32"), stage=stage.index, mode="fast"), want)
+    assert launched  # the stages after SplitHostDevice launch the device kernel
+
+
+def test_the_serial_cost_counts_statements_from_the_extents_and_binds_symbolic_sizes(monkeypatch):
+    from tvm_hybrid_nb.codegen.analysis import serial_cost
+
+    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    func = _sum_rows
+    assert serial_cost(func) is None  # n is unknown: assumed large, the analysis runs
+    assert P.exact_plan_reason(func) == ""
+    cost = serial_cost(func, sizes={"n": 4})
+    # per i: B[i] = 0, the j loop's 16 steps of (the store and the loop's own step), the i loop's step
+    assert (cost.scalar, cost.lanes) == (4 * (1 + 16 * 2 + 1), 0)
+    assert P.exact_plan_reason(func, sizes={"n": 4}).startswith("the serial run with n = 4 is cheap (136 statement executions")
+    assert P.exact_plan_reason(func, sizes={"n": 1 << 20}) == ""
+    hm = thn.build(func)
+    plan = hm.stage(0).plan("fast")
+    assert plan.exact_reason == "" and plan.decisions[0].strategy == P.LANES
+    # Run on 5 rows, the fast kernel is the exact one for n = 5, and its plan says so; a million rows get lanes.
+    small = hm.stage(0).kernel("fast", sizes={"n": 5})
+    assert small.plan.exact_reason.startswith("the serial run with n = 5 is cheap")
+    assert small.plan.decisions[0].strategy == P.SERIAL and "with n = 5" in small.plan.decisions[0].reason
+    big = hm.stage(0).kernel("fast", sizes={"n": 1 << 20})
+    assert big.plan.exact_reason == "" and big.plan.decisions[0].strategy == P.LANES
+    for rows in (5, 64):
+        a = _rand(rows, 16)
+        np.testing.assert_allclose(hm.emulate(a, np.zeros(rows, "float32"), mode="fast"), a.sum(axis=1),
+                                   rtol=1e-5, atol=1e-5)

@@ -186,8 +186,10 @@ class HybridModule:
             raise ArgumentTypeError(f"progress must be a callable taking the fraction done, got "
                                     f"{type(progress).__name__}")
         s = self.stage(stage)
-        kernel = s.kernel(mode, check)
+        if not s.emulatable:
+            s.kernel(mode, check)  # raises StageNotEmulatableError
         bound = bind_arguments(self.params, arrays)
+        kernel = s.kernel(mode, check, sizes=bound.sizes)  # fast mode: cheap sizes run the exact plan
         values = list(bound.values)
         aliased = _aliased_arguments(self.params, arrays)
         for k in aliased:  # as run_native: each parameter sees its own copy of what it was given
@@ -236,7 +238,7 @@ class HybridModule:
         check_native_transfer(self.params)  # int4 & co: one line, not TVM's size mismatch
         self._refuse_crashing_library_calls()
         if not _emulated:
-            self._refuse_trapping_inputs(bound.values)
+            self._refuse_trapping_inputs(bound.values, bound.sizes)
         function = self._native_function()
         keep = []  # strided tensors share the arrays' storage: it lives until the kernel returns
         tensors = [_native_tensor(spec, v, dev, keep, bound.layouts.get(k)) if isinstance(v, np.ndarray) else v
@@ -300,7 +302,7 @@ class HybridModule:
                 "on them (the process aborts); emulate it instead, or compare with a numpy reference: "
                 "compare(..., reference=FUNC)")
 
-    def _refuse_trapping_inputs(self, values: list) -> None:
+    def _refuse_trapping_inputs(self, values: list, sizes: dict | None = None) -> None:
         """Emulate stage 0 (fast mode, on copies) before a native run when its kernel has
         operations that can trap, and refuse the run when the emulation traps."""
         s = self.stages[0]
@@ -309,7 +311,7 @@ class HybridModule:
             return
         copies = [np.array(v, copy=True) if isinstance(v, np.ndarray) else v for v in values]
         try:
-            _run_kernel(s.kernel("fast"), copies, s)
+            _run_kernel(s.kernel("fast", sizes=sizes), copies, s)
         except EmulationError as exc:
             if isinstance(exc.__cause__, (ZeroDivisionError, OverflowError, IndexError)):
                 raise EmulationError(f"native run refused: on these inputs {exc}; the native kernel would "

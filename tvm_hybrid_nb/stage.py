@@ -21,6 +21,8 @@ import tvm_ffi
 
 from . import capture as _capture
 from .codegen import generate_kernel
+from .codegen.analysis import serial_cost
+from .codegen.plan import exact_plan_reason
 from .errors import (EmulationError, HybridError, InsufficientMemoryError, StageNotEmulatableError,
                      UnsupportedConstructError)
 from .loader import hybrid_line, load_kernel
@@ -166,6 +168,7 @@ class Stage:
         self._reason: str | None = None
         self._kernels: dict[str, Callable] = {}
         self._fast = None
+        self._symbolic_cost: bool | None = None
         # Threads may emulate one stage at once: code generation runs once, under this lock.
         self._lock = threading.RLock()
 
@@ -307,22 +310,42 @@ class Stage:
         return generate_kernel(self.computed_function, self._owner.name, stage=self.label, mode=mode, check=check,
                                module_functions=self.computed_module_functions).plan
 
-    def kernel(self, mode: str = "exact", check: bool = False) -> Callable:
+    def kernel(self, mode: str = "exact", check: bool = False, sizes: dict | None = None) -> Callable:
         """The executed function of this stage: its hybrid source (``mode`` "exact" or "fast") with
         progress hooks in the outermost loops.  Call it as ``kernel(*arrays, progress=callback)``.
+
+        ``sizes`` (symbolic size name -> value, from the arguments): in fast mode, a kernel whose loop
+        extents are symbolic runs the exact plan when at these sizes its serial run is cheaper than
+        the lanes analysis (see :func:`~tvm_hybrid_nb.codegen.plan.exact_plan_reason`).
         """
         if not self.emulatable:
             raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
-        key = (mode, check)
+        key: tuple = (mode, check)
+        if sizes and mode == "fast" and not check and self._cost_is_symbolic():
+            sizes = {str(k): int(v) for k, v in sizes.items()}
+            if exact_plan_reason(self.computed_function, self.computed_module_functions, sizes):
+                key = (mode, check, tuple(sorted(sizes.items())))  # the exact plan, for these sizes
+            else:
+                sizes = None
+        else:
+            sizes = None
         with self._lock:
             if key not in self._kernels:
-                self._kernels[key] = self._load_kernel(mode, check)
+                self._kernels[key] = self._load_kernel(mode, check, sizes)
         return self._kernels[key]
 
-    def _load_kernel(self, mode: str, check: bool) -> Callable:
+    def _cost_is_symbolic(self) -> bool:
+        """Whether the serial run's cost depends on symbolic sizes (unknown without them)."""
+        with self._lock:
+            if self._symbolic_cost is None:
+                self._symbolic_cost = serial_cost(self.computed_function, self.computed_module_functions) is None
+        return self._symbolic_cost
+
+    def _load_kernel(self, mode: str, check: bool, sizes: dict | None = None) -> Callable:
         synced = any(st.name == "s_tir.ThreadSync" for st in self._owner.stages[:self.index + 1])
         gen = generate_kernel(self.computed_function, self._owner.name, stage=self.label, mode=mode, progress=True,
-                              module_functions=self.computed_module_functions, check=check, synced=synced)
+                              module_functions=self.computed_module_functions, check=check, synced=synced,
+                              sizes=sizes)
         # One callback per calling thread, so that threads emulating this stage at once each get
         # their own reports.  Chunks of a parallel loop run on other threads (no callback there)
         # and progress alike; the caller's chunk reports.
@@ -388,6 +411,7 @@ class Stage:
                     callbacks[me] = outer
 
         run.source = gen.source
+        run.plan = gen.plan
         return run
 
     def __repr__(self) -> str:

@@ -394,6 +394,11 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
     is not run again.  Exceptions other than refusals reach the caller."""
     from .codegen import program_text
     from .errors import StageNotEmulatableError, UnsupportedConstructError
+    from .signature import bind_arguments
+
+    # The sizes the inputs bind: a kernel with symbolic loop extents that is cheap at these sizes
+    # runs the exact plan in fast mode (its analysis would cost more than the serial run).
+    sizes = bind_arguments(hm.params, [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]).sizes
 
     checked_programs: set[str] = set()
     bf16_native = _bf16_native(hm)
@@ -411,7 +416,7 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
             outcome.reason = reason
             return
         try:
-            program = program_text(stage.kernel(mode, check).source)
+            program = program_text(stage.kernel(mode, check, sizes=sizes).source)
         except (UnsupportedConstructError, StageNotEmulatableError) as exc:
             outcome.outcome, outcome.reason = "refused", str(exc)
             return

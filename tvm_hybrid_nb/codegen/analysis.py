@@ -4,6 +4,7 @@ ranges a guard lets a loop run over in :mod:`.guards`."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 import tvm
 import tvm_ffi
@@ -696,3 +697,133 @@ def _has_storage_sync(func) -> bool:
 def _uses_vars(expr, keys: set[int]) -> bool:
     """Whether ``expr`` reads any of the variables ``keys``."""
     return _contains(expr, lambda n: _type_key(n) == "ir.Var" and _key(n) in keys)
+
+
+# ---------------------------------------------------------------------- the serial run's cost
+@dataclass(frozen=True)
+class SerialCost:
+    """What the serial (exact-mode) script of a function executes, counted from its loop extents."""
+
+    #: Statement executions outside GPU threads (plain Python on scalars).
+    scalar: int
+    #: Statement executions inside GPU threads (each one numpy call on the threads' lanes).
+    lanes: int
+    #: Statements in the program (each counted once): what code generation and the analysis walk.
+    size: int
+
+
+def serial_cost(func, module_functions: dict | None = None, sizes: dict | None = None) -> SerialCost | None:
+    """How many statements the serial (exact-mode) script of ``func`` executes: each statement
+    counts once per iteration of the loops around it that run one iteration after another (serial
+    loops and GPU block loops; threads of a block run in lockstep as lanes in both modes, so they
+    do not multiply, but their statements are numpy calls: counted apart).  Device kernels the
+    function launches count at each launch.  ``sizes``: values of symbolic variables (by name); an
+    extent that is still not a constant, a ``while`` loop or a recursive launch make the cost
+    unknown: None.  Cheap: one walk over the statements, no dependence test."""
+    functions = dict(module_functions or {})
+    binds = {str(name): int(value) for name, value in (sizes or {}).items()}
+    lets: dict[int, int] = {}  # let-bound variables (``cse_v1 = n * 32``) with a known value, by key
+    memo: dict[str, tuple] = {}
+    active: set[str] = set()
+    sizes_seen = [0]
+
+    class _Unknown(Exception):
+        pass
+
+    def extent_of(expr) -> int:
+        if _type_key(expr) == "ir.IntImm":
+            return int(expr.value)
+        if binds or lets:
+            analyzer = tvm.sym.Analyzer()
+            for var in tvm.tirx.analysis.undefined_vars(expr):
+                value = lets.get(_key(var), binds.get(str(var.name)))
+                if value is not None:
+                    analyzer.bind(var, tirx.const(value, str(var.ty.dtype)))
+            value = analyzer.simplify(expr)
+            if _type_key(value) == "ir.IntImm":
+                return int(value.value)
+        raise _Unknown
+
+    def add(a, b):
+        return (a[0] + b[0], a[1] + b[1])
+
+    def times(n, a):
+        return (n * a[0], n * a[1])
+
+    def launches(expr, threads: bool) -> tuple:
+        total = (0, 0)
+        if not functions:  # no device kernels to launch: no expression walk (most stages)
+            return total
+        calls = []
+        tvm_ffi.structural_walk(expr, lambda n: (calls.append(n) if _type_key(n) == "ir.Call" else None) or True,
+                                order="post")
+        for call in calls:
+            name = getattr(call.op, "name_hint", None)
+            if name is not None and name in functions:
+                total = add(total, function_cost(name))
+        return total
+
+    def function_cost(name: str) -> tuple:
+        if name in active:
+            raise _Unknown
+        if name not in memo:
+            active.add(name)
+            try:
+                memo[name] = stmt(functions[name].body, False)
+            finally:
+                active.discard(name)
+        return memo[name]
+
+    def one(threads: bool) -> tuple:
+        sizes_seen[0] += 1
+        return (0, 1) if threads else (1, 0)
+
+    def stmt(node, threads: bool) -> tuple:
+        if node is None:
+            return (0, 0)
+        key = _type_key(node)
+        if key == "tirx.SeqStmt":
+            total = (0, 0)
+            for s in node.seq:
+                total = add(total, stmt(s, threads))
+            return total
+        if key == "tirx.For":
+            if int(node.kind) == 4 and node.thread_binding is not None \
+                    and not str(node.thread_binding.thread_tag).startswith("blockIdx"):
+                return add(one(threads), stmt(node.body, True))  # threads: lanes in both modes
+            body = add(stmt(node.body, threads), one(threads))
+            step = node.step
+            count = extent_of(node.extent)
+            if step is not None and not (_type_key(step) == "ir.IntImm" and int(step.value) >= 1):
+                raise _Unknown
+            if step is not None and int(step.value) > 1:
+                count = -(-count // int(step.value))
+            return times(max(count, 0), body)
+        if key == "tirx.AttrStmt":
+            if node.attr_key in ("thread_extent", "virtual_thread"):
+                if str(getattr(node.node, "thread_tag", "")).startswith("blockIdx"):
+                    return times(max(extent_of(node.value), 0), add(stmt(node.body, threads), one(threads)))
+                return stmt(node.body, True)
+            return stmt(node.body, threads)
+        if key == "tirx.While":
+            raise _Unknown
+        if key == "tirx.IfThenElse":
+            return add(add(one(threads), launches(node.condition, threads)),
+                       add(stmt(node.then_case, threads), stmt(node.else_case, threads)))
+        if key == "s_tir.SBlockRealize":
+            return add(one(threads), add(stmt(node.block.init, threads), stmt(node.block.body, threads)))
+        if key in ("tirx.BufferStore", "tirx.Evaluate"):
+            return add(one(threads), launches(node.value, threads))
+        if key in ("tirx.Bind", "tirx.LetStmt"):
+            with contextlib.suppress(_Unknown):
+                lets[_key(node.var)] = extent_of(node.value)
+            return add(add(one(threads), launches(node.value, threads)), stmt(getattr(node, "body", None), threads))
+        body = getattr(node, "body", None)
+        return add(one(threads), stmt(body, threads) if body is not None and not isinstance(body, (list, tuple))
+                   else (0, 0))
+
+    try:
+        scalar, lanes = stmt(func.body, False)
+    except _Unknown:
+        return None
+    return SerialCost(scalar, lanes, sizes_seen[0])

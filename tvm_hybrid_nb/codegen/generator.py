@@ -40,7 +40,7 @@ from .gpu import GpuMixin
 from .lanes import LanesMixin
 from .memory import MemoryAccessMixin
 from .sanitize import SanitizerMixin
-from .plan import EmulationPlan, emit_with_plan, plan_emulation
+from .plan import EmulationPlan, emit_with_plan, exact_plan_reason, plan_emulation
 from .state import GpuState, LaneState, ProgressHooks, Scope, SerialState
 
 
@@ -113,6 +113,8 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
         ast.fix_missing_locations(module)
         kernel_text = ast.unparse(module)
         mode_note = ""
+        if self.plan.exact_reason:
+            mode_note = f" Fast mode runs the exact plan: {self.plan.exact_reason}."
         if self.fast:
             mode_note = (" Fast mode: loops " + (", ".join(self.lanes.vectorized_loops) or "(none)")
                          + " run as numpy array operations.")
@@ -425,18 +427,25 @@ def program_text(source: str) -> str:
 
 def generate_kernel(func, function_name: str, stage: str | None = None, mode: str = "exact",
                     progress: bool = False, module_functions: dict | None = None,
-                    check: bool = False, synced: bool = False) -> GeneratedKernel:
+                    check: bool = False, synced: bool = False, sizes: dict | None = None) -> GeneratedKernel:
     """Generate the hybrid script of ``func`` (see :class:`HybridCodegen`).
 
     ``mode="exact"`` interprets the IR as written; ``mode="fast"`` runs loops whose iterations are
     provably independent as numpy array operations (bit-identical results).  ``progress=True`` makes
     the variant that is executed: each outermost loop iteration calls ``__progress__``.
+
+    Fast mode never loses to exact: when the serial run is cheaper than the lanes analysis would be
+    (:func:`~.plan.exact_plan_reason`), it is the exact script, and its plan says why.  ``sizes``
+    (name -> value) binds symbolic extents for that estimate: the script is then for those sizes.
     """
+    exact_reason = exact_plan_reason(func, module_functions, sizes) if mode == "fast" and not check else ""
+    emitted = "exact" if exact_reason else mode
+
     def emit(plan: EmulationPlan) -> GeneratedKernel:
-        return HybridCodegen(func, function_name, stage, mode, progress, module_functions, check, synced,
+        return HybridCodegen(func, function_name, stage, emitted, progress, module_functions, check, synced,
                              plan=plan).generate()
 
-    generated, _ = emit_with_plan(func, mode, check, emit)
+    generated, _ = emit_with_plan(func, mode, check, emit, exact_reason)
     return generated
 
 

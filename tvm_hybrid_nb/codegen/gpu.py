@@ -43,7 +43,9 @@ class GpuMixin:
                 sub.hooks.loops = self.hooks.loops
                 return sub, sub.function_def()[0]
 
-            (sub, fdef), plan = emit_with_plan(callee, self.mode, self.check, emit)
+            exact_reason = self.plan.exact_reason  # fast mode running the exact plan: its kernels too
+            (sub, fdef), plan = emit_with_plan(callee, self.plan.mode if exact_reason else self.mode, self.check,
+                                               emit, exact_reason)
             self.gpu.launched_plans[name] = plan
             self.gpu.launched_plans.update(sub.gpu.launched_plans)
             self.hooks.loops = sub.hooks.loops

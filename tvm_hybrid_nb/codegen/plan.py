@@ -7,6 +7,12 @@ see is whether every expression in a loop body has a lane form (a buffer of vect
 a per-lane copy too large for memory, a packed call with per-lane arguments...): emission then stops
 with :class:`PlanRejected` naming the loop, and :func:`emit_with_plan` records that loop as serial with
 the reason, plans again and emits again from scratch.  Exact mode is the plan "every loop as written".
+
+Fast mode must never be slower than exact.  Before any dependence test, :func:`exact_plan_reason`
+estimates from the loop extents what the serial run costs (:func:`~.analysis.serial_cost`) and what
+the lanes analysis and its emission would cost; when the analysis alone would cost more than the
+whole serial run, fast mode's plan is the exact plan, with that reason (``EmulationPlan.exact_reason``),
+and the fast script is the exact script.
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ import tvm_ffi
 
 from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _thread_extents, _type_key, allocation_overlap, grid_loop,
-                       loop_dependences, per_block_memory, block_scoped_allocations)
+                       loop_dependences, per_block_memory, block_scoped_allocations, serial_cost)
 from .guards import predicate_cut
 from .sharing import written_alike, written_before_read
 from .lanes import LanesMixin
@@ -36,6 +42,16 @@ BLOCK_LOOP = "block loop"
 LOOP_AXES = LanesMixin.FAST_AXES - 1 - LanesMixin.FIRST_LOOP_AXIS
 #: Fewer lanes than this do not pay for numpy's per-call cost: such a loop stays serial.
 FAST_MIN_LANES = 8
+
+#: The cost model of :func:`exact_plan_reason`, in seconds (measured on the model zoo's stages, see
+#: the function): one statement of the serial script on scalars, one inside GPU threads (a numpy
+#: call on the threads' lanes), and the lanes analysis with its emission, per statement of the program.
+SERIAL_SECONDS_PER_STATEMENT = 0.3e-6
+SERIAL_SECONDS_PER_LANES_STATEMENT = 10e-6
+ANALYSIS_SECONDS_PER_STATEMENT = 1e-3
+#: Whether fast mode runs the exact plan where its analysis cannot win (:func:`exact_plan_reason`).
+#: The test suite turns it off to exercise the lanes on small kernels (``tests/conftest.py``).
+EXACT_PLAN_WHEN_CHEAP = True
 
 
 @dataclass(frozen=True)
@@ -107,6 +123,9 @@ class EmulationPlan:
     by_buffer: dict[int, AllocationDecision] = field(default_factory=dict)
     #: Allocations outside a lanes loop that get a copy per lane of it (by key -> the buffer).
     privatised: dict[int, object] = field(default_factory=dict)
+    #: Fast mode only: why it runs the exact plan (its analysis would cost more than the serial run
+    #: saves, see :func:`exact_plan_reason`); "" when it planned lanes.
+    exact_reason: str = ""
 
     def decision(self, node) -> LoopDecision | None:
         return self.by_node.get(_key(node))
@@ -132,6 +151,8 @@ class EmulationPlan:
         """One line: which loops run as arrays, which stay serial and why (the first reasons)."""
         if self.mode != "fast" and not self.check:
             return "exact mode: every loop runs as written, one iteration after another"
+        if self.exact_reason:
+            return f"{self.mode} mode runs the exact plan: {self.exact_reason}"
         decisions = self.all_decisions()
         fast = ", ".join(f"{d.loop} ({d.strategy})" for d in self.lane_loops())
         text = f"{self.mode} mode: " + (f"loops {fast}" if fast else "no loop runs as array lanes")
@@ -171,7 +192,7 @@ class EmulationPlan:
 
     def as_dict(self) -> dict:
         """The plan as JSON-ready data."""
-        return {"mode": self.mode, "check": self.check, "summary": self.summary(),
+        return {"mode": self.mode, "check": self.check, "summary": self.summary(), "exact_reason": self.exact_reason,
                 "loops": [{"loop": d.loop, "kind": d.kind, "strategy": d.strategy, "reason": d.reason,
                            "depth": d.depth, "copies": list(d.copies), "alike": list(d.alike_names)}
                           for d in self.decisions],
@@ -204,10 +225,13 @@ class _Lane:
 class _Planner:
     """One walk over the function in program order, with the lane axes the emitted code will have open."""
 
-    def __init__(self, func, mode: str, check: bool, rejected: dict[int, str]):
-        self.fast = mode == "fast"
+    def __init__(self, func, mode: str, check: bool, rejected: dict[int, str], exact_reason: str = ""):
+        self.fast = mode == "fast" and not exact_reason
         self.check = check
-        self.plan = EmulationPlan(mode, check, rejected=dict(rejected))
+        self.plan = EmulationPlan(mode, check, rejected=dict(rejected), exact_reason=exact_reason)
+        #: Why every loop runs as written.
+        self.as_written = (f"fast mode runs the exact plan: {exact_reason}" if exact_reason
+                           else "exact mode runs every loop as written")
         self.lanes: list[_Lane] = []
         self.serial_depth = 0
         self.depth = 0
@@ -434,7 +458,7 @@ class _Planner:
         that get a copy per lane."""
         private: tuple = ()
         if not (self.fast or self.check):
-            return SERIAL, "exact mode runs every loop as written", private
+            return SERIAL, self.as_written, private
         rejected = self.plan.rejected.get(_key(key if key is not None else node))
         if rejected is not None:
             return SERIAL, f"no lane form: {rejected}", private
@@ -458,7 +482,7 @@ class _Planner:
             return (RACE_LANES, "sanitizer: the iterations of a parallel loop run as lanes whose accesses are compared",
                     private)
         if not self.fast:
-            return SERIAL, "exact mode runs every loop as written", private
+            return SERIAL, self.as_written, private
         extent = _int(node.extent)
         if extent is not None and extent <= 1:
             return SERIAL, "a loop of one iteration", private
@@ -560,17 +584,53 @@ def _children(node) -> list:
 
 
 def plan_emulation(func, mode: str = "exact", check: bool = False,
-                   rejected: dict[int, str] | None = None) -> EmulationPlan:
+                   rejected: dict[int, str] | None = None, exact_reason: str = "") -> EmulationPlan:
     """Decide how every loop of ``func`` runs in the ``mode`` script (``check``: with sanitizers).
 
     ``rejected`` names loops (by handle) that emission found have no lane form, with the reason.
+    ``exact_reason``: fast mode runs the exact plan, for this reason (see :func:`exact_plan_reason`).
     """
-    planner = _Planner(func, mode, check, rejected or {})
+    planner = _Planner(func, mode, check, rejected or {}, exact_reason)
     planner.stmt(func.body)
     return planner.plan
 
 
-def emit_with_plan(func, mode: str, check: bool, emit: Callable[[EmulationPlan], object]):
+def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | None = None) -> str:
+    """Why fast mode cannot win on ``func`` ("" when it may): the serial run, estimated from the loop
+    extents (:func:`~.analysis.serial_cost`; ``sizes`` binds symbolic extents), would take less time
+    than the lanes analysis and emission alone, estimated from the program's size.  Then even lanes
+    that ran in no time would lose, and fast mode runs the exact plan.  An unknown cost (a symbolic
+    extent, a ``while`` loop) is assumed large: the analysis runs.
+
+    The constants (:data:`SERIAL_SECONDS_PER_STATEMENT`, :data:`SERIAL_SECONDS_PER_LANES_STATEMENT`,
+    :data:`ANALYSIS_SECONDS_PER_STATEMENT`) come from 772 stages of the model zoo, timed one by one:
+    the exact run took a median 0.26 µs per statement execution on scalars (90th percentile 0.43)
+    and 34 µs per statement on GPU threads' lanes (90th percentile 100); fast mode's code generation
+    took a median 0.65 ms per statement of the program more than exact's (10th-90th percentile
+    0.3-1.5).  The lanes constant is set below its median, at 10 µs: the analysis of GPU kernels
+    costs more per statement (3-4 ms on the zoo's dlight matmuls), and the GPU stages it would have
+    sent to lanes lost there.  Kernels where fast mode matters are orders of magnitude past the
+    line (a 128³ matmul: 2 million statement executions, about 0.6 s serially, against 6 ms).
+    """
+    if not EXACT_PLAN_WHEN_CHEAP:
+        return ""
+    cost = serial_cost(func, module_functions, sizes)
+    if cost is None:
+        return ""
+    bound = ""
+    if sizes and serial_cost(func, module_functions) is None:  # the sizes decided: say which
+        bound = " with " + ", ".join(f"{name} = {value}" for name, value in sorted(sizes.items()))
+    serial = cost.scalar * SERIAL_SECONDS_PER_STATEMENT + cost.lanes * SERIAL_SECONDS_PER_LANES_STATEMENT
+    analysis = cost.size * ANALYSIS_SECONDS_PER_STATEMENT
+    if serial >= analysis:
+        return ""
+    executed = cost.scalar + cost.lanes
+    return (f"the serial run{bound} is cheap ({executed} statement executions, {cost.lanes} of them on GPU threads: "
+            f"about {serial * 1e3:.2g} ms), less than the lanes analysis of its {cost.size} statements would take "
+            f"(about {analysis * 1e3:.2g} ms)")
+
+
+def emit_with_plan(func, mode: str, check: bool, emit: Callable[[EmulationPlan], object], exact_reason: str = ""):
     """``emit(plan)`` with the plan of ``func``; each loop emission rejects runs serially instead.
 
     Returns ``(result, plan)``.  Every rejection demotes one more loop, so this ends after at most as
@@ -578,7 +638,7 @@ def emit_with_plan(func, mode: str, check: bool, emit: Callable[[EmulationPlan],
     """
     rejected: dict[int, str] = {}
     while True:
-        plan = plan_emulation(func, mode, check, rejected)
+        plan = plan_emulation(func, mode, check, rejected, exact_reason)
         try:
             return emit(plan), plan
         except PlanRejected as exc:
