@@ -488,3 +488,79 @@ def test_lanes_take_array_axes_in_the_memory_order_of_the_store_past_loops_of_on
     # i (stride 8) on the first loop axis, j (stride 1) after it: not j first because the six
     # loops of one took the planned axes.
     assert "B_lanes = lanes_view(B, (0, 0), ((4, 4, (1, 0)), (5, 8, (0, 1))))" in source
+
+
+@T.prim_func
+def cache_filled_by_a_loop_nest(A: T.Buffer((16, 32), "float32"), B: T.Buffer((16, 32), "float32")):
+    """A per-row cache that an inner loop nest fills whole (two vector stores an iteration, as
+    UnrollLoop leaves a tile) before the row reads it, a vector of 8 spanning both stores' elements."""
+    C = T.alloc_buffer((32,))
+    for i in range(16):
+        for j0 in range(8):
+            C[j0 * 4:j0 * 4 + 2] = T.Broadcast(T.float32(0), 2)
+            C[j0 * 4 + 2:j0 * 4 + 4] = T.Broadcast(T.float32(0), 2)
+        for k, j in T.grid(3, 32):
+            C[j] = C[j] + A[i, j] * T.float32(k)
+        for j0 in range(4):
+            B[i, j0 * 8:j0 * 8 + 8] = C[T.Ramp(j0 * 8, 1, 8)]
+
+
+@T.prim_func
+def cache_filled_but_one_element(A: T.Buffer((16, 32), "float32"), B: T.Buffer((16, 32), "float32")):
+    """The same, but the fill skips the last element: row i reads C[31] as row i - 1 left it."""
+    C = T.alloc_buffer((32,))
+    for i in range(16):
+        for j in range(31):
+            C[j] = T.float32(0)
+        if i == 0:
+            C[31] = T.float32(0)
+        for k, j in T.grid(3, 32):
+            C[j] = C[j] + A[i, j] * T.float32(k)
+        for j in range(32):
+            B[i, j] = C[j]
+
+
+@T.prim_func
+def carried_past_the_first_iteration(A: T.Buffer((8,), "float32"), Out: T.Buffer((8,), "float32")):
+    """Only the first iteration of l writes B[0]; the others read B[1] as iteration i - 1 left it."""
+    B = T.alloc_buffer((2,))
+    for i in range(8):
+        for l in range(2):
+            if l == 0:
+                B[0] = A[i]
+                if i == 0:
+                    B[1] = T.float32(0)
+            else:
+                Out[i] = B[1] + B[0]
+                B[1] = A[i]
+
+
+def test_an_allocation_an_inner_loop_nest_fills_whole_before_reading_is_privatised():
+    hm = thn.build(cache_filled_by_a_loop_nest)
+    a = _rand(16, 32)
+    want = (a * np.float32(0) + a * np.float32(1)) + a * np.float32(2)
+    by_loop = {d.loop: d for d in hm.stage(0).plan("fast").decisions}
+    assert by_loop["i"].strategy == P.LANES and by_loop["i"].copies == ("C",)
+    assert by_loop["i"].reason.startswith("iterations independent once each writes C before reading it")
+    assert by_loop["k"].strategy == P.SERIAL  # k sums into C, in the IR's order
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros((16, 32), "float32"), mode=mode), want)
+    # One element short of whole: the rows share C[31] (the first row's sum runs on), so i stays serial.
+    hm = thn.build(cache_filled_but_one_element)
+    (decision, *_) = hm.stage(0).plan("fast").decisions
+    assert decision.loop == "i" and decision.strategy == P.SERIAL and not decision.copies
+    want[:, :31] = (a[:, :31] * np.float32(0) + a[:, :31] * np.float32(1)) + a[:, :31] * np.float32(2)
+    last = np.float32(0)
+    for i in range(16):
+        last = ((last + a[i, 31] * np.float32(0)) + a[i, 31] * np.float32(1)) + a[i, 31] * np.float32(2)
+        want[i, 31] = last
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros((16, 32), "float32"), mode=mode), want)
+    # What only a loop's first iteration writes is not written by the others.
+    hm = thn.build(carried_past_the_first_iteration)
+    (decision, *_) = hm.stage(0).plan("fast").decisions
+    assert decision.loop == "i" and decision.strategy == P.SERIAL and not decision.copies
+    a = _rand(8)
+    want = a + np.concatenate([[0], a[:-1]]).astype("float32")
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros(8, "float32"), mode=mode), want)

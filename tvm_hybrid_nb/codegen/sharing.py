@@ -3,6 +3,7 @@ every block of a grid writes alike (one copy serves them), and memory that every
 before it reads it (a copy per lane makes the iterations independent)."""
 from __future__ import annotations
 
+import numpy as np
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -222,28 +223,139 @@ def _mentions(expr, buf) -> bool:
     return _contains(expr, lambda m: _type_key(m) == "ir.Var" and m.same_as(buf))
 
 
+#: The most elements one written region (or one read) may enumerate; larger ones are not claimed.
+_MAX_OFFSETS = 1 << 20
+
+
 class _MustWrite:
-    """The walk of :func:`written_before_read` (raises :class:`_NotProven` with the reason)."""
+    """The walk of :func:`written_before_read` (raises :class:`_NotProven` with the reason).
+
+    What is written is a tuple of regions; a region is one ``(base, offsets)`` a dimension: the
+    elements ``base + o`` for every ``o`` of ``offsets`` (a sorted array of integers) in that
+    dimension, all combinations across dimensions.  A store writes one element (a vector store:
+    ``offsets`` its lanes); an inner loop that stores at every iteration spreads it over the loop's
+    range (``B[i * 4 + j]`` over ``j`` in [0, 4), then ``i`` in [0, 8): ``(0, 0..31)``), so a read
+    the loop nest wrote whole is seen written."""
 
     def __init__(self, buf):
         self.buf = buf
         self.name = str(buf.name)
         self.analyzer = tvm.sym.Analyzer()
+        #: What each variable is bound to, in the order first bound (key -> (var, value or range)).
+        self.bound: dict[int, tuple] = {}
+
+    def bind(self, var, value) -> None:
+        """Bind ``var`` for the analyzer.  A variable bound to one value (a range of one: a loop's
+        first iteration) is substituted by it for good, ``allow_override`` or not: binding it again
+        starts a fresh analyzer with every binding replayed, this one in its place."""
+        key = _key(var)
+        before = self.bound.get(key)
+        self.bound[key] = (var, value)
+        if before is None or (isinstance(before[1], tvm.ir.Range) and _more_than_one(before[1].extent)):
+            self.analyzer.bind(var, value, allow_override=True)
+            return
+        self.analyzer = tvm.sym.Analyzer()
+        for v, val in self.bound.values():
+            self.analyzer.bind(v, val, allow_override=True)
 
     def fail(self, why: str):
         raise _NotProven(why)
 
-    # What is written: a tuple of index tuples (simplified expressions).
-    def covered(self, indices, written) -> bool:
-        return any(all(tvm_ffi.structural_equal(a, b) for a, b in zip(indices, w)) for w in written)
+    # ------------------------------------------------------------------ regions
+    def dim(self, index):
+        """``(base, offsets)`` of one index (a Ramp: its lanes), or None."""
+        key = _type_key(index)
+        if key == "prim.Ramp":
+            base = self.dim(index.base)
+            stride = self.analyzer.simplify(index.stride)
+            if base is None or _type_key(stride) != "ir.IntImm" or _type_key(index.lanes) != "ir.IntImm":
+                return None
+            steps = int(stride.value) * np.arange(int(index.lanes.value), dtype=np.int64)
+            return base[0], np.unique((base[1][:, None] + steps[None, :]).ravel())
+        if key == "prim.Broadcast":
+            return self.dim(index.value)
+        if _reads_memory(index):
+            return None
+        base, const = _split_const(self.analyzer.simplify(index))
+        return base, np.array([const], dtype=np.int64)
 
     def index(self, indices):
         out = []
         for i in indices:
-            if _type_key(i) in ("prim.Ramp", "prim.Broadcast") or _reads_memory(i):
+            d = self.dim(i)
+            if d is None:
                 return None
-            out.append(self.analyzer.simplify(i))
+            out.append(d)
         return tuple(out)
+
+    def values(self, expr):
+        """Every value ``expr`` (linear in variables of constant bounds) may take, or None."""
+        if _type_key(expr) == "ir.IntImm":
+            return np.array([int(expr.value)], dtype=np.int64)
+        free = _free_vars(expr)
+        coefs = tvm.sym.detect_linear_equation(expr, free)
+        if len(coefs) != len(free) + 1 or any(_type_key(c) != "ir.IntImm" for c in coefs):
+            return None
+        out = np.array([int(coefs[-1].value)], dtype=np.int64)
+        for var, coef in zip(free, coefs):
+            bound = self.analyzer.const_int_bound(var)
+            lo, hi = int(bound.min_value), int(bound.max_value)
+            if hi < lo or (hi - lo + 1) * out.size > _MAX_OFFSETS:
+                return None
+            steps = int(coef.value) * np.arange(lo, hi + 1, dtype=np.int64)
+            out = np.unique((out[:, None] + steps[None, :]).ravel())
+        return out
+
+    def within(self, read, region) -> bool:
+        """Whether every element of dimension ``read`` (base, offsets) is one of ``region``'s."""
+        (rbase, roffs), (wbase, woffs) = read, region
+        if tvm_ffi.structural_equal(rbase, wbase):
+            shift = np.zeros(1, dtype=np.int64)
+        else:
+            shift = self.values(self.analyzer.simplify(rbase - wbase))
+            if shift is None or shift.size * roffs.size > _MAX_OFFSETS:
+                return False
+        return bool(np.isin((shift[:, None] + roffs[None, :]).ravel(), woffs).all())
+
+    def covered(self, indices, written) -> bool:
+        return any(len(w) == len(indices) and all(self.within(r, d) for r, d in zip(indices, w))
+                   for w in written)
+
+    def add(self, written: tuple, region) -> tuple:
+        """``written`` with ``region``, merged into a region that differs from it in one
+        dimension's offsets only (the unrolled stores of a vector tile)."""
+        if self.covered(region, written):
+            return written
+        for k, other in enumerate(written):
+            if len(other) != len(region):
+                continue
+            differ = [d for d, (a, b) in enumerate(zip(region, other))
+                      if not (tvm_ffi.structural_equal(a[0], b[0]) and np.array_equal(a[1], b[1]))]
+            if len(differ) == 1 and tvm_ffi.structural_equal(region[differ[0]][0], other[differ[0]][0]):
+                d = differ[0]
+                merged = list(other)
+                merged[d] = (other[d][0], np.union1d(other[d][1], region[d][1]))
+                return written[:k] + (tuple(merged),) + written[k + 1:]
+        return written + (region,)
+
+    def spread(self, region, var, lo: int, extent: int):
+        """``region`` (written at every value of loop variable ``var`` in [lo, lo + extent)) over
+        those values, or None when it is not linear in ``var`` in one dimension."""
+        dims = [d for d, (base, _) in enumerate(region) if _uses_vars(base, {_key(var)})]
+        if len(dims) != 1:
+            return None
+        (d,) = dims
+        base, offs = region[d]
+        coefs = tvm.sym.detect_linear_equation(base, [var])
+        if len(coefs) != 2 or _type_key(coefs[0]) != "ir.IntImm":
+            return None
+        rest, const = _split_const(self.analyzer.simplify(coefs[1]))
+        if _uses_vars(rest, {_key(var)}) or offs.size * extent > _MAX_OFFSETS:
+            return None
+        steps = int(coefs[0].value) * np.arange(lo, lo + extent, dtype=np.int64) + const
+        spread = list(region)
+        spread[d] = (rest, np.unique((offs[:, None] + steps[None, :]).ravel()))
+        return tuple(spread)
 
     def expr(self, expr, written) -> None:
         problems = []  # (an exception raised inside the walk's callback would come back as another)
@@ -288,8 +400,8 @@ class _MustWrite:
                 self.expr(e, written)
             if stmt.buffer.same_as(self.buf):
                 indices = self.index(stmt.indices)
-                if indices is not None and not self.covered(indices, written):
-                    written = written + (indices,)
+                if indices is not None:
+                    written = self.add(written, indices)
             return written
         if key == "tirx.IfThenElse":
             self.expr(stmt.condition, written)
@@ -308,7 +420,7 @@ class _MustWrite:
             if _dtype(stmt.var) == "handle" and _mentions(stmt.value, self.buf):
                 self.fail(f"a pointer into {self.name} is bound")
             if _dtype(stmt.var) != "handle":
-                self.analyzer.bind(stmt.var, stmt.value, allow_override=True)
+                self.bind(stmt.var, stmt.value)
             return written
         if key in ("tirx.Evaluate",):
             self.expr(stmt.value, written)
@@ -338,7 +450,7 @@ class _MustWrite:
                 self.expr(value, written)
             self.expr(stmt.predicate, written)
             for iv, value in zip(block.iter_vars, stmt.iter_values):
-                self.analyzer.bind(iv.var, value, allow_override=True)
+                self.bind(iv.var, value)
             if block.init is not None:  # runs at the first reduction step: its writes do not count
                 self.stmt(block.init, written)
             if self.proves(stmt.predicate) == 1:
@@ -357,15 +469,29 @@ class _MustWrite:
         kind = int(node.kind)
         runs = kind in (0, 3) and self.analyzer.can_prove(node.extent >= 1)
         if not runs:  # no first iteration to count on: only check the reads
-            self.analyzer.bind(var, tvm.ir.Range.from_min_extent(node.min, node.extent), allow_override=True)
+            self.bind(var, tvm.ir.Range.from_min_extent(node.min, node.extent))
             self.stmt(node.body, written)
             return written
-        self.analyzer.bind(var, tvm.ir.Range.from_min_extent(node.min, 1), allow_override=True)
+        self.bind(var, tvm.ir.Range.from_min_extent(node.min, 1))
         first = self.stmt(node.body, written)
-        kept = tuple(w for w in first if not any(_uses_vars(i, inner) for i in w))
-        if not self.analyzer.can_prove(node.extent == 1):
-            self.analyzer.bind(var, tvm.ir.Range.from_min_extent(node.min + 1, node.extent - 1), allow_override=True)
-            self.stmt(node.body, kept)
+        kept = tuple(w for w in first if not any(_uses_vars(base, inner) for base, _ in w))
+        if self.analyzer.can_prove(node.extent == 1):
+            return kept
+        self.bind(var, tvm.ir.Range.from_min_extent(node.min + 1, node.extent - 1))
+        rest = self.stmt(node.body, kept)
+        lo, extent = self.analyzer.simplify(node.min + 1), self.analyzer.simplify(node.extent - 1)
+        if _type_key(lo) != "ir.IntImm" or _type_key(extent) != "ir.IntImm" or int(extent.value) < 1:
+            return kept
+        # Every iteration after the first wrote ``rest`` (its own variable's value in each): spread
+        # over them, with what the first wrote the loop wrote at every iteration.
+        for region in rest:
+            if any(_uses_vars(base, inner - {_key(var)}) for base, _ in region):
+                continue
+            if any(_uses_vars(base, {_key(var)}) for base, _ in region):
+                region = self.spread(region, var, int(lo.value), int(extent.value))
+                if region is None:
+                    continue
+            kept = self.add(kept, region)
         return kept
 
 
@@ -385,3 +511,31 @@ def _defined_vars(stmt) -> set[int]:
 
     tvm_ffi.structural_walk(stmt, visit, order="post")
     return found
+
+
+def _split_const(expr):
+    """``(rest, c)`` with ``expr == rest + c`` and ``c`` an integer (a simplified expression's constant term)."""
+    key = _type_key(expr)
+    if key == "ir.IntImm":
+        return tvm.tirx.const(0, _dtype(expr)), int(expr.value)
+    if key in ("prim.Add", "prim.Sub") and _type_key(expr.b) == "ir.IntImm":
+        return expr.a, int(expr.b.value) * (1 if key == "prim.Add" else -1)
+    return expr, 0
+
+
+def _free_vars(expr) -> list:
+    """The distinct variables of ``expr``, in order of appearance."""
+    found: dict[int, object] = {}
+
+    def visit(node):
+        if _type_key(node) == "ir.Var":
+            found.setdefault(_key(node), node)
+        return True
+
+    tvm_ffi.structural_walk(expr, visit, order="post")
+    return list(found.values())
+
+
+def _more_than_one(extent) -> bool:
+    """Whether a range of ``extent`` surely holds more than one value (else it may be substituted)."""
+    return _type_key(extent) == "ir.IntImm" and int(extent.value) > 1
