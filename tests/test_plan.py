@@ -564,3 +564,77 @@ def test_an_allocation_an_inner_loop_nest_fills_whole_before_reading_is_privatis
     want = a + np.concatenate([[0], a[:-1]]).astype("float32")
     for mode in ("fast", "exact"):
         np.testing.assert_array_equal(hm.emulate(a, np.zeros(8, "float32"), mode=mode), want)
+
+
+@T.prim_func
+def row_max_recomputed_per_column(A: T.Buffer((4, 16), "float32"), B: T.Buffer((4, 16), "float32")):
+    """Every column j recomputes its row's maximum in scratch memory shared by all (through a flat
+    view, as StorageRewrite leaves it): the iterations of j write M and S alike, each before reading."""
+    M = T.alloc_buffer((16,))
+    S = T.alloc_buffer((1,))
+    for i, j in T.grid(4, 16):
+        M1 = T.decl_buffer((16,), data=M.data)
+        for k in range(16):
+            M[k] = A[i, k] * T.float32(2)
+        for k in range(16):
+            if k == 0:
+                S[0] = T.float32(-1e30)
+            S[0] = T.max(S[0], M1[k])
+        B[i, j] = A[i, j] - S[0]
+
+
+@T.prim_func
+def row_sum_carried_across_columns(A: T.Buffer((4, 16), "float32"), B: T.Buffer((4, 16), "float32")):
+    """Written alike by every column, but read before written: the sum runs on from column to column."""
+    S = T.alloc_buffer((1,))
+    for i in range(4):
+        S[0] = T.float32(0)
+        for j in range(16):
+            for k in range(16):
+                S[0] = S[0] + A[i, k]
+            B[i, j] = S[0]
+
+
+@T.prim_func
+def row_max_that_depends_on_the_column(A: T.Buffer((4, 16), "float32"), B: T.Buffer((4, 16), "float32")):
+    """Written before read by every column, but not alike: column j's maximum starts from A[i, j]
+    (read through a view: no copy per lane either)."""
+    S = T.alloc_buffer((1,))
+    for i, j in T.grid(4, 16):
+        S1 = T.decl_buffer((1,), data=S.data)
+        S[0] = A[i, j]
+        for k in range(16):
+            S[0] = T.max(S1[0], A[i, k] * T.float32(0.5))
+        B[i, j] = S[0]
+
+
+def test_iterations_that_write_scratch_alike_before_reading_it_run_as_lanes_on_one_copy():
+    a = _rand(4, 16)
+    hm = thn.build(row_max_recomputed_per_column)
+    by_loop = {d.loop: d for d in hm.stage(0).plan("fast").decisions}
+    assert by_loop["j"].strategy == P.LANES and not by_loop["j"].copies
+    assert by_loop["j"].reason == ("iterations independent once each writes M, S alike (the same values, whatever "
+                                   "the iteration) before reading it: all of them run at once as array lanes")
+    want = a - (a * np.float32(2)).max(axis=1, keepdims=True)
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros((4, 16), "float32"), mode=mode), want)
+    # Not alike before read, or not alike: j stays serial.
+    hm = thn.build(row_sum_carried_across_columns)
+    by_loop = {d.loop: d for d in hm.stage(0).plan("fast").decisions}
+    assert by_loop["j"].strategy == P.SERIAL
+    assert by_loop["j"].reason == "carried dependence on S: two iterations of j may touch the same element"
+    want = np.zeros((4, 16), "float32")
+    for i in range(4):
+        s = np.float32(0)
+        for j in range(16):
+            for k in range(16):
+                s = np.float32(s + a[i, k])
+            want[i, j] = s
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros((4, 16), "float32"), mode=mode), want)
+    hm = thn.build(row_max_that_depends_on_the_column)
+    by_loop = {d.loop: d for d in hm.stage(0).plan("fast").decisions}
+    assert by_loop["j"].strategy == P.SERIAL
+    want = np.maximum(a, (a * np.float32(0.5)).max(axis=1, keepdims=True))
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros((4, 16), "float32"), mode=mode), want)

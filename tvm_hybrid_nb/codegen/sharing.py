@@ -188,6 +188,41 @@ def written_before_read(loop, buf, func_body) -> str | None:
         return f"{name} is also used outside {loop.loop_var.name}"
     walk = _MustWrite(buf)
     try:
+        walk.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
+        walk.stmt(loop.body, ())
+    except _NotProven as exc:
+        return str(exc)
+    return None
+
+
+def read_after_written_alike(loop, buf, func_body) -> str | None:
+    """Why the iterations of ``loop`` may see different values in ``buf`` (an allocation), or None
+    when every read of it in an iteration reads an element that iteration wrote before: then, if
+    every iteration writes it alike (:func:`written_alike`), every iteration holds the same values
+    in it, and the iterations run as lanes in lockstep on one copy compute what they compute one
+    after another, leaving what the last one leaves.  Unlike :func:`written_before_read`, ``buf``
+    may be used after the loop and through flat views of the same elements (a view of the same
+    storage with no offset, as StorageRewrite declares to reuse it)."""
+    name = str(buf.name)
+    views = []
+
+    def visit(n):
+        if _type_key(n) == "tirx.DeclBuffer" and n.data is not None and _mentions(n.data, buf):
+            views.append(n.buffer)
+        return True
+
+    tvm_ffi.structural_walk(func_body, visit, order="post")
+    for view in views:
+        same = (len(view.shape) == len(buf.shape) == 1 and str(view.dtype) == str(buf.dtype)
+                and (view.elem_offset is None or (_type_key(view.elem_offset) == "ir.IntImm"
+                                                   and int(view.elem_offset.value) == 0)))
+        if not same or _uses(func_body, view)[1] != 1:
+            return f"{name} is used through a view that places its elements elsewhere"
+    if _uses(func_body, buf)[1] != 1 + len(views):
+        return f"{name} is used other than by loads, stores and flat views (a pointer)"
+    walk = _MustWrite(buf, views)
+    try:
+        walk.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
         walk.stmt(loop.body, ())
     except _NotProven as exc:
         return str(exc)
@@ -237,8 +272,10 @@ class _MustWrite:
     range (``B[i * 4 + j]`` over ``j`` in [0, 4), then ``i`` in [0, 8): ``(0, 0..31)``), so a read
     the loop nest wrote whole is seen written."""
 
-    def __init__(self, buf):
+    def __init__(self, buf, views=()):
         self.buf = buf
+        #: ``buf`` and the views that address its elements alike.
+        self.names = (buf, *views)
         self.name = str(buf.name)
         self.analyzer = tvm.sym.Analyzer()
         #: What each variable is bound to, in the order first bound (key -> (var, value or range)).
@@ -260,6 +297,12 @@ class _MustWrite:
 
     def fail(self, why: str):
         raise _NotProven(why)
+
+    def mine(self, buf) -> bool:
+        return any(buf.same_as(b) for b in self.names)
+
+    def mentioned(self, node) -> bool:
+        return any(_mentions(node, b) for b in self.names)
 
     # ------------------------------------------------------------------ regions
     def dim(self, index):
@@ -364,13 +407,13 @@ class _MustWrite:
             if problems:
                 return True
             key = _type_key(node)
-            if key == "ir.TensorLoad" and node.source.same_as(self.buf):
+            if key == "ir.TensorLoad" and self.mine(node.source):
                 indices = self.index(node.indices)
                 if indices is None or not self.covered(indices, written):
                     problems.append(f"an iteration may read {self.name} before writing it")
             elif key == "ir.Call" and (any(_is_call_of(node, c) for c in _POINTER_CALLS)
                                        or isinstance(node.op, tvm.ir.GlobalVar)):
-                if _mentions(node, self.buf):
+                if self.mentioned(node):
                     problems.append(f"a call takes {self.name} by address")
             return True
 
@@ -398,7 +441,7 @@ class _MustWrite:
         if key == "tirx.BufferStore":
             for e in list(stmt.indices) + [stmt.value]:
                 self.expr(e, written)
-            if stmt.buffer.same_as(self.buf):
+            if self.mine(stmt.buffer):
                 indices = self.index(stmt.indices)
                 if indices is not None:
                     written = self.add(written, indices)
@@ -417,7 +460,7 @@ class _MustWrite:
             return self.loop(stmt, written)
         if key == "tirx.Bind":
             self.expr(stmt.value, written)
-            if _dtype(stmt.var) == "handle" and _mentions(stmt.value, self.buf):
+            if _dtype(stmt.var) == "handle" and self.mentioned(stmt.value):
                 self.fail(f"a pointer into {self.name} is bound")
             if _dtype(stmt.var) != "handle":
                 self.bind(stmt.var, stmt.value)
@@ -462,7 +505,7 @@ class _MustWrite:
     def loop(self, node, written: tuple) -> tuple:
         for e in (node.min, node.extent):
             self.expr(e, written)
-        if not _mentions(node.body, self.buf):
+        if not self.mentioned(node.body):
             return written
         var = node.loop_var
         inner = _defined_vars(node.body) | {_key(var)}
