@@ -515,6 +515,10 @@ class _MustWrite:
             self.bind(var, tvm.ir.Range.from_min_extent(node.min, node.extent))
             self.stmt(node.body, written)
             return written
+        if not _conditions_use(node.body, var):
+            # No condition tells the first iteration from the others: one walk over them all.
+            self.bind(var, tvm.ir.Range.from_min_extent(node.min, node.extent))
+            return self.spread_loop(node, var, inner, written, self.stmt(node.body, written), node.min, node.extent)
         self.bind(var, tvm.ir.Range.from_min_extent(node.min, 1))
         first = self.stmt(node.body, written)
         kept = tuple(w for w in first if not any(_uses_vars(base, inner) for base, _ in w))
@@ -522,11 +526,19 @@ class _MustWrite:
             return kept
         self.bind(var, tvm.ir.Range.from_min_extent(node.min + 1, node.extent - 1))
         rest = self.stmt(node.body, kept)
-        lo, extent = self.analyzer.simplify(node.min + 1), self.analyzer.simplify(node.extent - 1)
+        return self.spread_loop(node, var, inner, kept, rest, node.min + 1, node.extent - 1)
+
+    def spread_loop(self, node, var, inner: set, kept: tuple, rest: tuple, lo, extent) -> tuple:
+        """``kept`` with what iterations ``[lo, lo + extent)`` of loop ``node`` wrote (``rest``, with
+        the variable's value in each) spread over them."""
+        lo, extent = self.analyzer.simplify(lo), self.analyzer.simplify(extent)
+        kept = tuple(w for w in kept if not any(_uses_vars(base, inner) for base, _ in w))
         if _type_key(lo) != "ir.IntImm" or _type_key(extent) != "ir.IntImm" or int(extent.value) < 1:
+            if self.analyzer.can_prove(extent >= 1):  # what every iteration wrote, at the same place
+                for region in rest:
+                    if not any(_uses_vars(base, inner) for base, _ in region):
+                        kept = self.add(kept, region)
             return kept
-        # Every iteration after the first wrote ``rest`` (its own variable's value in each): spread
-        # over them, with what the first wrote the loop wrote at every iteration.
         for region in rest:
             if any(_uses_vars(base, inner - {_key(var)}) for base, _ in region):
                 continue
@@ -582,3 +594,28 @@ def _free_vars(expr) -> list:
 def _more_than_one(extent) -> bool:
     """Whether a range of ``extent`` surely holds more than one value (else it may be substituted)."""
     return _type_key(extent) == "ir.IntImm" and int(extent.value) > 1
+
+
+def _conditions_use(body, var) -> bool:
+    """Whether a condition of ``body`` (a branch, a loop's, a block's predicate) reads ``var``, or
+    a variable bound to a value that does (``cse_v2 = rc_0 * 8``, then ``if cse_v2 + rc_1 == 0``)."""
+    keys = {_key(var)}
+    found = []
+
+    def visit(n):
+        if not found:
+            key = _type_key(n)
+            if key == "tirx.Bind" and _uses_vars(n.value, keys):
+                keys.add(_key(n.var))
+            elif key == "s_tir.SBlockRealize":
+                for iv, value in zip(n.block.iter_vars, n.iter_values):
+                    if _uses_vars(value, keys):
+                        keys.add(_key(iv.var))
+            cond = (n.condition if key in ("tirx.IfThenElse", "tirx.While") else
+                    n.predicate if key == "s_tir.SBlockRealize" else None)
+            if cond is not None and _uses_vars(cond, keys):
+                found.append(n)
+        return tvm_ffi.WalkResult.ADVANCE  # (True would skip the children in pre-order)
+
+    tvm_ffi.structural_walk(body, visit, order="pre")
+    return bool(found)
