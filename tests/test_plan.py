@@ -638,3 +638,31 @@ def test_iterations_that_write_scratch_alike_before_reading_it_run_as_lanes_on_o
     want = np.maximum(a, (a * np.float32(0.5)).max(axis=1, keepdims=True))
     for mode in ("fast", "exact"):
         np.testing.assert_array_equal(hm.emulate(a, np.zeros((4, 16), "float32"), mode=mode), want)
+
+
+@T.prim_func
+def init_under_a_condition_on_a_bound_variable(A: T.Buffer((16, 8, 8), "float32"), B: T.Buffer((16, 8), "float32")):
+    """A per-row sum whose start is under a condition that reads k0 through a bound variable (as
+    CommonSubexprElim leaves it): the must-write walk tells k0's first iteration from the others."""
+    C = T.alloc_buffer((8,))
+    for i in range(16):
+        for k0, k1, j in T.grid(4, 2, 8):
+            v: T.let[T.int32] = k0 * 2
+            if v + k1 == 0:
+                C[j] = T.float32(0)
+            C[j] = C[j] + A[i, v + k1, j]
+        for j in range(8):
+            B[i, j] = C[j]
+
+
+def test_a_condition_through_a_bound_variable_still_tells_the_first_iteration():
+    hm = thn.build(init_under_a_condition_on_a_bound_variable)
+    by_loop = {d.loop: d for d in hm.stage(0).plan("fast").decisions}
+    assert by_loop["i"].strategy == P.LANES and by_loop["i"].copies == ("C",)
+    assert by_loop["k0"].strategy == by_loop["k1"].strategy == P.SERIAL
+    a = _rand(16, 8, 8)
+    want = np.zeros((16, 8), "float32")
+    for k in range(8):
+        want = want + a[:, k, :]
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros((16, 8), "float32"), mode=mode), want)
