@@ -1,6 +1,7 @@
 """What the lanes of a loop may share or must privatise (TIR analyses, no Python ast): memory that
-every block of a grid writes alike (one copy serves them), and memory that every iteration writes
-before it reads it (a copy per lane makes the iterations independent)."""
+every block of a grid writes alike (one copy serves them), memory that every iteration writes
+before it reads it (a copy per lane makes the iterations independent), and memory that every
+iteration of a loop writes alike before reading it (the lanes run in lockstep on one copy)."""
 from __future__ import annotations
 
 import numpy as np
