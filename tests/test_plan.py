@@ -608,6 +608,19 @@ def row_max_that_depends_on_the_column(A: T.Buffer((4, 16), "float32"), B: T.Buf
         B[i, j] = S[0]
 
 
+@T.prim_func
+def max_recomputed_per_parallel_column(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    """A parallel loop whose iterations write S alike (read through a view: no copy per lane):
+    chunks on several cores would race on S."""
+    S = T.alloc_buffer((1,))
+    for j in T.parallel(16):
+        S1 = T.decl_buffer((1,), data=S.data)
+        S[0] = T.float32(-1e30)
+        for k in range(16):
+            S[0] = T.max(S1[0], A[k])
+        B[j] = A[j] - S[0]
+
+
 def test_iterations_that_write_scratch_alike_before_reading_it_run_as_lanes_on_one_copy():
     a = _rand(4, 16)
     hm = thn.build(row_max_recomputed_per_column)
@@ -618,6 +631,12 @@ def test_iterations_that_write_scratch_alike_before_reading_it_run_as_lanes_on_o
     want = a - (a * np.float32(2)).max(axis=1, keepdims=True)
     for mode in ("fast", "exact"):
         np.testing.assert_array_equal(hm.emulate(a, np.zeros((4, 16), "float32"), mode=mode), want)
+    hm = thn.build(max_recomputed_per_parallel_column)
+    (decision, *_) = hm.stage(0).plan("fast").decisions
+    assert decision.loop == "j" and decision.strategy == P.LANES  # not parallel chunks
+    b = a[0]
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(b, np.zeros(16, "float32"), mode=mode), b - b.max())
     # Not alike before read, or not alike: j stays serial.
     hm = thn.build(row_sum_carried_across_columns)
     by_loop = {d.loop: d for d in hm.stage(0).plan("fast").decisions}

@@ -458,6 +458,8 @@ class _Planner:
                     why = self.alike(node, shared)
                     if why:
                         dependence = None
+                        # One copy for all: chunks on several cores would race on it.
+                        kind = 0 if kind == 1 else kind
         free_axis = sum(not lane.is_thread for lane in self.lanes) < LOOP_AXES
         if kind == 1 and self.check and dependence is not None and free_axis:
             return (RACE_LANES, "sanitizer: the iterations of a parallel loop run as lanes whose accesses are compared",
