@@ -604,3 +604,200 @@ def test_the_serial_cost_counts_statements_from_the_extents_and_binds_symbolic_s
         a = _rand(rows, 16)
         np.testing.assert_allclose(hm.emulate(a, np.zeros(rows, "float32"), mode="fast"), a.sum(axis=1),
                                    rtol=1e-5, atol=1e-5)
+
+
+@T.prim_func
+def cache_filled_by_a_loop_nest(A: T.Buffer((16, 32), "float32"), B: T.Buffer((16, 32), "float32")):
+    """A per-row cache that an inner loop nest fills whole (two vector stores an iteration, as
+    UnrollLoop leaves a tile) before the row reads it, a vector of 8 spanning both stores' elements."""
+    C = T.alloc_buffer((32,))
+    for i in range(16):
+        for j0 in range(8):
+            C[j0 * 4:j0 * 4 + 2] = T.Broadcast(T.float32(0), 2)
+            C[j0 * 4 + 2:j0 * 4 + 4] = T.Broadcast(T.float32(0), 2)
+        for k, j in T.grid(3, 32):
+            C[j] = C[j] + A[i, j] * T.float32(k)
+        for j0 in range(4):
+            B[i, j0 * 8:j0 * 8 + 8] = C[T.Ramp(j0 * 8, 1, 8)]
+
+
+@T.prim_func
+def cache_filled_but_one_element(A: T.Buffer((16, 32), "float32"), B: T.Buffer((16, 32), "float32")):
+    """The same, but the fill skips the last element: row i reads C[31] as row i - 1 left it."""
+    C = T.alloc_buffer((32,))
+    for i in range(16):
+        for j in range(31):
+            C[j] = T.float32(0)
+        if i == 0:
+            C[31] = T.float32(0)
+        for k, j in T.grid(3, 32):
+            C[j] = C[j] + A[i, j] * T.float32(k)
+        for j in range(32):
+            B[i, j] = C[j]
+
+
+@T.prim_func
+def carried_past_the_first_iteration(A: T.Buffer((8,), "float32"), Out: T.Buffer((8,), "float32")):
+    """Only the first iteration of l writes B[0]; the others read B[1] as iteration i - 1 left it."""
+    B = T.alloc_buffer((2,))
+    for i in range(8):
+        for l in range(2):
+            if l == 0:
+                B[0] = A[i]
+                if i == 0:
+                    B[1] = T.float32(0)
+            else:
+                Out[i] = B[1] + B[0]
+                B[1] = A[i]
+
+
+def test_an_allocation_an_inner_loop_nest_fills_whole_before_reading_is_privatised():
+    hm = thn.build(cache_filled_by_a_loop_nest)
+    a = _rand(16, 32)
+    want = (a * np.float32(0) + a * np.float32(1)) + a * np.float32(2)
+    by_loop = {d.loop: d for d in hm.stage(0).plan("fast").decisions}
+    assert by_loop["i"].strategy == P.LANES and by_loop["i"].copies == ("C",)
+    assert by_loop["i"].reason.startswith("iterations independent once each writes C before reading it")
+    assert by_loop["k"].strategy == P.SERIAL  # k sums into C, in the IR's order
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros((16, 32), "float32"), mode=mode), want)
+    # One element short of whole: the rows share C[31] (the first row's sum runs on), so i stays serial.
+    hm = thn.build(cache_filled_but_one_element)
+    (decision, *_) = hm.stage(0).plan("fast").decisions
+    assert decision.loop == "i" and decision.strategy == P.SERIAL and not decision.copies
+    want[:, :31] = (a[:, :31] * np.float32(0) + a[:, :31] * np.float32(1)) + a[:, :31] * np.float32(2)
+    last = np.float32(0)
+    for i in range(16):
+        last = ((last + a[i, 31] * np.float32(0)) + a[i, 31] * np.float32(1)) + a[i, 31] * np.float32(2)
+        want[i, 31] = last
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros((16, 32), "float32"), mode=mode), want)
+    # What only a loop's first iteration writes is not written by the others.
+    hm = thn.build(carried_past_the_first_iteration)
+    (decision, *_) = hm.stage(0).plan("fast").decisions
+    assert decision.loop == "i" and decision.strategy == P.SERIAL and not decision.copies
+    a = _rand(8)
+    want = a + np.concatenate([[0], a[:-1]]).astype("float32")
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros(8, "float32"), mode=mode), want)
+
+
+@T.prim_func
+def row_max_recomputed_per_column(A: T.Buffer((4, 16), "float32"), B: T.Buffer((4, 16), "float32")):
+    """Every column j recomputes its row's maximum in scratch memory shared by all (through a flat
+    view, as StorageRewrite leaves it): the iterations of j write M and S alike, each before reading."""
+    M = T.alloc_buffer((16,))
+    S = T.alloc_buffer((1,))
+    for i, j in T.grid(4, 16):
+        M1 = T.decl_buffer((16,), data=M.data)
+        for k in range(16):
+            M[k] = A[i, k] * T.float32(2)
+        for k in range(16):
+            if k == 0:
+                S[0] = T.float32(-1e30)
+            S[0] = T.max(S[0], M1[k])
+        B[i, j] = A[i, j] - S[0]
+
+
+@T.prim_func
+def row_sum_carried_across_columns(A: T.Buffer((4, 16), "float32"), B: T.Buffer((4, 16), "float32")):
+    """Written alike by every column, but read before written: the sum runs on from column to column."""
+    S = T.alloc_buffer((1,))
+    for i in range(4):
+        S[0] = T.float32(0)
+        for j in range(16):
+            for k in range(16):
+                S[0] = S[0] + A[i, k]
+            B[i, j] = S[0]
+
+
+@T.prim_func
+def row_max_that_depends_on_the_column(A: T.Buffer((4, 16), "float32"), B: T.Buffer((4, 16), "float32")):
+    """Written before read by every column, but not alike: column j's maximum starts from A[i, j]
+    (read through a view: no copy per lane either)."""
+    S = T.alloc_buffer((1,))
+    for i, j in T.grid(4, 16):
+        S1 = T.decl_buffer((1,), data=S.data)
+        S[0] = A[i, j]
+        for k in range(16):
+            S[0] = T.max(S1[0], A[i, k] * T.float32(0.5))
+        B[i, j] = S[0]
+
+
+@T.prim_func
+def max_recomputed_per_parallel_column(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    """A parallel loop whose iterations write S alike (read through a view: no copy per lane):
+    chunks on several cores would race on S."""
+    S = T.alloc_buffer((1,))
+    for j in T.parallel(16):
+        S1 = T.decl_buffer((1,), data=S.data)
+        S[0] = T.float32(-1e30)
+        for k in range(16):
+            S[0] = T.max(S1[0], A[k])
+        B[j] = A[j] - S[0]
+
+
+def test_iterations_that_write_scratch_alike_before_reading_it_run_as_lanes_on_one_copy():
+    a = _rand(4, 16)
+    hm = thn.build(row_max_recomputed_per_column)
+    by_loop = {d.loop: d for d in hm.stage(0).plan("fast").decisions}
+    assert by_loop["j"].strategy == P.LANES and not by_loop["j"].copies
+    assert by_loop["j"].reason == ("iterations independent once each writes M, S alike (the same values, whatever "
+                                   "the iteration) before reading it: all of them run at once as array lanes")
+    want = a - (a * np.float32(2)).max(axis=1, keepdims=True)
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros((4, 16), "float32"), mode=mode), want)
+    hm = thn.build(max_recomputed_per_parallel_column)
+    (decision, *_) = hm.stage(0).plan("fast").decisions
+    assert decision.loop == "j" and decision.strategy == P.LANES  # not parallel chunks
+    b = a[0]
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(b, np.zeros(16, "float32"), mode=mode), b - b.max())
+    # Not alike before read, or not alike: j stays serial.
+    hm = thn.build(row_sum_carried_across_columns)
+    by_loop = {d.loop: d for d in hm.stage(0).plan("fast").decisions}
+    assert by_loop["j"].strategy == P.SERIAL
+    assert by_loop["j"].reason == "carried dependence on S: two iterations of j may touch the same element"
+    want = np.zeros((4, 16), "float32")
+    for i in range(4):
+        s = np.float32(0)
+        for j in range(16):
+            for k in range(16):
+                s = np.float32(s + a[i, k])
+            want[i, j] = s
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros((4, 16), "float32"), mode=mode), want)
+    hm = thn.build(row_max_that_depends_on_the_column)
+    by_loop = {d.loop: d for d in hm.stage(0).plan("fast").decisions}
+    assert by_loop["j"].strategy == P.SERIAL
+    want = np.maximum(a, (a * np.float32(0.5)).max(axis=1, keepdims=True))
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros((4, 16), "float32"), mode=mode), want)
+
+
+@T.prim_func
+def init_under_a_condition_on_a_bound_variable(A: T.Buffer((16, 8, 8), "float32"), B: T.Buffer((16, 8), "float32")):
+    """A per-row sum whose start is under a condition that reads k0 through a bound variable (as
+    CommonSubexprElim leaves it): the must-write walk tells k0's first iteration from the others."""
+    C = T.alloc_buffer((8,))
+    for i in range(16):
+        for k0, k1, j in T.grid(4, 2, 8):
+            v: T.let[T.int32] = k0 * 2
+            if v + k1 == 0:
+                C[j] = T.float32(0)
+            C[j] = C[j] + A[i, v + k1, j]
+        for j in range(8):
+            B[i, j] = C[j]
+
+
+def test_a_condition_through_a_bound_variable_still_tells_the_first_iteration():
+    hm = thn.build(init_under_a_condition_on_a_bound_variable)
+    by_loop = {d.loop: d for d in hm.stage(0).plan("fast").decisions}
+    assert by_loop["i"].strategy == P.LANES and by_loop["i"].copies == ("C",)
+    assert by_loop["k0"].strategy == by_loop["k1"].strategy == P.SERIAL
+    a = _rand(16, 8, 8)
+    want = np.zeros((16, 8), "float32")
+    for k in range(8):
+        want = want + a[:, k, :]
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros((16, 8), "float32"), mode=mode), want)

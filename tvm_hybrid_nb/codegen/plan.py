@@ -25,7 +25,7 @@ from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _thread_extents, _type_key, allocation_overlap, grid_loop,
                        loop_dependences, per_block_memory, block_scoped_allocations, serial_cost)
 from .guards import predicate_cut
-from .sharing import written_alike, written_before_read
+from .sharing import read_after_written_alike, written_alike, written_before_read
 from .lanes import LanesMixin
 from .names import _key
 
@@ -457,6 +457,7 @@ class _Planner:
         loop itself; ``grid``: a loop over the blocks of a GPU grid), the reason, and the buffers
         that get a copy per lane."""
         private: tuple = ()
+        why = ""
         if not (self.fast or self.check):
             return SERIAL, self.as_written, private
         rejected = self.plan.rejected.get(_key(key if key is not None else node))
@@ -477,6 +478,12 @@ class _Planner:
                 private, why = self.privatise(node, shared)
                 if private:
                     dependence = None
+                else:
+                    why = self.alike(node, shared)
+                    if why:
+                        dependence = None
+                        # One copy for all: chunks on several cores would race on it.
+                        kind = 0 if kind == 1 else kind
         free_axis = sum(not lane.is_thread for lane in self.lanes) < LOOP_AXES
         if kind == 1 and self.check and dependence is not None and free_axis:
             return (RACE_LANES, "sanitizer: the iterations of a parallel loop run as lanes whose accesses are compared",
@@ -494,7 +501,7 @@ class _Planner:
         if few is not None:
             return SERIAL, few, private
         what = "blocks" if grid else "iterations"
-        what += f" independent once {why}" if private and not grid else " independent"
+        what += f" independent once {why}" if (private or why) and not grid else " independent"
         if (kind == 1 or grid) and self.serial_depth == 0 and not self.lanes and not self.check:
             return PARALLEL_CHUNKS, f"{what}: chunks of them run as lanes on all cores", private
         return LANES, f"{what}: all of them run at once as array lanes", private
@@ -522,6 +529,26 @@ class _Planner:
             self.plan.privatised[_key(buf)] = buf
         names = ", ".join(str(b.name) for b in bufs)
         return tuple(sorted(_key(b) for b in bufs)), f"each writes {names} before reading it"
+
+    def alike(self, node, shared: dict) -> str:
+        """Iterations that all write the same values to the allocations that carry loop ``node``'s
+        dependences, each reading them only where it wrote them first (the softmax of one row that a
+        schedule recomputes for every column): run in lockstep as lanes on the one copy, they compute
+        what they compute one after another (see :func:`~.sharing.read_after_written_alike`).
+        Returns the reason ("" when not proven)."""
+        if self.gpu is None:
+            self.gpu = bool(_thread_extents(self.func.body)) or _has_threads(self.func.body)
+        if self.gpu:
+            return ""
+        bufs = [self.allocated.get(root) for root in shared]
+        if any(buf is None or str(buf.scope()) not in ("global", "local", "shared", "shared.dyn") for buf in bufs):
+            return ""
+        if written_alike(node, set(shared), self.roots) != set(shared):
+            return ""
+        if any(read_after_written_alike(node, buf, self.func.body) is not None for buf in bufs):
+            return ""
+        names = ", ".join(sorted(str(b.name) for b in bufs))
+        return f"each writes {names} alike (the same values, whatever the iteration) before reading it"
 
     def per_block(self, loop) -> dict:
         if self.shared is None:

@@ -1,8 +1,10 @@
 """What the lanes of a loop may share or must privatise (TIR analyses, no Python ast): memory that
-every block of a grid writes alike (one copy serves them), and memory that every iteration writes
-before it reads it (a copy per lane makes the iterations independent)."""
+every block of a grid writes alike (one copy serves them), memory that every iteration writes
+before it reads it (a copy per lane makes the iterations independent), and memory that every
+iteration of a loop writes alike before reading it (the lanes run in lockstep on one copy)."""
 from __future__ import annotations
 
+import numpy as np
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -187,6 +189,41 @@ def written_before_read(loop, buf, func_body) -> str | None:
         return f"{name} is also used outside {loop.loop_var.name}"
     walk = _MustWrite(buf)
     try:
+        walk.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
+        walk.stmt(loop.body, ())
+    except _NotProven as exc:
+        return str(exc)
+    return None
+
+
+def read_after_written_alike(loop, buf, func_body) -> str | None:
+    """Why the iterations of ``loop`` may see different values in ``buf`` (an allocation), or None
+    when every read of it in an iteration reads an element that iteration wrote before: then, if
+    every iteration writes it alike (:func:`written_alike`), every iteration holds the same values
+    in it, and the iterations run as lanes in lockstep on one copy compute what they compute one
+    after another, leaving what the last one leaves.  Unlike :func:`written_before_read`, ``buf``
+    may be used after the loop and through flat views of the same elements (a view of the same
+    storage with no offset, as StorageRewrite declares to reuse it)."""
+    name = str(buf.name)
+    views = []
+
+    def visit(n):
+        if _type_key(n) == "tirx.DeclBuffer" and n.data is not None and _mentions(n.data, buf):
+            views.append(n.buffer)
+        return True
+
+    tvm_ffi.structural_walk(func_body, visit, order="post")
+    for view in views:
+        same = (len(view.shape) == len(buf.shape) == 1 and str(view.dtype) == str(buf.dtype)
+                and (view.elem_offset is None or (_type_key(view.elem_offset) == "ir.IntImm"
+                                                   and int(view.elem_offset.value) == 0)))
+        if not same or _uses(func_body, view)[1] != 1:
+            return f"{name} is used through a view that places its elements elsewhere"
+    if _uses(func_body, buf)[1] != 1 + len(views):
+        return f"{name} is used other than by loads, stores and flat views (a pointer)"
+    walk = _MustWrite(buf, views)
+    try:
+        walk.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
         walk.stmt(loop.body, ())
     except _NotProven as exc:
         return str(exc)
@@ -222,28 +259,147 @@ def _mentions(expr, buf) -> bool:
     return _contains(expr, lambda m: _type_key(m) == "ir.Var" and m.same_as(buf))
 
 
-class _MustWrite:
-    """The walk of :func:`written_before_read` (raises :class:`_NotProven` with the reason)."""
+#: The most elements one written region (or one read) may enumerate; larger ones are not claimed.
+_MAX_OFFSETS = 1 << 20
 
-    def __init__(self, buf):
+
+class _MustWrite:
+    """The walk of :func:`written_before_read` (raises :class:`_NotProven` with the reason).
+
+    What is written is a tuple of regions; a region is one ``(base, offsets)`` a dimension: the
+    elements ``base + o`` for every ``o`` of ``offsets`` (a sorted array of integers) in that
+    dimension, all combinations across dimensions.  A store writes one element (a vector store:
+    ``offsets`` its lanes); an inner loop that stores at every iteration spreads it over the loop's
+    range (``B[i * 4 + j]`` over ``j`` in [0, 4), then ``i`` in [0, 8): ``(0, 0..31)``), so a read
+    the loop nest wrote whole is seen written."""
+
+    def __init__(self, buf, views=()):
         self.buf = buf
+        #: ``buf`` and the views that address its elements alike.
+        self.names = (buf, *views)
         self.name = str(buf.name)
         self.analyzer = tvm.sym.Analyzer()
+        #: What each variable is bound to, in the order first bound (key -> (var, value or range)).
+        self.bound: dict[int, tuple] = {}
+
+    def bind(self, var, value) -> None:
+        """Bind ``var`` for the analyzer.  A variable bound to one value (a range of one: a loop's
+        first iteration) is substituted by it for good, ``allow_override`` or not: binding it again
+        starts a fresh analyzer with every binding replayed, this one in its place."""
+        key = _key(var)
+        before = self.bound.get(key)
+        self.bound[key] = (var, value)
+        if before is None or (isinstance(before[1], tvm.ir.Range) and _more_than_one(before[1].extent)):
+            self.analyzer.bind(var, value, allow_override=True)
+            return
+        self.analyzer = tvm.sym.Analyzer()
+        for v, val in self.bound.values():
+            self.analyzer.bind(v, val, allow_override=True)
 
     def fail(self, why: str):
         raise _NotProven(why)
 
-    # What is written: a tuple of index tuples (simplified expressions).
-    def covered(self, indices, written) -> bool:
-        return any(all(tvm_ffi.structural_equal(a, b) for a, b in zip(indices, w)) for w in written)
+    def mine(self, buf) -> bool:
+        return any(buf.same_as(b) for b in self.names)
+
+    def mentioned(self, node) -> bool:
+        return any(_mentions(node, b) for b in self.names)
+
+    # ------------------------------------------------------------------ regions
+    def dim(self, index):
+        """``(base, offsets)`` of one index (a Ramp: its lanes), or None."""
+        key = _type_key(index)
+        if key == "prim.Ramp":
+            base = self.dim(index.base)
+            stride = self.analyzer.simplify(index.stride)
+            if base is None or _type_key(stride) != "ir.IntImm" or _type_key(index.lanes) != "ir.IntImm":
+                return None
+            steps = int(stride.value) * np.arange(int(index.lanes.value), dtype=np.int64)
+            return base[0], np.unique((base[1][:, None] + steps[None, :]).ravel())
+        if key == "prim.Broadcast":
+            return self.dim(index.value)
+        if _reads_memory(index):
+            return None
+        base, const = _split_const(self.analyzer.simplify(index))
+        return base, np.array([const], dtype=np.int64)
 
     def index(self, indices):
         out = []
         for i in indices:
-            if _type_key(i) in ("prim.Ramp", "prim.Broadcast") or _reads_memory(i):
+            d = self.dim(i)
+            if d is None:
                 return None
-            out.append(self.analyzer.simplify(i))
+            out.append(d)
         return tuple(out)
+
+    def values(self, expr):
+        """Every value ``expr`` (linear in variables of constant bounds) may take, or None."""
+        if _type_key(expr) == "ir.IntImm":
+            return np.array([int(expr.value)], dtype=np.int64)
+        free = _free_vars(expr)
+        coefs = tvm.sym.detect_linear_equation(expr, free)
+        if len(coefs) != len(free) + 1 or any(_type_key(c) != "ir.IntImm" for c in coefs):
+            return None
+        out = np.array([int(coefs[-1].value)], dtype=np.int64)
+        for var, coef in zip(free, coefs):
+            bound = self.analyzer.const_int_bound(var)
+            lo, hi = int(bound.min_value), int(bound.max_value)
+            if hi < lo or (hi - lo + 1) * out.size > _MAX_OFFSETS:
+                return None
+            steps = int(coef.value) * np.arange(lo, hi + 1, dtype=np.int64)
+            out = np.unique((out[:, None] + steps[None, :]).ravel())
+        return out
+
+    def within(self, read, region) -> bool:
+        """Whether every element of dimension ``read`` (base, offsets) is one of ``region``'s."""
+        (rbase, roffs), (wbase, woffs) = read, region
+        if tvm_ffi.structural_equal(rbase, wbase):
+            shift = np.zeros(1, dtype=np.int64)
+        else:
+            shift = self.values(self.analyzer.simplify(rbase - wbase))
+            if shift is None or shift.size * roffs.size > _MAX_OFFSETS:
+                return False
+        return bool(np.isin((shift[:, None] + roffs[None, :]).ravel(), woffs).all())
+
+    def covered(self, indices, written) -> bool:
+        return any(len(w) == len(indices) and all(self.within(r, d) for r, d in zip(indices, w))
+                   for w in written)
+
+    def add(self, written: tuple, region) -> tuple:
+        """``written`` with ``region``, merged into a region that differs from it in one
+        dimension's offsets only (the unrolled stores of a vector tile)."""
+        if self.covered(region, written):
+            return written
+        for k, other in enumerate(written):
+            if len(other) != len(region):
+                continue
+            differ = [d for d, (a, b) in enumerate(zip(region, other))
+                      if not (tvm_ffi.structural_equal(a[0], b[0]) and np.array_equal(a[1], b[1]))]
+            if len(differ) == 1 and tvm_ffi.structural_equal(region[differ[0]][0], other[differ[0]][0]):
+                d = differ[0]
+                merged = list(other)
+                merged[d] = (other[d][0], np.union1d(other[d][1], region[d][1]))
+                return written[:k] + (tuple(merged),) + written[k + 1:]
+        return written + (region,)
+
+    def spread(self, region, var, lo: int, extent: int):
+        """``region`` (written at every value of loop variable ``var`` in [lo, lo + extent)) over
+        those values, or None when it is not linear in ``var`` in one dimension."""
+        dims = [d for d, (base, _) in enumerate(region) if _uses_vars(base, {_key(var)})]
+        if len(dims) != 1:
+            return None
+        (d,) = dims
+        base, offs = region[d]
+        coefs = tvm.sym.detect_linear_equation(base, [var])
+        if len(coefs) != 2 or _type_key(coefs[0]) != "ir.IntImm":
+            return None
+        rest, const = _split_const(self.analyzer.simplify(coefs[1]))
+        if _uses_vars(rest, {_key(var)}) or offs.size * extent > _MAX_OFFSETS:
+            return None
+        steps = int(coefs[0].value) * np.arange(lo, lo + extent, dtype=np.int64) + const
+        spread = list(region)
+        spread[d] = (rest, np.unique((offs[:, None] + steps[None, :]).ravel()))
+        return tuple(spread)
 
     def expr(self, expr, written) -> None:
         problems = []  # (an exception raised inside the walk's callback would come back as another)
@@ -252,13 +408,13 @@ class _MustWrite:
             if problems:
                 return True
             key = _type_key(node)
-            if key == "ir.TensorLoad" and node.source.same_as(self.buf):
+            if key == "ir.TensorLoad" and self.mine(node.source):
                 indices = self.index(node.indices)
                 if indices is None or not self.covered(indices, written):
                     problems.append(f"an iteration may read {self.name} before writing it")
             elif key == "ir.Call" and (any(_is_call_of(node, c) for c in _POINTER_CALLS)
                                        or isinstance(node.op, tvm.ir.GlobalVar)):
-                if _mentions(node, self.buf):
+                if self.mentioned(node):
                     problems.append(f"a call takes {self.name} by address")
             return True
 
@@ -286,10 +442,10 @@ class _MustWrite:
         if key == "tirx.BufferStore":
             for e in list(stmt.indices) + [stmt.value]:
                 self.expr(e, written)
-            if stmt.buffer.same_as(self.buf):
+            if self.mine(stmt.buffer):
                 indices = self.index(stmt.indices)
-                if indices is not None and not self.covered(indices, written):
-                    written = written + (indices,)
+                if indices is not None:
+                    written = self.add(written, indices)
             return written
         if key == "tirx.IfThenElse":
             self.expr(stmt.condition, written)
@@ -305,10 +461,10 @@ class _MustWrite:
             return self.loop(stmt, written)
         if key == "tirx.Bind":
             self.expr(stmt.value, written)
-            if _dtype(stmt.var) == "handle" and _mentions(stmt.value, self.buf):
+            if _dtype(stmt.var) == "handle" and self.mentioned(stmt.value):
                 self.fail(f"a pointer into {self.name} is bound")
             if _dtype(stmt.var) != "handle":
-                self.analyzer.bind(stmt.var, stmt.value, allow_override=True)
+                self.bind(stmt.var, stmt.value)
             return written
         if key in ("tirx.Evaluate",):
             self.expr(stmt.value, written)
@@ -338,7 +494,7 @@ class _MustWrite:
                 self.expr(value, written)
             self.expr(stmt.predicate, written)
             for iv, value in zip(block.iter_vars, stmt.iter_values):
-                self.analyzer.bind(iv.var, value, allow_override=True)
+                self.bind(iv.var, value)
             if block.init is not None:  # runs at the first reduction step: its writes do not count
                 self.stmt(block.init, written)
             if self.proves(stmt.predicate) == 1:
@@ -350,22 +506,48 @@ class _MustWrite:
     def loop(self, node, written: tuple) -> tuple:
         for e in (node.min, node.extent):
             self.expr(e, written)
-        if not _mentions(node.body, self.buf):
+        if not self.mentioned(node.body):
             return written
         var = node.loop_var
         inner = _defined_vars(node.body) | {_key(var)}
         kind = int(node.kind)
         runs = kind in (0, 3) and self.analyzer.can_prove(node.extent >= 1)
         if not runs:  # no first iteration to count on: only check the reads
-            self.analyzer.bind(var, tvm.ir.Range.from_min_extent(node.min, node.extent), allow_override=True)
+            self.bind(var, tvm.ir.Range.from_min_extent(node.min, node.extent))
             self.stmt(node.body, written)
             return written
-        self.analyzer.bind(var, tvm.ir.Range.from_min_extent(node.min, 1), allow_override=True)
+        if not _conditions_use(node.body, var):
+            # No condition tells the first iteration from the others: one walk over them all.
+            self.bind(var, tvm.ir.Range.from_min_extent(node.min, node.extent))
+            return self.spread_loop(node, var, inner, written, self.stmt(node.body, written), node.min, node.extent)
+        self.bind(var, tvm.ir.Range.from_min_extent(node.min, 1))
         first = self.stmt(node.body, written)
-        kept = tuple(w for w in first if not any(_uses_vars(i, inner) for i in w))
-        if not self.analyzer.can_prove(node.extent == 1):
-            self.analyzer.bind(var, tvm.ir.Range.from_min_extent(node.min + 1, node.extent - 1), allow_override=True)
-            self.stmt(node.body, kept)
+        kept = tuple(w for w in first if not any(_uses_vars(base, inner) for base, _ in w))
+        if self.analyzer.can_prove(node.extent == 1):
+            return kept
+        self.bind(var, tvm.ir.Range.from_min_extent(node.min + 1, node.extent - 1))
+        rest = self.stmt(node.body, kept)
+        return self.spread_loop(node, var, inner, kept, rest, node.min + 1, node.extent - 1)
+
+    def spread_loop(self, node, var, inner: set, kept: tuple, rest: tuple, lo, extent) -> tuple:
+        """``kept`` with what iterations ``[lo, lo + extent)`` of loop ``node`` wrote (``rest``, with
+        the variable's value in each) spread over them."""
+        lo, extent = self.analyzer.simplify(lo), self.analyzer.simplify(extent)
+        kept = tuple(w for w in kept if not any(_uses_vars(base, inner) for base, _ in w))
+        if _type_key(lo) != "ir.IntImm" or _type_key(extent) != "ir.IntImm" or int(extent.value) < 1:
+            if self.analyzer.can_prove(extent >= 1):  # what every iteration wrote, at the same place
+                for region in rest:
+                    if not any(_uses_vars(base, inner) for base, _ in region):
+                        kept = self.add(kept, region)
+            return kept
+        for region in rest:
+            if any(_uses_vars(base, inner - {_key(var)}) for base, _ in region):
+                continue
+            if any(_uses_vars(base, {_key(var)}) for base, _ in region):
+                region = self.spread(region, var, int(lo.value), int(extent.value))
+                if region is None:
+                    continue
+            kept = self.add(kept, region)
         return kept
 
 
@@ -385,3 +567,56 @@ def _defined_vars(stmt) -> set[int]:
 
     tvm_ffi.structural_walk(stmt, visit, order="post")
     return found
+
+
+def _split_const(expr):
+    """``(rest, c)`` with ``expr == rest + c`` and ``c`` an integer (a simplified expression's constant term)."""
+    key = _type_key(expr)
+    if key == "ir.IntImm":
+        return tvm.tirx.const(0, _dtype(expr)), int(expr.value)
+    if key in ("prim.Add", "prim.Sub") and _type_key(expr.b) == "ir.IntImm":
+        return expr.a, int(expr.b.value) * (1 if key == "prim.Add" else -1)
+    return expr, 0
+
+
+def _free_vars(expr) -> list:
+    """The distinct variables of ``expr``, in order of appearance."""
+    found: dict[int, object] = {}
+
+    def visit(node):
+        if _type_key(node) == "ir.Var":
+            found.setdefault(_key(node), node)
+        return True
+
+    tvm_ffi.structural_walk(expr, visit, order="post")
+    return list(found.values())
+
+
+def _more_than_one(extent) -> bool:
+    """Whether a range of ``extent`` surely holds more than one value (else it may be substituted)."""
+    return _type_key(extent) == "ir.IntImm" and int(extent.value) > 1
+
+
+def _conditions_use(body, var) -> bool:
+    """Whether a condition of ``body`` (a branch, a loop's, a block's predicate) reads ``var``, or
+    a variable bound to a value that does (``cse_v2 = rc_0 * 8``, then ``if cse_v2 + rc_1 == 0``)."""
+    keys = {_key(var)}
+    found = []
+
+    def visit(n):
+        if not found:
+            key = _type_key(n)
+            if key == "tirx.Bind" and _uses_vars(n.value, keys):
+                keys.add(_key(n.var))
+            elif key == "s_tir.SBlockRealize":
+                for iv, value in zip(n.block.iter_vars, n.iter_values):
+                    if _uses_vars(value, keys):
+                        keys.add(_key(iv.var))
+            cond = (n.condition if key in ("tirx.IfThenElse", "tirx.While") else
+                    n.predicate if key == "s_tir.SBlockRealize" else None)
+            if cond is not None and _uses_vars(cond, keys):
+                found.append(n)
+        return tvm_ffi.WalkResult.ADVANCE  # (True would skip the children in pre-order)
+
+    tvm_ffi.structural_walk(body, visit, order="pre")
+    return bool(found)
