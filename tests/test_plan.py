@@ -659,3 +659,21 @@ def test_an_extent_of_the_loops_around_counts_with_its_largest_value():
 
     cost = serial_cost(_fill_ragged)
     assert (cost.scalar, cost.lanes) == (4 * (8 * 2 + 1), 0)  # per i: 8 (store, step), the i loop's step
+
+
+def test_the_plan_shown_for_symbolic_sizes_says_each_call_decides_and_a_small_call_runs_the_exact_plan(monkeypatch):
+    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    hm = thn.build(_sum_rows)
+    shown = hm.stage(0).plan("fast")
+    assert shown.decisions[0].strategy == P.LANES and not shown.exact_reason
+    assert shown.per_call.startswith("this plan is for large sizes: each call decides with the sizes")
+    assert shown.summary().endswith(shown.per_call) and shown.as_dict()["per_call"] == shown.per_call
+    assert shown.per_call in hm.explain(0)
+    panel = ui.stage_panel(hm.stage(0), hm.stages, run_compare=None)  # what the explorer shows above the source
+    assert "each call decides with the sizes of its arguments" in panel.content.value
+    # What a call on 5 rows runs: the exact plan, and its plan says so; the shown plan is unchanged.
+    assert hm.stage(0).kernel("fast", sizes={"n": 5}).plan.exact_reason.startswith("the serial run with n = 5")
+    a = _rand(5, 16)
+    np.testing.assert_allclose(hm.emulate(a, np.zeros(5, "float32"), mode="fast"), a.sum(axis=1), rtol=1e-5, atol=1e-5)
+    # A kernel whose cost needs no sizes gets no rule: its plan is the one every call runs.
+    assert _matmul(8).stage(0).plan("fast").per_call == ""
