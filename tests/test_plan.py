@@ -677,3 +677,20 @@ def test_the_plan_shown_for_symbolic_sizes_says_each_call_decides_and_a_small_ca
     np.testing.assert_allclose(hm.emulate(a, np.zeros(5, "float32"), mode="fast"), a.sum(axis=1), rtol=1e-5, atol=1e-5)
     # A kernel whose cost needs no sizes gets no rule: its plan is the one every call runs.
     assert _matmul(8).stage(0).plan("fast").per_call == ""
+
+
+def test_the_explorer_compare_says_when_a_small_call_ran_the_exact_plan(monkeypatch):
+    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    hm = thn.build(_sum_rows)
+    ex = ui.explorer(hm, reference="input", inputs=[_rand(5, 16), np.zeros(5, "float32")])
+    compare = ex.panel(0).compare
+    compare.button.click()
+    assert compare.controls.run is not None and compare.controls.run.join(60), "the run did not finish"
+    assert "MATCH" in compare.result.value
+    assert "fast mode ran the exact plan: the serial run with n = 5 is cheap" in compare.result.value
+    assert compare.last_result.exact_reason.startswith("the serial run with n = 5 is cheap")
+    assert "fast mode ran the exact plan: the serial run with n = 5" in str(compare.last_result)
+    big = hm.compare(_rand(1 << 14, 16), np.zeros(1 << 14, "float32"), reference="input", mode="fast")
+    assert big.ok and big.exact_reason == ""  # ran the plan shown above the source
+    assert "ran the exact plan" not in str(big)
+    ex.close()
