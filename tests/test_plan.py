@@ -801,3 +801,93 @@ def test_a_condition_through_a_bound_variable_still_tells_the_first_iteration():
         want = want + a[:, k, :]
     for mode in ("fast", "exact"):
         np.testing.assert_array_equal(hm.emulate(a, np.zeros((16, 8), "float32"), mode=mode), want)
+
+
+@T.prim_func
+def _search_sorted(a: T.handle, q: T.handle, o: T.handle):
+    A = T.match_buffer(a, (16,), "float32")
+    Q = T.match_buffer(q, (4,), "float32")
+    O = T.match_buffer(o, (4,), "int32")
+    lo = T.alloc_buffer((1,), "int32", scope="local")
+    hi = T.alloc_buffer((1,), "int32", scope="local")
+    for i in range(4):
+        lo[0] = 0
+        hi[0] = 16
+        while lo[0] < hi[0]:  # a binary search, as in TVM's sorts and searchsorted
+            if A[(lo[0] + hi[0]) // 2] < Q[i]:
+                lo[0] = (lo[0] + hi[0]) // 2 + 1
+            else:
+                hi[0] = (lo[0] + hi[0]) // 2
+        O[i] = lo[0]
+        for v in range(-3):  # a pass that runs at larger sizes only: its data-dependent loop costs nothing
+            for w in range(T.Cast("int32", A[v])):
+                O[i] = O[i] + w
+
+
+@T.prim_func
+def _fill_ragged(b: T.handle):
+    B = T.match_buffer(b, (32,), "float32")
+    for i in range(4):
+        for j in range(T.min(8, 10 - i * 3)):  # an extent of the loop around: at most 8
+            B[i * 8 + j] = T.float32(1)
+
+
+def test_a_while_loop_counts_an_assumed_number_of_iterations_and_a_loop_of_none_costs_nothing(monkeypatch):
+    from tvm_hybrid_nb.codegen import analysis
+
+    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    cost = analysis.serial_cost(_search_sorted)
+    assert cost is not None  # was unknown: the analysis always ran, fast mode slower than exact
+    monkeypatch.setattr(analysis, "WHILE_ASSUMED_ITERATIONS", 2 * analysis.WHILE_ASSUMED_ITERATIONS)
+    assert analysis.serial_cost(_search_sorted).scalar > cost.scalar  # the body counts that often
+    assert analysis.serial_cost(_search_sorted).size == cost.size
+    assert P.exact_plan_reason(_search_sorted).startswith("the serial run is cheap")
+    hm = thn.build(_search_sorted)
+    assert hm.stage(0).plan("fast").exact_reason
+    a, q = np.sort(_rand(16)), _rand(4)
+    want = np.searchsorted(a, q, side="left").astype("int32")
+    for stage in hm.emulatable_stages:
+        for mode in ("fast", "exact"):
+            np.testing.assert_array_equal(hm.emulate(a, q, np.zeros(4, "int32"), stage=stage.index, mode=mode), want)
+
+
+def test_an_extent_of_the_loops_around_counts_with_its_largest_value():
+    from tvm_hybrid_nb.codegen.analysis import serial_cost
+
+    cost = serial_cost(_fill_ragged)
+    assert (cost.scalar, cost.lanes) == (4 * (8 * 2 + 1), 0)  # per i: 8 (store, step), the i loop's step
+
+
+def test_the_plan_shown_for_symbolic_sizes_says_each_call_decides_and_a_small_call_runs_the_exact_plan(monkeypatch):
+    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    hm = thn.build(_sum_rows)
+    shown = hm.stage(0).plan("fast")
+    assert shown.decisions[0].strategy == P.LANES and not shown.exact_reason
+    assert shown.per_call.startswith("this plan is for large sizes: each call decides with the sizes")
+    assert shown.summary().endswith(shown.per_call) and shown.as_dict()["per_call"] == shown.per_call
+    assert shown.per_call in hm.explain(0)
+    panel = ui.stage_panel(hm.stage(0), hm.stages, run_compare=None)  # what the explorer shows above the source
+    assert "each call decides with the sizes of its arguments" in panel.content.value
+    # What a call on 5 rows runs: the exact plan, and its plan says so; the shown plan is unchanged.
+    assert hm.stage(0).kernel("fast", sizes={"n": 5}).plan.exact_reason.startswith("the serial run with n = 5")
+    a = _rand(5, 16)
+    np.testing.assert_allclose(hm.emulate(a, np.zeros(5, "float32"), mode="fast"), a.sum(axis=1), rtol=1e-5, atol=1e-5)
+    # A kernel whose cost needs no sizes gets no rule: its plan is the one every call runs.
+    assert _matmul(8).stage(0).plan("fast").per_call == ""
+
+
+def test_the_explorer_compare_says_when_a_small_call_ran_the_exact_plan(monkeypatch):
+    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    hm = thn.build(_sum_rows)
+    ex = ui.explorer(hm, reference="input", inputs=[_rand(5, 16), np.zeros(5, "float32")])
+    compare = ex.panel(0).compare
+    compare.button.click()
+    assert compare.controls.run is not None and compare.controls.run.join(60), "the run did not finish"
+    assert "MATCH" in compare.result.value
+    assert "fast mode ran the exact plan: the serial run with n = 5 is cheap" in compare.result.value
+    assert compare.last_result.exact_reason.startswith("the serial run with n = 5 is cheap")
+    assert "fast mode ran the exact plan: the serial run with n = 5" in str(compare.last_result)
+    big = hm.compare(_rand(1 << 14, 16), np.zeros(1 << 14, "float32"), reference="input", mode="fast")
+    assert big.ok and big.exact_reason == ""  # ran the plan shown above the source
+    assert "ran the exact plan" not in str(big)
+    ex.close()

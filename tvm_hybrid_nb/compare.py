@@ -134,6 +134,9 @@ class CompareResult:
     #: Set when the emulation failed part-way (``compare(..., on_error="partial")``): the outputs
     #: compared are what it wrote before failing, and the result is never ``ok``.
     error: str | None = None
+    #: Fast mode that ran the exact plan (its analysis would cost more than this call's serial
+    #: run, see :func:`~tvm_hybrid_nb.codegen.plan.exact_plan_reason`): why; "" otherwise.
+    exact_reason: str = ""
 
     @property
     def ok(self) -> bool:
@@ -147,7 +150,8 @@ class CompareResult:
         head = (f"{verdict}: stage {self.stage} emulated ({self.mode}) vs {self.reference} — "
                 f"emulation {self.emulate_seconds * 1e3:.1f} ms, reference {self.reference_seconds * 1e3:.1f} ms")
         failed = [f"  the emulation failed part-way; compared what it wrote: {self.error}"] if self.error else []
-        return "\n".join([head] + failed + ["  " + o.summary() for o in self.outputs])
+        ran = [f"  {self.mode} mode ran the exact plan: {self.exact_reason}"] if self.exact_reason else []
+        return "\n".join([head] + ran + failed + ["  " + o.summary() for o in self.outputs])
 
     __repr__ = __str__
 

@@ -17,6 +17,7 @@ so no cycle; ``tests/test_import_layers.py`` allows exactly this hook).
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any, Callable, Sequence
@@ -358,7 +359,7 @@ class HybridModule:
             arrays = tuple(self.random_inputs(seed=seed, sizes=sizes))
         emu_args = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
         # Validate once, with parameter names in errors; on copies, as read-only outputs are never written.
-        bind_arguments(self.params, emu_args)
+        bound_sizes = bind_arguments(self.params, emu_args).sizes
         start = time.perf_counter()
         # With an emulated reference the bar covers both runs: the stage first, then stage 0.
         share = 0.5 if reference == "input" else 1.0
@@ -395,10 +396,14 @@ class HybridModule:
             raise CompareError(f"reference must be one of {REFERENCES} or a callable, got {reference!r}")
         reference_seconds = time.perf_counter() - start
         names = self.result_names
+        exact_reason = ""
+        if mode == "fast" and not check:  # the plan this call ran: for its sizes, maybe the exact one
+            with contextlib.suppress(HybridError):
+                exact_reason = s.kernel(mode, check, sizes=bound_sizes).plan.exact_reason
         result = CompareResult(stage=s.label, reference=ref_name,
                                outputs=compare_outputs(names, actual, expected, rtol, atol),
                                emulate_seconds=emulate_seconds, reference_seconds=reference_seconds, mode=mode,
-                               error=failure)
+                               error=failure, exact_reason=exact_reason)
         self.last_compare = result
         return result
 

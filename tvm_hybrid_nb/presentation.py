@@ -284,6 +284,9 @@ def compare_html(result: Any) -> str:
     error = getattr(result, "error", None)
     failed = (note_html(f"The emulation failed part-way; compared what it wrote before failing: {error}", "error")
               if error else "")
+    exact_reason = getattr(result, "exact_reason", "")
+    if exact_reason:  # not the plan shown above the source (that one is for large sizes)
+        failed = note_html(f"{result.mode} mode ran the exact plan: {exact_reason}") + failed
     return f'<div class="thn-compare">{head}{failed}<ul style="margin:2px 0">{"".join(rows)}</ul></div>'
 
 

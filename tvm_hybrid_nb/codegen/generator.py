@@ -40,7 +40,7 @@ from .gpu import GpuMixin
 from .lanes import LanesMixin
 from .memory import MemoryAccessMixin
 from .sanitize import SanitizerMixin
-from .plan import EmulationPlan, emit_with_plan, exact_plan_reason, plan_emulation
+from .plan import EmulationPlan, emit_with_plan, exact_plan_reason, per_call_rule, plan_emulation
 from .state import GpuState, LaneState, ProgressHooks, Scope, SerialState
 
 
@@ -446,6 +446,8 @@ def generate_kernel(func, function_name: str, stage: str | None = None, mode: st
                              plan=plan).generate()
 
     generated, _ = emit_with_plan(func, mode, check, emit, exact_reason)
+    if mode == "fast" and not check and not exact_reason and not sizes:
+        generated.plan.per_call = per_call_rule(func, module_functions)
     return generated
 
 

@@ -126,6 +126,9 @@ class EmulationPlan:
     #: Fast mode only: why it runs the exact plan (its analysis would cost more than the serial run
     #: saves, see :func:`exact_plan_reason`); "" when it planned lanes.
     exact_reason: str = ""
+    #: Fast mode without sizes, of a function whose loop extents are symbolic: the rule each call
+    #: applies with its arguments' sizes (it may run the exact plan instead, see :func:`per_call_rule`).
+    per_call: str = ""
 
     def decision(self, node) -> LoopDecision | None:
         return self.by_node.get(_key(node))
@@ -153,6 +156,10 @@ class EmulationPlan:
             return "exact mode: every loop runs as written, one iteration after another"
         if self.exact_reason:
             return f"{self.mode} mode runs the exact plan: {self.exact_reason}"
+        text = self._lanes_summary()
+        return f"{text}; {self.per_call}" if self.per_call else text
+
+    def _lanes_summary(self) -> str:
         decisions = self.all_decisions()
         fast = ", ".join(f"{d.loop} ({d.strategy})" for d in self.lane_loops())
         text = f"{self.mode} mode: " + (f"loops {fast}" if fast else "no loop runs as array lanes")
@@ -193,6 +200,7 @@ class EmulationPlan:
     def as_dict(self) -> dict:
         """The plan as JSON-ready data."""
         return {"mode": self.mode, "check": self.check, "summary": self.summary(), "exact_reason": self.exact_reason,
+                "per_call": self.per_call,
                 "loops": [{"loop": d.loop, "kind": d.kind, "strategy": d.strategy, "reason": d.reason,
                            "depth": d.depth, "copies": list(d.copies), "alike": list(d.alike_names)}
                           for d in self.decisions],
@@ -655,6 +663,16 @@ def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | 
     return (f"the serial run{bound} is cheap ({executed} statement executions, {cost.lanes} of them on GPU threads: "
             f"about {serial * 1e3:.2g} ms), less than the lanes analysis of its {cost.size} statements would take "
             f"(about {analysis * 1e3:.2g} ms)")
+
+
+def per_call_rule(func, module_functions: dict | None = None) -> str:
+    """What fast mode's plan of ``func`` shown without arguments cannot tell ("" when nothing): with
+    symbolic loop extents, whether the exact plan is cheaper (:func:`exact_plan_reason`) is decided
+    per call with the sizes its arguments bind, so a call on small arguments runs the exact plan."""
+    if not EXACT_PLAN_WHEN_CHEAP or serial_cost(func, module_functions) is not None:
+        return ""
+    return ("this plan is for large sizes: each call decides with the sizes of its arguments, and runs the "
+            "exact plan where its serial run costs less than the lanes analysis")
 
 
 def emit_with_plan(func, mode: str, check: bool, emit: Callable[[EmulationPlan], object], exact_reason: str = ""):
