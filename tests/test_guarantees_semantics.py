@@ -738,6 +738,26 @@ def test_shift_counts_outside_the_bit_width_are_caught_by_the_sanitizer():
 
 
 @T.prim_func
+def _shift_by_negative_loop_var(A: T.Buffer((16,), "float32")):
+    # TVM's test_left_shift_by_negative_value: a count that is a Python int in exact mode
+    T.func_attr({"global_symbol": "main"})
+    for i in range(16):
+        if T.shift_left(16, -i, dtype="int32") <= 16:
+            A[i] = T.float32(0)
+
+
+def test_a_negative_shift_count_has_numpys_meaning_in_both_modes_and_the_sanitizer_names_it():
+    # Python's 16 << -1 raises ValueError("negative shift count"); the exact script crashed there.
+    hm = thn.build(_shift_by_negative_loop_var)
+    start = np.full(16, 7.0, "float32")
+    want = np.where(np.left_shift(np.int32(16), -np.arange(16, dtype="int32")) <= 16, 0.0, 7.0).astype("float32")
+    for mode in MODES:
+        np.testing.assert_array_equal(hm.emulate(start.copy(), mode=mode), want)
+        with pytest.raises(EmulationError, match="shift by -1 of a 32-bit integer"):
+            hm.emulate(start.copy(), mode=mode, check=True)
+
+
+@T.prim_func
 def _bools(A: T.Buffer((8,), "bool"), B: T.Buffer((8,), "bool"), C: T.Buffer((8,), "int32")):
     T.func_attr({"global_symbol": "main"})
     for i in T.parallel(8):

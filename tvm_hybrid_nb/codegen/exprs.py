@@ -136,6 +136,10 @@ class ExpressionsMixin:
                 mask = self._mask_expr(self.lanes.stmt_masks + self.lanes.lazy_masks)
                 b = Value(self._call("shift_count", b.node, ast.Constant(bits),
                                      kw={"mask": mask} if mask is not None else None), b.kind, b.dtype, b.varying)
+            elif kind == "py" and lo < 0:
+                # Python's ``16 << -1`` raises where numpy's meaning is wanted: shift a numpy scalar.
+                a = Value(ast.Call(_np(_scalar_dtype(dtype)), [a.node], []), "np", dtype, a.varying)
+                kind = "np"
         out = ast.BinOp(a.node, op, b.node)
         if kind == "py" and _is_int(dtype) and key in self.OVERFLOWING and not self._fits(node, dtype):
             out = self._call("wrap", out, ast.Constant(dtype))
