@@ -753,7 +753,8 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
     class _Unknown(Exception):
         pass
 
-    def extent_of(expr) -> int:
+    def extent_of(expr, exact: bool = False) -> int:
+        """The value of ``expr``; unless ``exact``, its largest over the loops around when it varies."""
         if _type_key(expr) == "ir.IntImm":
             return int(expr.value)
         free = tvm.tirx.analysis.undefined_vars(expr)
@@ -765,6 +766,8 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
         value = analyzer.simplify(expr)
         if _type_key(value) == "ir.IntImm":
             return int(value.value)
+        if exact:
+            raise _Unknown
         # An extent of the loops or threads around (``min(128, 10 - blockIdx_y * 128)``): its largest value.
         around = [ranges[_key(var)] for var in free if _key(var) in ranges]
         if around:
@@ -859,7 +862,7 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
             return add(one(threads), launches(node.value, threads))
         if key in ("tirx.Bind", "tirx.LetStmt"):
             with contextlib.suppress(_Unknown):
-                lets[_key(node.var)] = extent_of(node.value)
+                lets[_key(node.var)] = extent_of(node.value, exact=True)  # a bound would be taken as its value
             return add(add(one(threads), launches(node.value, threads)), stmt(getattr(node, "body", None), threads))
         body = getattr(node, "body", None)
         return add(one(threads), stmt(body, threads) if body is not None and not isinstance(body, (list, tuple))
