@@ -13,6 +13,8 @@ import tvm_hybrid_nb as thn
 from tvm_hybrid_nb import ui
 from tvm_hybrid_nb.codegen import plan as P
 
+from test_gpu import _with_barrier as _gpu_reverse_in_blocks  # blocks reversing through shared memory
+
 
 def _rand(*shape):
     return np.random.default_rng(0).standard_normal(shape).astype("float32")
@@ -491,16 +493,6 @@ def test_lanes_take_array_axes_in_the_memory_order_of_the_store_past_loops_of_on
 
 
 # ---------------------------------------------------------------- fast mode never loses to exact
-@T.prim_func
-def _gpu_reverse_in_blocks(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
-    for bx in T.thread_binding(2, thread="blockIdx.x"):
-        S = T.alloc_buffer((32,), "float32", scope="shared")
-        for tx in T.thread_binding(32, thread="threadIdx.x"):
-            S[tx] = A[bx * 32 + tx]
-            T.evaluate(T.tvm_storage_sync("shared"))
-            B[bx * 32 + tx] = S[31 - tx]
-
-
 @T.prim_func
 def _sum_rows(a: T.handle, b: T.handle):
     n = T.int32()
