@@ -286,7 +286,7 @@ class HybridModule:
         ``tvm.contrib.sort.*`` (relax's sort, argsort and topk on a CPU) on bfloat16 arrays sorts
         garbage and overwrites the heap (the process aborts: ``free(): invalid next size``)."""
         func = self.stages[0].function
-        if func is None or "tvm.contrib.sort" not in func.script(show_meta=False):
+        if func is None or "tvm.contrib.sort" not in self.stages[0].script:  # the stage's cached text
             return
         sorted_bf16 = []
 

@@ -169,6 +169,7 @@ class Stage:
         self._kernels: dict[str, Callable] = {}
         self._fast = None
         self._symbolic_cost: bool | None = None
+        self._computed: tuple | None = None  # (computed_function, computed_module_functions)
         # Threads may emulate one stage at once: code generation runs once, under this lock.
         self._lock = threading.RLock()
 
@@ -230,14 +231,24 @@ class Stage:
     @property
     def computed_function(self):
         """:attr:`function` as its target computes it (:func:`bf16_as_computed`): what is emulated."""
-        func = self.function
-        return None if func is None else bf16_as_computed(func, getattr(self._owner, "target", None))
+        return self._computed_functions()[0]
 
     @property
     def computed_module_functions(self) -> dict:
         """:attr:`module_functions` as their targets compute them (:func:`bf16_as_computed`)."""
-        target = getattr(self._owner, "target", None)
-        return {name: bf16_as_computed(f, target) for name, f in self.module_functions.items()}
+        return dict(self._computed_functions()[1])
+
+    def _computed_functions(self) -> tuple:
+        # Once per stage: every plan, kernel and cost estimate of the stage reads them.
+        with self._lock:
+            if self._computed is None:
+                func, others = self.function, self.module_functions
+                if "bfloat16" in self.script:
+                    target = getattr(self._owner, "target", None)
+                    func = None if func is None else bf16_as_computed(func, target)
+                    others = {name: bf16_as_computed(f, target) for name, f in others.items()}
+                self._computed = (func, others)
+            return self._computed
 
     def _generate(self):
         with self._lock:
