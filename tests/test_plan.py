@@ -514,7 +514,7 @@ def _fill_let_extent(a: T.handle):
 
 
 def test_a_let_bound_extent_counts_with_the_sizes_it_is_made_of():
-    from tvm_hybrid_nb.codegen.analysis import serial_cost
+    from tvm_hybrid_nb.codegen.cost import serial_cost
 
     assert serial_cost(_fill_let_extent) is None
     cost = serial_cost(_fill_let_extent, sizes={"n": 3})
@@ -533,7 +533,7 @@ def _let_varying_past_int32(A: T.Buffer((4, 8), "float32")):
 def test_a_let_that_varies_with_the_loops_around_is_not_taken_as_one_value(monkeypatch):
     # The fuzzer's pipeline seed 5 at CommonSubexprElim: the let's largest value, bound as an int32
     # constant for the next extent, made TVM raise "Literal value ... exceeds range of int32".
-    from tvm_hybrid_nb.codegen.analysis import serial_cost
+    from tvm_hybrid_nb.codegen.cost import serial_cost
 
     assert serial_cost(_let_varying_past_int32) is None  # unknown: the inner extent reads a varying let
     monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)  # the suite turns it off (tests/conftest.py)
@@ -600,7 +600,7 @@ def test_the_exact_plan_of_a_tiny_gpu_kernel_covers_the_kernels_it_launches(monk
 
 
 def test_the_serial_cost_counts_statements_from_the_extents_and_binds_symbolic_sizes(monkeypatch):
-    from tvm_hybrid_nb.codegen.analysis import serial_cost
+    from tvm_hybrid_nb.codegen.cost import serial_cost
 
     monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
     func = _sum_rows
@@ -853,7 +853,7 @@ def _fill_ragged(b: T.handle):
 
 
 def test_a_while_loop_counts_an_assumed_number_of_iterations_and_a_loop_of_none_costs_nothing(monkeypatch):
-    from tvm_hybrid_nb.codegen import analysis
+    from tvm_hybrid_nb.codegen import cost as analysis
 
     monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
     cost = analysis.serial_cost(_search_sorted)
@@ -872,7 +872,7 @@ def test_a_while_loop_counts_an_assumed_number_of_iterations_and_a_loop_of_none_
 
 
 def test_an_extent_of_the_loops_around_counts_with_its_largest_value():
-    from tvm_hybrid_nb.codegen.analysis import serial_cost
+    from tvm_hybrid_nb.codegen.cost import serial_cost
 
     cost = serial_cost(_fill_ragged)
     assert (cost.scalar, cost.lanes) == (4 * (8 * 2 + 1), 0)  # per i: 8 (store, step), the i loop's step

@@ -21,7 +21,7 @@ import tvm_ffi
 
 from . import capture as _capture
 from .codegen import generate_kernel
-from .codegen.analysis import serial_cost
+from .codegen.cost import serial_cost
 from .codegen.plan import exact_plan_reason
 from .errors import (EmulationError, HybridError, InsufficientMemoryError, StageNotEmulatableError,
                      UnsupportedConstructError)

@@ -9,7 +9,7 @@ with :class:`PlanRejected` naming the loop, and :func:`emit_with_plan` records t
 the reason, plans again and emits again from scratch.  Exact mode is the plan "every loop as written".
 
 Fast mode must never be slower than exact.  Before any dependence test, :func:`exact_plan_reason`
-estimates from the loop extents what the serial run costs (:func:`~.analysis.serial_cost`) and what
+estimates from the loop extents what the serial run costs (:func:`~.cost.serial_cost`) and what
 the lanes analysis and its emission would cost; when the analysis alone would cost more than the
 whole serial run, fast mode's plan is the exact plan, with that reason (``EmulationPlan.exact_reason``),
 and the fast script is the exact script.
@@ -23,7 +23,8 @@ import tvm_ffi
 
 from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _thread_extents, _type_key, allocation_overlap, grid_loop,
-                       loop_dependences, per_block_memory, block_scoped_allocations, serial_cost)
+                       loop_dependences, per_block_memory, block_scoped_allocations)
+from .cost import serial_cost
 from .guards import predicate_cut
 from .sharing import read_after_written_alike, written_alike, written_before_read
 from .lanes import LanesMixin
@@ -632,7 +633,7 @@ def plan_emulation(func, mode: str = "exact", check: bool = False,
 
 def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | None = None) -> str:
     """Why fast mode cannot win on ``func`` ("" when it may): the serial run, estimated from the loop
-    extents (:func:`~.analysis.serial_cost`; ``sizes`` binds symbolic extents), would take less time
+    extents (:func:`~.cost.serial_cost`; ``sizes`` binds symbolic extents), would take less time
     than the lanes analysis and emission alone, estimated from the program's size.  Then even lanes
     that ran in no time would lose, and fast mode runs the exact plan.  An unknown cost (a symbolic
     extent, a ``while`` loop) is assumed large: the analysis runs.

@@ -1,0 +1,187 @@
+"""The serial run's cost: what the exact script of a stage executes, counted from its loop extents
+before any dependence test (:func:`serial_cost`), so that fast mode can run the exact plan where
+the lanes analysis would cost more than it saves (:func:`~.plan.exact_plan_reason`)."""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .names import _key, _type_key
+
+#: The iterations :func:`serial_cost` assumes for a ``while`` loop (its count is data-dependent).
+#: TVM's while loops are binary searches (the merge path of its GPU sorts, ``searchsorted``, NMS):
+#: ceil(log2(n + 1)) iterations over n elements, 16 for n up to 65535.  In the model zoo's sorts
+#: (n <= 10) they run no iteration at all: their merge passes run only past the odd-even sort's
+#: block of 128 (``tvm.topi.gpu.sort``).  Too few only makes fast mode run the exact plan (as fast
+#: as exact); too many only makes it run the lanes analysis.
+WHILE_ASSUMED_ITERATIONS = 16
+
+
+@dataclass(frozen=True)
+class SerialCost:
+    """What the serial (exact-mode) script of a function executes, counted from its loop extents."""
+
+    #: Statement executions outside GPU threads (plain Python on scalars).
+    scalar: int
+    #: Statement executions inside GPU threads (each one numpy call on the threads' lanes).
+    lanes: int
+    #: Statements in the program (each counted once): what code generation and the analysis walk.
+    size: int
+
+
+def serial_cost(func, module_functions: dict | None = None, sizes: dict | None = None) -> SerialCost | None:
+    """How many statements the serial (exact-mode) script of ``func`` executes: each statement
+    counts once per iteration of the loops around it that run one iteration after another (serial
+    loops and GPU block loops; threads of a block run in lockstep as lanes in both modes, so they
+    do not multiply, but their statements are numpy calls: counted apart).  Device kernels the
+    function launches count at each launch.  ``sizes``: values of symbolic variables (by name); an
+    extent that depends on the loops or threads around counts with its largest value over their
+    ranges; one that is still not bounded or a recursive launch make the cost unknown: None.  A loop
+    of no iteration costs nothing, whatever its body (TVM's sorts plan merge passes that do not run
+    at small sizes, with extents of their own loop variable inside).  A ``while`` loop's body counts
+    :data:`WHILE_ASSUMED_ITERATIONS` times: an estimate (a wrong one costs speed, never exactness:
+    both plans compute the same).  Cheap: one walk over the statements, no dependence test."""
+    functions = dict(module_functions or {})
+    binds = {str(name): int(value) for name, value in (sizes or {}).items()}
+    lets: dict[int, int] = {}  # let-bound variables (``cse_v1 = n * 32``) with a known value, by key
+    memo: dict[str, tuple] = {}
+    active: set[str] = set()
+    sizes_seen = [0]
+    dead = [0]  # inside loops of no iteration: what they hold is counted in the size only
+    ranges: dict[int, tuple] = {}  # the loop and thread variables around, by key: (var, min, extent)
+
+    @contextlib.contextmanager
+    def ranging(var, lo, extent):
+        ranges[_key(var)] = (var, lo, extent)
+        try:
+            yield
+        finally:
+            ranges.pop(_key(var), None)
+
+    class _Unknown(Exception):
+        pass
+
+    def extent_of(expr, exact: bool = False) -> int:
+        """The value of ``expr``; unless ``exact``, its largest over the loops around when it varies."""
+        if _type_key(expr) == "ir.IntImm":
+            return int(expr.value)
+        free = tvm.tirx.analysis.undefined_vars(expr)
+        analyzer = tvm.sym.Analyzer()
+        for var in free:
+            value = lets.get(_key(var), binds.get(str(var.name)))
+            if value is not None:
+                analyzer.bind(var, tirx.const(value, str(var.ty.dtype)))
+        value = analyzer.simplify(expr)
+        if _type_key(value) == "ir.IntImm":
+            return int(value.value)
+        if exact:
+            raise _Unknown
+        # An extent of the loops or threads around (``min(128, 10 - blockIdx_y * 128)``): its largest value.
+        around = [ranges[_key(var)] for var in free if _key(var) in ranges]
+        if around:
+            with contextlib.suppress(Exception):
+                for var, lo, extent in around:
+                    analyzer.bind(var, tvm.ir.Range.from_min_extent(lo, extent))
+                largest = analyzer.const_int_bound(value).max_value
+                if largest < 1 << 40:
+                    return int(largest)
+        if dead[0]:
+            return 0
+        raise _Unknown
+
+    def add(a, b):
+        return (a[0] + b[0], a[1] + b[1])
+
+    def times(n, a):
+        return (n * a[0], n * a[1])
+
+    def launches(expr, threads: bool) -> tuple:
+        total = (0, 0)
+        if not functions:  # no device kernels to launch: no expression walk (most stages)
+            return total
+        calls = []
+        tvm_ffi.structural_walk(expr, lambda n: (calls.append(n) if _type_key(n) == "ir.Call" else None) or True,
+                                order="post")
+        for call in calls:
+            name = getattr(call.op, "name_hint", None)
+            if name is not None and name in functions:
+                total = add(total, function_cost(name))
+        return total
+
+    def function_cost(name: str) -> tuple:
+        if name in active:
+            raise _Unknown
+        if name not in memo:
+            active.add(name)
+            try:
+                memo[name] = stmt(functions[name].body, False)
+            finally:
+                active.discard(name)
+        return memo[name]
+
+    def one(threads: bool) -> tuple:
+        sizes_seen[0] += 1
+        return (0, 1) if threads else (1, 0)
+
+    def stmt(node, threads: bool) -> tuple:
+        if node is None:
+            return (0, 0)
+        key = _type_key(node)
+        if key == "tirx.SeqStmt":
+            total = (0, 0)
+            for s in node.seq:
+                total = add(total, stmt(s, threads))
+            return total
+        if key == "tirx.For":
+            if int(node.kind) == 4 and node.thread_binding is not None \
+                    and not str(node.thread_binding.thread_tag).startswith("blockIdx"):
+                with ranging(node.loop_var, node.min, node.extent):
+                    return add(one(threads), stmt(node.body, True))  # threads: lanes in both modes
+            count = extent_of(node.extent)
+            dead[0] += count <= 0
+            try:
+                with ranging(node.loop_var, node.min, node.extent):
+                    body = add(stmt(node.body, threads), one(threads))
+            finally:
+                dead[0] -= count <= 0
+            step = node.step
+            if step is not None and not (_type_key(step) == "ir.IntImm" and int(step.value) >= 1):
+                raise _Unknown
+            if step is not None and int(step.value) > 1:
+                count = -(-count // int(step.value))
+            return times(max(count, 0), body)
+        if key == "tirx.AttrStmt":
+            if node.attr_key in ("thread_extent", "virtual_thread"):
+                var = getattr(node.node, "var", None)
+                with (ranging(var, tirx.const(0, str(var.ty.dtype)), node.value) if var is not None
+                      else contextlib.nullcontext()):
+                    if str(getattr(node.node, "thread_tag", "")).startswith("blockIdx"):
+                        return times(max(extent_of(node.value), 0), add(stmt(node.body, threads), one(threads)))
+                    return stmt(node.body, True)
+            return stmt(node.body, threads)
+        if key == "tirx.While":  # the condition is evaluated once more than the body runs
+            return add(one(threads), times(WHILE_ASSUMED_ITERATIONS, add(stmt(node.body, threads), one(threads))))
+        if key == "tirx.IfThenElse":
+            return add(add(one(threads), launches(node.condition, threads)),
+                       add(stmt(node.then_case, threads), stmt(node.else_case, threads)))
+        if key == "s_tir.SBlockRealize":
+            return add(one(threads), add(stmt(node.block.init, threads), stmt(node.block.body, threads)))
+        if key in ("tirx.BufferStore", "tirx.Evaluate"):
+            return add(one(threads), launches(node.value, threads))
+        if key in ("tirx.Bind", "tirx.LetStmt"):
+            with contextlib.suppress(_Unknown):
+                lets[_key(node.var)] = extent_of(node.value, exact=True)  # a bound would be taken as its value
+            return add(add(one(threads), launches(node.value, threads)), stmt(getattr(node, "body", None), threads))
+        body = getattr(node, "body", None)
+        return add(one(threads), stmt(body, threads) if body is not None and not isinstance(body, (list, tuple))
+                   else (0, 0))
+
+    try:
+        scalar, lanes = stmt(func.body, False)
+    except _Unknown:
+        return None
+    return SerialCost(scalar, lanes, sizes_seen[0])
