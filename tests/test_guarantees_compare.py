@@ -604,3 +604,32 @@ def test_random_token_ids_index_the_embedding_table_in_range():
         assert clamped.min() < 0 or clamped.max() > 49  # plain random integers where no index is read
         assert hm.compare(ids, table, clamped, out, out2, mode="fast").ok  # native runs: nothing traps
         np.testing.assert_array_equal(hm.run_native(ids, table, clamped, out, out2)[0], table[ids])
+
+
+def test_random_indices_that_wrap_negatives_lie_in_range():
+    # relax's scatter_elements/gather_elements wrap a negative index (`idx + (idx < 0) * 6`) inside the
+    # fused index arithmetic: random integers there write out of bounds, so they lie in [0, 4), the
+    # smallest extent of the dimensions the value indexes.
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def scatter(data: T.Buffer((4, 6), "float32"), idx: T.Buffer((4, 3), "int64"),
+                upd: T.Buffer((4, 3), "float32"), out: T.Buffer((4, 6), "float32")):
+        for i, j in T.grid(4, 6):
+            out[i, j] = data[i, j]
+        for i, j in T.grid(4, 3):
+            out[(i * 6 + (idx[i, j] + T.Cast("int64", idx[i, j] < T.int64(0)) * T.int64(6))) // T.int64(6),
+                (i * 6 + (idx[i, j] + T.Cast("int64", idx[i, j] < T.int64(0)) * T.int64(6))) % T.int64(6)] = upd[i, j]
+
+    hm = thn.build(scatter)
+    assert {p.name: p for p in hm.params}["idx"].index_extent == 4
+    for seed in range(3):
+        data, idx, upd, out = hm.random_inputs(seed=seed)
+        assert 0 <= idx.min() and idx.max() < 4 and len(set(idx.ravel())) > 1
+        assert hm.compare(data, idx, upd, out, mode="fast").ok
+        want = data.copy()
+        for i in range(4):
+            for j in range(3):
+                want[i, idx[i, j]] = upd[i, j]
+        hm.run_native(data, idx, upd, out)
+        np.testing.assert_array_equal(out, want)

@@ -377,10 +377,16 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
 
 
 
+#: Index arithmetic that clamps a value into range (``T.max(T.min(i, 49), 0)``).
+_CLAMPS = ("prim.Min", "prim.Max")
+
+
 def _index_extents(func) -> dict[int, object]:
     """Integer input buffers whose elements index a dimension of another buffer as they are (an
     embedding's token ids, a gather's indices), by key: the smallest constant extent they index, or
-    else the first symbolic one (the size var of ``batch`` in ``(batch, vocab)``).
+    else the first symbolic one (the size var of ``batch`` in ``(batch, vocab)``); else, where they
+    take part in an index expression that does not clamp them (``idx + (idx < 0) * 6``), the smallest
+    constant extent there.
     Random inputs for them lie in [0, extent): values outside would make the kernel read outside
     its buffers, so an emulation (or a native run) on them would test nothing."""
     params = {_key(p) for p in func.params if tirx.is_buffer_var(p) and _is_int(str(p.dtype))
@@ -396,18 +402,30 @@ def _index_extents(func) -> dict[int, object]:
         for index, extent in zip(node.indices, shape):
             while _type_key(index) == "prim.Cast":
                 index = index.value
-            if _type_key(index) != "ir.TensorLoad" or _key(index.source) not in params:
-                continue
-            key = _key(index.source)
-            if _type_key(extent) == "ir.IntImm":
-                known = extents.get(key)
-                value = int(extent.value)
-                extents[key] = value if not isinstance(known, int) else min(known, value)
-            elif _type_key(extent) == "ir.Var" and key not in extents:
-                extents[key] = extent
+            if _type_key(index) == "ir.TensorLoad" and _key(index.source) in params:
+                add(extents, _key(index.source), extent)
+            else:  # the value inside arithmetic: `idx + (idx < 0) * 6`, `i * 6 + idx` of a fused index
+                inner: list = []
+                tvm_ffi.structural_walk(index, lambda n: inner.append(n) if _type_key(n) in _CLAMPS or (
+                    _type_key(n) == "ir.TensorLoad" and _key(n.source) in params) else None, order="post")
+                if any(_type_key(n) in _CLAMPS for n in inner):
+                    continue  # clamped into range: any value is valid, and random ones test the clamp
+                for load in inner:
+                    add(nested, _key(load.source), extent)
 
+    def add(found: dict, key: int, extent) -> None:
+        if _type_key(extent) == "ir.IntImm":
+            known = found.get(key)
+            value = int(extent.value)
+            found[key] = value if not isinstance(known, int) else min(known, value)
+        elif _type_key(extent) == "ir.Var" and key not in found:
+            found[key] = extent
+
+    # Values that index inside arithmetic (scatter's and gather's negative-index wrap) count only where
+    # none indexes as it is: their range is then the smallest extent they take part in.
+    nested: dict[int, object] = {}
     tvm_ffi.structural_walk(func.body, visit, order="post")
-    return extents
+    return {**{k: v for k, v in nested.items() if isinstance(v, int)}, **extents}
 
 
 _HEADER_START = '"""Hybrid script of '
