@@ -22,6 +22,9 @@ def test_zoo_covers_the_operators_it_promises(kernels):
         assert op in names, op
     assert len(kernels) >= 100
     assert any(k.cuda is not None and k.llvm is None for k in kernels)  # GPU-only sort/scan kernels
+    # A float16 matmul that dlight tensorizes for sm_80 (tensor-core fragments).
+    assert any("tvm_mma_sync" in zoo.schedule(k.cuda, "dlight-gpu")[1]["main"].script()
+               for k in kernels if k.name.startswith("half_prefill.") and k.cuda is not None)
 
 
 @pytest.mark.parametrize("flavour", zoo.FLAVOURS)

@@ -23,6 +23,7 @@ from . import capture as _capture
 from .codegen import generate_kernel
 from .codegen.cost import serial_cost
 from .codegen.plan import exact_plan_reason
+from .codegen.tensorcore import wmma_as_computed
 from .errors import (EmulationError, HybridError, InsufficientMemoryError, StageNotEmulatableError,
                      UnsupportedConstructError)
 from .loader import hybrid_line, load_kernel
@@ -243,6 +244,9 @@ class Stage:
         with self._lock:
             if self._computed is None:
                 func, others = self.function, self.module_functions
+                if "_sync(" in self.script or "tvm_fill_fragment" in self.script:
+                    func = None if func is None else wmma_as_computed(func)
+                    others = {name: wmma_as_computed(f) for name, f in others.items()}
                 if "bfloat16" in self.script:
                     target = getattr(self._owner, "target", None)
                     func = None if func is None else bf16_as_computed(func, target)

@@ -217,6 +217,16 @@ def models() -> list:
         def forward(self, x):
             return self.fc(self.norm(x)), op.softmax(x, axis=-1), op.astype(op.silu(x), f32)
 
+    class HalfPrefill(nn.Module):
+        """A float16 projection of a symbolic number of tokens: dlight's Matmul rule tensorizes it for
+        sm_80 (WMMA fragments, ``tvm_mma_sync``), as it does every float16 LLM prefill."""
+
+        def __init__(self):
+            self.proj = nn.Linear(128, 128, bias=True, dtype="float16")
+
+        def forward(self, x):
+            return op.silu(self.proj(x))
+
     return [
         ("lm_head", LMHead(), {"x": spec.Tensor((1, 1, 32), f32)}),
         ("mlp", MLP(), {"x": spec.Tensor((2, 16), f32)}),
@@ -247,4 +257,5 @@ def models() -> list:
         ("batch_matmul", BatchMatmul(), {"a": spec.Tensor((3, "n", 12), f32), "b": spec.Tensor((3, 12, 7), f32),
                                          "x": spec.Tensor(("m", 12), f32)}),
         ("bf16", BFloat16(), {"x": spec.Tensor((4, 16), "bfloat16")}),
+        ("half_prefill", HalfPrefill(), {"x": spec.Tensor((1, "n", 128), "float16")}),
     ]

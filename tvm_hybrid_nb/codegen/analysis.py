@@ -256,7 +256,8 @@ def grid_loop(attr):
 
 def block_scoped_allocations(func) -> dict[int, object]:
     """The function's allocations that belong to one GPU block: shared memory (``shared*``) and
-    per-thread memory (``local*``), from ``AllocBuffer`` statements and blocks' ``alloc_buffers``,
+    per-thread memory (``local*``, a warp's ``wmma.*`` fragments), from ``AllocBuffer`` statements and
+    blocks' ``alloc_buffers``,
     by buffer key."""
     found: dict[int, object] = {}
 
@@ -264,7 +265,7 @@ def block_scoped_allocations(func) -> dict[int, object]:
         key = _type_key(node)
         bufs = [node.buffer] if key == "tirx.AllocBuffer" else list(node.alloc_buffers) if key == "s_tir.SBlock" else []
         for buf in bufs:
-            if str(buf.scope()).startswith(("shared", "local")):
+            if str(buf.scope()).startswith(("shared", "local", "wmma.")):
                 found[_key(buf)] = buf
         return True
 

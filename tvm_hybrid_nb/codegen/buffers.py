@@ -28,7 +28,14 @@ class BuffersMixin:
         info = self.scope.buffers[_key(buf)]
         # Per-thread memory gets one copy per thread of the block (wherever it is allocated), an
         # allocation inside a loop that runs as lanes one copy per lane; shared memory is one copy.
-        info.per_thread = scope.startswith("local") or (scope == "global" and any(ax.is_thread for ax in self.lanes.axes))
+        info.per_thread = (scope.startswith(("local", "wmma.")) or
+                           (scope == "global" and any(ax.is_thread for ax in self.lanes.axes)))
+        # A warp's tensor-core fragments (``wmma.*``, only touched by the loops :mod:`.tensorcore`
+        # rewrites its intrinsics into): one copy per warp, the threads of a warp computing alike.
+        info.per_warp = scope.startswith("wmma.")
+        if info.per_warp and self.gpu.thread_extents.get("threadIdx.x") not in (None, 32):
+            raise UnsupportedConstructError("tensor-core fragment", f"{buf.name} in a block whose threadIdx.x "
+                                            f"extent is not one warp (32)")
         # Lanes whose iterations each touch their own elements share one copy (the plan proved it);
         # so do the blocks of a grid that touch a per-block copy apart or write it alike.
         shared = self.plan.shared_lanes(buf)
@@ -49,6 +56,8 @@ class BuffersMixin:
                     # A thread extent known only at run time (a device kernel launched with a
                     # computed block size) is the running threads' own.
                     extent = self.gpu.thread_extents.get(tag)
+                    if info.per_warp and tag == "threadIdx.x":
+                        extent = 1
                     lanes_shape.append(ast.Constant(extent) if extent is not None
                                        else running.get(axis, ast.Constant(1)))
         self._check_lane_copies(buf, private, lanes_shape + dims)
@@ -258,6 +267,7 @@ class BuffersMixin:
         self.scope.storage_roots[_key(buf)] = self.scope.storage_roots.get(_key(source_buf), _key(source_buf))
         info = self.scope.buffers[_key(buf)]
         info.per_thread, info.prefix, info.prefix_axes = True, list(source.prefix), list(source.prefix_axes)
+        info.per_warp = source.per_warp
         lead = ast.Constant(len(self.THREAD_AXES) + len(source.prefix))
         dtype, shape_nodes, offset = str(buf.dtype), [v.node for v in shape_values], offset_value.node
         if _lanes(dtype) > 1:

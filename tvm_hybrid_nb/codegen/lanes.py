@@ -107,7 +107,9 @@ class LanesMixin:
             active = {ax.tag: ax for ax in self.lanes.axes if ax.is_thread}
             for tag, _axis in sorted(self.THREAD_AXES.items(), key=lambda kv: kv[1]):
                 ax = active.get(tag)
-                if ax is not None:
+                if info.per_warp and tag == "threadIdx.x":
+                    parts.append((ast.Constant(0), None))  # the warp's one copy
+                elif ax is not None:
                     parts.append((ax.lo, ax.axis))
                 elif tag in self.gpu.serial_thread_lanes:
                     return None  # a thread run serially: an index that changes per iteration

@@ -89,7 +89,9 @@ class MemoryAccessMixin:
         lanes = []
         for tag, _axis in sorted(self.THREAD_AXES.items(), key=lambda kv: kv[1]):
             ax = active.get(tag)
-            if ax is not None:
+            if info.per_warp and tag == "threadIdx.x":
+                lanes.append(ast.Constant(0))
+            elif ax is not None:
                 lanes.append(_name(ax.name))
             else:  # a thread that runs serially (a cross-thread reduction block) still has its own copy,
                 # except of the accumulator it reduces into: thread 0's copy, shared afterwards
@@ -134,7 +136,7 @@ class MemoryAccessMixin:
         if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") or v.lanes > 1 for i, v in zip(indices, values)):
             return info, indices, values  # refused by _check_vector_buffer
         scalar = _BufferInfo(info.name, list(info.shape) + [tirx.IntImm("int32", lanes)], _scalar_dtype(info.dtype),
-                             list(info.prefix), info.per_thread, info.shadow, list(info.prefix_axes))
+                             list(info.prefix), info.per_thread, info.shadow, list(info.prefix_axes), info.per_warp)
         lane = Value(self._call("vector_lane_index", ast.Constant(lanes), ast.Constant(self.FAST_AXES)), "np",
                      f"int32x{lanes}", True)
         return scalar, list(indices) + [tirx.Ramp(tirx.IntImm("int32", 0), tirx.IntImm("int32", 1), lanes)], (

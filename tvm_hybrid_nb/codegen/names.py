@@ -121,6 +121,9 @@ class _BufferInfo:
     shadow: str | None = None
     #: The loop variables (keys) of the ``prefix`` lane indices, in order (for strided views).
     prefix_axes: list = field(default_factory=list)
+    #: A warp's memory (tensor-core fragments, ``wmma.*``): per-thread memory whose ``threadIdx.x``
+    #: index is 0, every thread of the warp (``threadIdx.x`` of extent 32) sharing the one copy.
+    per_warp: bool = False
 
 
 @dataclass

@@ -62,6 +62,6 @@ class SanitizerMixin:
         view = self._lane_view(info, indices, values)
         if view is None:
             return None
-        marks = _BufferInfo(info.shadow, info.shape, "bool", list(info.prefix), info.per_thread)
+        marks = _BufferInfo(info.shadow, info.shape, "bool", list(info.prefix), info.per_thread, per_warp=info.per_warp)
         written = self._lane_view(marks, indices, values)
         return None if written is None else (view, written)

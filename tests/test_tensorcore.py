@@ -1,0 +1,98 @@
+"""Tensor-core (WMMA) kernels: the intrinsics dlight's Matmul rule tensorizes float16 matmuls with,
+emulated at every stage and compared with numpy (no GPU needed)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tvm.script import tirx as T
+
+import tvm_hybrid_nb as thn
+from tvm_hybrid_nb.codegen.tensorcore import FLOAT_MMA_NOTE
+
+
+@T.prim_func
+def one_warp_mma(A: T.Buffer((16, 16), "float16"), B: T.Buffer((16, 16), "float16"),
+                 C: T.Buffer((16, 16), "float32")):
+    # One warp: C = A @ B.T, B loaded column-major (element (k, n) of the fragment is B[n, k]).
+    T.func_attr({"global_symbol": "main"})
+    Af = T.alloc_buffer((256,), "float16", scope="wmma.matrix_a")
+    Bf = T.alloc_buffer((256,), "float16", scope="wmma.matrix_b")
+    Cf = T.alloc_buffer((256,), "float32", scope="wmma.accumulator")
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        T.tvm_fill_fragment(Cf.data, 16, 16, 16, 0, T.float32(0))
+        T.tvm_load_matrix_sync(Af.data, 16, 16, 16, 0,
+                               T.tvm_access_ptr(T.type_annotation("float16"), A.data, 0, 256, 1), 16, "row_major")
+        T.tvm_load_matrix_sync(Bf.data, 16, 16, 16, 0,
+                               T.tvm_access_ptr(T.type_annotation("float16"), B.data, 0, 256, 1), 16, "col_major")
+        T.tvm_mma_sync(Cf.data, 0, Af.data, 0, Bf.data, 0, Cf.data, 0)
+        T.tvm_mma_sync(Cf.data, 0, Af.data, 0, Bf.data, 0, Cf.data, 0)  # accumulates: 2 * A @ B.T
+        T.tvm_store_matrix_sync(Cf.data, 16, 16, 16, 0,
+                                T.tvm_access_ptr(T.type_annotation("float32"), C.data, 0, 256, 2), 16, "row_major")
+
+
+def _k_order_matmul(a, b_kn, c):
+    """``c + a @ b_kn``, each element summed in k order in float32 (the emulator's documented order)."""
+    acc = c.astype(np.float32)
+    for k in range(a.shape[1]):
+        acc = acc + a[:, k, None].astype(np.float32) * b_kn[None, k, :].astype(np.float32)
+    return acc
+
+
+def test_wmma_intrinsics_load_multiply_and_store_tiles_as_cuda_defines_them():
+    hm = thn.build(one_warp_mma, target="cuda")
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(-1, 1, (16, 16)).astype(np.float16) for _ in range(2))
+    once = _k_order_matmul(a, b.T, np.zeros((16, 16), np.float32))
+    want = _k_order_matmul(a, b.T, once)
+    np.testing.assert_allclose(want, 2 * (a.astype(np.float64) @ b.T.astype(np.float64)), rtol=1e-5, atol=1e-5)
+    for mode in ("exact", "fast"):
+        c = np.zeros((16, 16), np.float32)
+        hm.emulate(a, b, c, mode=mode, check=True)  # C is written through a pointer, in place
+        np.testing.assert_array_equal(c, want)
+    assert FLOAT_MMA_NOTE in hm.stages[0].kernel("fast", False).source  # said, not hidden
+
+
+def test_a_float16_matmul_dlight_tensorizes_is_exact_at_every_stage():
+    # dlight's Matmul rule tensorizes a float16 matmul for sm_80 when no fixed extent is 64 or less:
+    # here the sequence length is symbolic.  The float16 accumulator rounds after every mma_sync
+    # (16 products summed in float32), so the truth is that order, in numpy.
+    from tvm.relax.frontend.nn import op, spec
+
+    from tvm_hybrid_nb import zoo
+    from tests.test_zoo import _nn_kernels
+
+    kernels = _nn_kernels("tc", lambda self, x, w: op.matmul(x, w),
+                          {"x": spec.Tensor((1, "n", 128), "float16"), "w": spec.Tensor((128, 128), "float16")})
+    (matmul,) = [k for k in kernels if k.cuda is not None]
+    target, mod = zoo.schedule(matmul.cuda, "dlight-gpu")
+    assert "tvm_mma_sync" in mod["main"].script()
+    hm = thn.build(mod, target=target)
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, (1, 4, 128)).astype(np.float16)
+    w = rng.uniform(-1, 1, (128, 128)).astype(np.float16)
+    acc = np.zeros((4, 128), np.float16)
+    for k0 in range(0, 128, 16):
+        acc = _k_order_matmul(x[0, :, k0:k0 + 16], w[k0:k0 + 16], acc).astype(np.float16)
+    for stage in (0, hm.stage("s_tir.LowerMatchBuffer").index, hm.stage("tirx.ConvertSSA").index):
+        out = np.zeros((1, 4, 128), np.float16)
+        hm.emulate(x, w, out, stage=stage, mode="fast")
+        np.testing.assert_array_equal(out[0], acc, err_msg=hm.stages[stage].label)
+    outcome = zoo.check_kernel(matmul.name, matmul.cuda, "dlight-gpu", reference=matmul.reference)
+    assert outcome.outcome == "ok" and outcome.stages_checked > 15, outcome
+
+
+def test_a_fragment_shape_that_cannot_be_told_is_refused_by_name():
+    @T.prim_func
+    def orphan(C: T.Buffer((256,), "float32")):
+        T.func_attr({"global_symbol": "main"})
+        Af = T.alloc_buffer((256,), "float16", scope="wmma.matrix_a")
+        Bf = T.alloc_buffer((256,), "float16", scope="wmma.matrix_b")
+        Cf = T.alloc_buffer((256,), "float32", scope="wmma.accumulator")
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            T.tvm_mma_sync(Cf.data, 0, Af.data, 0, Bf.data, 0, Cf.data, 0)
+
+    hm = thn.build(orphan, target="cuda", on_failure="keep")  # TVM's InferFragment refuses it too
+    from tvm_hybrid_nb.errors import HybridError
+
+    with pytest.raises(HybridError, match="tvm_mma_sync.*of unknown shape"):
+        hm.stages[0].kernel("exact", False)

@@ -1,0 +1,365 @@
+"""Tensor-core (WMMA) intrinsics as the loads, multiply-adds and stores they perform (TIR to TIR).
+
+dlight's ``Matmul`` rule tensorizes a float16 or int8 matmul for cuda from sm_70 on when no fixed
+extent is 64 or less (a symbolic sequence length, a 128-wide layer): its kernels move 16x16 tiles
+with ``tvm_load_matrix_sync``, multiply them with ``tvm_mma_sync`` and write them back with
+``tvm_store_matrix_sync``, warp by warp.  :func:`wmma_as_computed` rewrites each call into the loop
+nest of loads and stores it means, so that the emulator (lanes, per-thread memory, sanitizers)
+handles it as any other code:
+
+- A fragment buffer (scope ``wmma.matrix_a``, ``wmma.matrix_b``, ``wmma.accumulator``) is an array
+  of fragments; the call's index picks fragment ``index``, elements ``[index * size, (index + 1) *
+  size)`` of the buffer in row-major order, holding its matrix (``m x k``, ``k x n``, ``m x n``) row
+  by row.  Only these intrinsics touch fragments, so that layout is the emulator's own choice.
+  Fragments belong to a warp; the emulator gives every thread its copy (as ``local`` memory), and
+  each thread of the warp performs the warp's operation on its own copy, with the same result.
+- ``load``/``store``: element ``(r, c)`` of the matrix is at ``pointer[r * ldm + c]`` (``row_major``)
+  or ``pointer[c * ldm + r]`` (``col_major``), the pointer a ``tvm_access_ptr`` into a buffer.
+- ``mma``: ``D = A @ B + C``, each element summed in ``k`` order: for int8 in int32 (exact, wrapping);
+  for float16 in float32 (products of float16 are exact there) and rounded once to the
+  accumulator's dtype.  The hardware does not specify its float accumulation order or internal
+  precision, so a float ``mma_sync`` is exact to this order, not bit-exact to every GPU
+  (:data:`FLOAT_MMA_NOTE`).
+
+Before ``LowerMatchBuffer`` the calls address their fragments and tiles through ``match_buffer``
+views of a block (``C.data``, ``C.elem_offset // C.strides[0] // 16 * ...``): the views' layout
+variables are replaced by the region's offset and strides in its source, and the views dropped.
+"""
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..errors import UnsupportedConstructError
+from .names import _key, _type_key
+
+#: The WMMA intrinsics (``tirx.`` op names) and what :func:`wmma_as_computed` makes of them.
+WMMA_CALLS = ("tirx.tvm_fill_fragment", "tirx.tvm_load_matrix_sync", "tirx.tvm_store_matrix_sync",
+              "tirx.tvm_mma_sync")
+
+#: The attribute :func:`wmma_as_computed` puts on a function whose float fragments it multiplies.
+FLOAT_MMA_ATTR = "tvm_hybrid_nb.float_mma"
+
+#: Said wherever a float ``tvm_mma_sync`` is emulated (the generated script's header).
+FLOAT_MMA_NOTE = ("tensor-core mma_sync on floats is summed in k order in float32 and rounded once to the "
+                  "accumulator's dtype: the GPU does not specify its own order, so results may differ from "
+                  "a GPU in the last bits")
+
+_INDEX = "int64"
+
+
+def has_wmma(func) -> bool:
+    """Whether ``func`` calls a WMMA intrinsic."""
+    found = []
+
+    def visit(node):
+        if not found and _type_key(node) == "ir.Call" and getattr(node.op, "name", "") in WMMA_CALLS:
+            found.append(node)
+        return True
+
+    tvm_ffi.structural_walk(func.body, visit, order="post")
+    return bool(found)
+
+
+def has_float_mma(func) -> bool:
+    """Whether ``func`` multiplies float fragments (see :data:`FLOAT_MMA_NOTE`)."""
+    found = []
+
+    def visit(node):
+        if (_type_key(node) == "ir.Call" and getattr(node.op, "name", "") == "tirx.tvm_mma_sync"
+                and _buffer_of(node.args[2]) is not None and "float" in str(_buffer_of(node.args[2]).dtype)):
+            found.append(node)
+        return True
+
+    tvm_ffi.structural_walk(func.body, visit, order="post")
+    return bool(found)
+
+
+def _buffer_of(data):
+    """The buffer of ``buffer_data(B)`` (``B.data``) or of ``B`` itself (a buffer is a variable,
+    which ``StorageRewrite`` passes as it is), or None."""
+    if _type_key(data) == "ir.Call" and getattr(data.op, "name", "") == "tirx.buffer_data":
+        return data.args[0]
+    if _type_key(data) == "ir.Var" and getattr(getattr(data, "ty", None), "shape", None) is not None:
+        return data
+    return None
+
+
+def _i(expr):
+    """``expr`` as an index of :data:`_INDEX` dtype."""
+    if isinstance(expr, int):
+        return tirx.const(expr, _INDEX)
+    return expr if str(expr.ty) == _INDEX else tirx.Cast(_INDEX, expr)
+
+
+def _int(expr, what: str) -> int:
+    if _type_key(expr) != "ir.IntImm":
+        raise UnsupportedConstructError("tirx.tvm_mma_sync", f"{what} {expr} that is not a constant")
+    return int(expr.value)
+
+
+def _row_major_strides(shape) -> list:
+    strides, running = [], tirx.const(1, _INDEX)
+    for dim in reversed(list(shape)):
+        strides.append(running)
+        running = running * _i(dim)
+    return list(reversed(strides))
+
+
+def _strides(buf) -> list:
+    strides = list(buf.strides)
+    return [_i(s) for s in strides] if strides else _row_major_strides(buf.shape)
+
+
+def _element(buf, flat):
+    """The indices of the element at ``flat`` elements from ``buf``'s data (its ``elem_offset``
+    included): ``flat`` taken apart by the buffer's strides, outermost first."""
+    offset = buf.elem_offset
+    if offset is not None and not (_type_key(offset) == "ir.IntImm" and int(offset.value) == 0):
+        flat = flat - _i(offset)
+    strides = _strides(buf)
+    indices = []
+    for axis, stride in enumerate(strides):
+        if axis == 0:
+            indices.append(tirx.floordiv(flat, stride))
+        else:
+            indices.append(tirx.floordiv(tirx.floormod(flat, strides[axis - 1]), stride))
+    return indices
+
+
+def _leading_ones(buf) -> bool:
+    """Whether every dimension of ``buf`` but its last two has extent 1 (a tile of it is 2-D)."""
+    shape = list(buf.shape)
+    return len(shape) >= 2 and all(_type_key(d) == "ir.IntImm" and int(d.value) == 1 for d in shape[:-2])
+
+
+def _tile_element(buf, base, ldm, r, c):
+    """The indices of element ``(r, c)`` of the matrix at ``base`` elements from ``buf``'s data,
+    ``ldm`` elements a row.  Where ``buf`` is one row of tiles per ``ldm`` (its rows ``ldm`` apart,
+    its leading dimensions 1), the indices are affine in ``r`` and ``c`` (row ``base // ldm + r``,
+    column ``base % ldm + c``: a tile does not wrap a row), so that the emulator sees the elements
+    of a tile apart; else ``base + r * ldm + c`` taken apart by the buffer's strides."""
+    strides = _strides(buf)
+    analyzer = tvm.sym.Analyzer()
+    if (len(strides) == 1 and analyzer.can_prove_equal(strides[0], 1)):
+        offset = buf.elem_offset
+        start = base if offset is None or (_type_key(offset) == "ir.IntImm" and int(offset.value) == 0) else (
+            base - _i(offset))
+        return [start + r * ldm + c]
+    if (_leading_ones(buf) and analyzer.can_prove_equal(strides[-1], 1) and analyzer.can_prove_equal(strides[-2], ldm)
+            and (buf.elem_offset is None or _type_key(buf.elem_offset) == "ir.IntImm" and int(buf.elem_offset.value) == 0)):
+        zeros = [tirx.const(0, _INDEX)] * (len(strides) - 2)
+        return zeros + [tirx.floordiv(base, ldm) + r, tirx.floormod(base, ldm) + c]
+    return _element(buf, base + r * ldm + c)
+
+
+class _Rewriter:
+    """One function's rewrite (see the module docstring)."""
+
+    def __init__(self, func):
+        self.func = func
+        #: match_buffer views by key: (view, its source buffer, the region's offset in the source).
+        self.matches: dict[int, tuple] = {}
+        #: layout variable (elem_offset, strides) of a view -> its value in the source.
+        self.layout: dict[int, object] = {}
+        #: Views the rewritten calls used (dropped from their blocks).
+        self.used: set[int] = set()
+        self.counter = 0
+        tvm_ffi.structural_walk(func.body, self._collect, order="post")
+
+    def _collect(self, node):
+        if _type_key(node) != "s_tir.SBlock":
+            return True
+        for match in node.match_buffers:
+            view, region = match.buffer, match.source
+            source = region.source
+            strides = _strides(source)
+            offset = tirx.const(0, _INDEX) if source.elem_offset is None else _i(source.elem_offset)
+            for r, stride in zip(region.region, strides):
+                offset = offset + _i(r.min) * stride
+            self.matches[_key(view)] = (view, source, offset)
+            if _type_key(view.elem_offset) == "ir.Var":
+                self.layout[_key(view.elem_offset)] = offset
+            for var, stride in zip(view.strides, strides[len(strides) - len(view.shape):]):
+                if _type_key(var) == "ir.Var":
+                    self.layout[_key(var)] = stride
+        return True
+
+    # ------------------------------------------------------------------ operands
+    def buffer(self, data, call: str):
+        """The buffer whose memory ``data`` (``B.data``) is; a view's is its source's (the offsets
+        and fragment indices the calls take are computed from the view's ``elem_offset``, its place
+        in the source)."""
+        buf = _buffer_of(data)
+        if buf is None:
+            raise UnsupportedConstructError(call, f"on a pointer {data} that is not a buffer's data")
+        match = self.matches.get(_key(buf))
+        if match is not None:
+            self.used.add(_key(buf))
+            return match[1]
+        return buf
+
+    def value(self, expr):
+        """``expr`` with the layout variables of match_buffer views replaced by their values."""
+        if not self.layout:
+            return expr
+        return tvm_ffi.structural_map(expr, (tvm.ir.Var, lambda v: self.layout.get(_key(v), v)))
+
+    def pointer(self, ptr, call: str):
+        """``(buffer, flat offset)`` of ``tvm_access_ptr(type, B.data, offset, extent, rw)``."""
+        if not (_type_key(ptr) == "ir.Call" and getattr(ptr.op, "name", "") == "tirx.tvm_access_ptr"):
+            raise UnsupportedConstructError(call, f"with a pointer {ptr} that is not a tvm_access_ptr")
+        buf = self.buffer(ptr.args[1], call)
+        dtype = str(ptr.args[0].ty)
+        if dtype != str(buf.dtype):
+            raise UnsupportedConstructError(call, f"on {dtype} elements of a {buf.dtype} buffer {buf.name}")
+        return buf, _i(self.value(ptr.args[2]))
+
+    def loop(self, name: str, extent: int, body_of):
+        self.counter += 1
+        var = tirx.Var(f"wmma_{name}{self.counter}", _INDEX)
+        return tirx.For(var, tirx.const(0, _INDEX), tirx.const(extent, _INDEX), tirx.ForKind.SERIAL, body_of(var))
+
+    # ------------------------------------------------------------------ the calls
+    @staticmethod
+    def fragment_shape(buf, m: int, n: int, k: int) -> tuple[int, int]:
+        scope = str(buf.scope())
+        shapes = {"wmma.matrix_a": (m, k), "wmma.matrix_b": (k, n), "wmma.accumulator": (m, n)}
+        if scope not in shapes:
+            raise UnsupportedConstructError("tirx.tvm_mma_sync", f"fragment {buf.name} in scope {scope!r}")
+        return shapes[scope]
+
+    def slot(self, frag, index, rows: int, cols: int, r, c):
+        """The element ``(r, c)`` of fragment ``index`` of ``frag``: fragment ``index`` is elements
+        ``[index * size, (index + 1) * size)`` of a flat buffer, row by row; of a buffer whose last
+        dimension holds whole tiles (its others 1 but the rows), the tile ``index`` of the grid of
+        tiles, row-major (the tile of the region that TVM's own fragment index is computed from)."""
+        index = _i(index)
+        shape = list(frag.shape)
+        width = shape[-1] if shape else None
+        if (len(shape) >= 2 and _leading_ones(frag) and _type_key(width) == "ir.IntImm"
+                and int(width.value) % cols == 0 and not len(frag.strides)):
+            per_row = int(width.value) // cols
+            zeros = [tirx.const(0, _INDEX)] * (len(shape) - 2)
+            return zeros + [tirx.floordiv(index, per_row) * rows + r, tirx.floormod(index, per_row) * cols + c]
+        return _tile_element(frag, index * (rows * cols), tirx.const(cols, _INDEX), r, c)
+
+    def rewrite(self, call):
+        name = call.op.name
+        args = list(call.args)
+        if name == "tirx.tvm_mma_sync":
+            return self.mma(args)
+        frag = self.buffer(args[0], name)
+        m, n, k = (_int(a, "fragment size") for a in args[1:4])
+        rows, cols = self.fragment_shape(frag, m, n, k)
+        index = self.value(args[4])
+        if name == "tirx.tvm_fill_fragment":
+            value = tirx.Cast(str(frag.dtype), args[5]) if str(args[5].ty) != str(frag.dtype) else args[5]
+            return self.loop("r", rows, lambda r: self.loop("c", cols, lambda c: tirx.BufferStore(
+                frag, value, self.slot(frag, index, rows, cols, r, c))))
+        memory, base = self.pointer(args[5], name)
+        ldm = _i(self.value(args[6]))
+        layout = str(args[7].value) if _type_key(args[7]) == "ir.StringImm" else str(args[7])
+        if layout not in ("row_major", "col_major"):
+            raise UnsupportedConstructError(name, f"layout {layout!r}")
+
+        def at(r, c):
+            return _tile_element(memory, base, ldm, r, c) if layout == "row_major" else (
+                _tile_element(memory, base, ldm, c, r))
+
+        def body(r, c):
+            if name == "tirx.tvm_load_matrix_sync":
+                value = tirx.BufferLoad(memory, at(r, c))
+                if str(memory.dtype) != str(frag.dtype):
+                    value = tirx.Cast(str(frag.dtype), value)
+                return tirx.BufferStore(frag, value, self.slot(frag, index, rows, cols, r, c))
+            value = tirx.BufferLoad(frag, self.slot(frag, index, rows, cols, r, c))
+            if str(memory.dtype) != str(frag.dtype):
+                value = tirx.Cast(str(memory.dtype), value)
+            return tirx.BufferStore(memory, value, at(r, c))
+
+        return self.loop("r", rows, lambda r: self.loop("c", cols, lambda c: body(r, c)))
+
+    def mma(self, args):
+        d, a, b, c = (self.buffer(args[i], "tirx.tvm_mma_sync") for i in (0, 2, 4, 6))
+        d_i, a_i, b_i, c_i = (self.value(args[i]) for i in (1, 3, 5, 7))
+        m, kk = self._attr_shape(a, "wmma.matrix_a")
+        k2, n = self._attr_shape(b, "wmma.matrix_b")
+        if kk != k2:
+            raise UnsupportedConstructError("tirx.tvm_mma_sync", f"fragments {a.name} and {b.name} of other k")
+        in_dtype, acc_dtype = str(a.dtype), str(c.dtype)
+        wide = "float32" if "float" in in_dtype else "int32"
+
+        def element(i, j):
+            total = tirx.BufferLoad(c, self.slot(c, c_i, m, n, i, j))
+            total = tirx.Cast(wide, total) if acc_dtype != wide else total
+            for step in range(kk):
+                x = tirx.BufferLoad(a, self.slot(a, a_i, m, kk, i, tirx.const(step, _INDEX)))
+                y = tirx.BufferLoad(b, self.slot(b, b_i, kk, n, tirx.const(step, _INDEX), j))
+                total = total + tirx.Cast(wide, x) * tirx.Cast(wide, y)
+            out = str(d.dtype)
+            return tirx.BufferStore(d, tirx.Cast(out, total) if out != wide else total,
+                                    self.slot(d, d_i, m, n, i, j))
+
+        return self.loop("i", m, lambda i: self.loop("j", n, lambda j: element(i, j)))
+
+    def _attr_shape(self, buf, scope: str) -> tuple[int, int]:
+        """The matrix shape of the fragments of ``buf`` from the calls that load or fill them."""
+        if str(buf.scope()) != scope:
+            raise UnsupportedConstructError("tirx.tvm_mma_sync", f"fragment {buf.name} in scope {buf.scope()}")
+        shapes = []
+
+        def visit(node):
+            if (_type_key(node) == "ir.Call" and getattr(node.op, "name", "") in WMMA_CALLS[:3]):
+                frag = _buffer_of(node.args[0])
+                if frag is not None:
+                    match = self.matches.get(_key(frag))
+                    if (match[1] if match else frag).same_as(buf):
+                        shapes.append(self.fragment_shape(buf, *(_int(x, "fragment size") for x in node.args[1:4])))
+            return True
+
+        tvm_ffi.structural_walk(self.func.body, visit, order="post")
+        if not shapes or len(set(shapes)) != 1:
+            raise UnsupportedConstructError("tirx.tvm_mma_sync", f"fragment {buf.name} of unknown shape")
+        return shapes[0]
+
+
+def wmma_as_computed(func):
+    """``func`` with its WMMA intrinsic calls as the loop nests they mean (see the module docstring);
+    a function without them is returned as it is.  Raises UnsupportedConstructError naming what it
+    cannot rewrite (a fragment shape it cannot tell, a layout other than row or column major)."""
+    if not has_wmma(func):
+        return func
+    rewriter = _Rewriter(func)
+
+    def evaluate(stmt):
+        call = stmt.value
+        if _type_key(call) == "ir.Call" and getattr(call.op, "name", "") in WMMA_CALLS:
+            return rewriter.rewrite(call)
+        return stmt
+
+    body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, evaluate))
+
+    def mentions(node, buf) -> bool:
+        found = []
+        tvm_ffi.structural_walk(node.body, lambda n: found.append(n) if n.same_as(buf) else None, order="post")
+        return bool(found)
+
+    def block(node):
+        # A view the calls used goes, unless the block still reads or writes it itself.
+        kept = [mb for mb in node.match_buffers
+                if _key(mb.buffer) not in rewriter.used or mentions(node, mb.buffer)]
+        if len(kept) == len(node.match_buffers):
+            return node
+        from tvm.s_tir import SBlock
+
+        return SBlock(list(node.iter_vars), list(node.reads), list(node.writes), node.name_hint, node.body,
+                      node.init, list(node.alloc_buffers), kept, dict(node.annotations))
+
+    from tvm.s_tir import SBlock as _SBlock
+
+    float_mma = has_float_mma(func)
+    body = tvm_ffi.structural_map(body, (_SBlock, block))
+    func = func.with_body(body)
+    return func.with_attr(FLOAT_MMA_ATTR, True) if float_mma else func
