@@ -96,3 +96,19 @@ def test_a_fragment_shape_that_cannot_be_told_is_refused_by_name():
 
     with pytest.raises(HybridError, match="tvm_mma_sync.*of unknown shape"):
         hm.stages[0].kernel("exact", False)
+
+
+def test_a_batched_float16_matmul_of_two_symbolic_lengths_is_exact_at_every_stage():
+    # Attention scores q @ k.T of float16 heads of 128: the fragments have a leading batch (head)
+    # dimension and symbolic rows and columns, padded to whole tiles.
+    from tvm.relax.frontend.nn import op, spec
+
+    from tvm_hybrid_nb import zoo
+    from tests.test_zoo import _nn_kernels
+
+    kernels = _nn_kernels("scores", lambda self, q, k: op.matmul(q, op.permute_dims(k, [0, 1, 3, 2])),
+                          {"q": spec.Tensor((1, 2, "n", 128), "float16"), "k": spec.Tensor((1, 2, "m", 128), "float16")})
+    (scores,) = [k for k in kernels if k.cuda is not None and "matmul" in k.name]
+    assert "tvm_mma_sync" in zoo.schedule(scores.cuda, "dlight-gpu")[1]["main"].script()
+    outcome = zoo.check_kernel(scores.name, scores.cuda, "dlight-gpu", reference=scores.reference)
+    assert outcome.outcome == "ok" and outcome.stages_checked > 15, outcome

@@ -128,29 +128,20 @@ def _element(buf, flat):
     return indices
 
 
-def _leading_ones(buf) -> bool:
-    """Whether every dimension of ``buf`` but its last two has extent 1 (a tile of it is 2-D)."""
-    shape = list(buf.shape)
-    return len(shape) >= 2 and all(_type_key(d) == "ir.IntImm" and int(d.value) == 1 for d in shape[:-2])
-
-
 def _tile_element(buf, base, ldm, r, c):
     """The indices of element ``(r, c)`` of the matrix at ``base`` elements from ``buf``'s data,
-    ``ldm`` elements a row.  Where ``buf`` is one row of tiles per ``ldm`` (its rows ``ldm`` apart,
-    its leading dimensions 1), the indices are affine in ``r`` and ``c`` (row ``base // ldm + r``,
-    column ``base % ldm + c``: a tile does not wrap a row), so that the emulator sees the elements
-    of a tile apart; else ``base + r * ldm + c`` taken apart by the buffer's strides."""
+    ``ldm`` elements a row.  Where ``ldm`` is the buffer's row stride, the element is ``r`` rows and
+    ``c`` columns from the one at ``base`` (a tile does not wrap a row): indices affine in ``r`` and
+    ``c``, so that the emulator sees the elements of a tile apart; else ``base + r * ldm + c`` taken
+    apart by the buffer's strides."""
     strides = _strides(buf)
     analyzer = tvm.sym.Analyzer()
-    if (len(strides) == 1 and analyzer.can_prove_equal(strides[0], 1)):
-        offset = buf.elem_offset
-        start = base if offset is None or (_type_key(offset) == "ir.IntImm" and int(offset.value) == 0) else (
-            base - _i(offset))
-        return [start + r * ldm + c]
-    if (_leading_ones(buf) and analyzer.can_prove_equal(strides[-1], 1) and analyzer.can_prove_equal(strides[-2], ldm)
-            and (buf.elem_offset is None or _type_key(buf.elem_offset) == "ir.IntImm" and int(buf.elem_offset.value) == 0)):
-        zeros = [tirx.const(0, _INDEX)] * (len(strides) - 2)
-        return zeros + [tirx.floordiv(base, ldm) + r, tirx.floormod(base, ldm) + c]
+    if len(strides) == 1 and analyzer.can_prove_equal(strides[0], 1):
+        return [_element(buf, base)[0] + r * ldm + c]
+    if (len(strides) >= 2 and analyzer.can_prove_equal(strides[-1], 1)
+            and analyzer.can_prove_equal(strides[-2], ldm)):
+        at = _element(buf, base)
+        return at[:-2] + [at[-2] + r, at[-1] + c]
     return _element(buf, base + r * ldm + c)
 
 
@@ -231,18 +222,26 @@ class _Rewriter:
         return shapes[scope]
 
     def slot(self, frag, index, rows: int, cols: int, r, c):
-        """The element ``(r, c)`` of fragment ``index`` of ``frag``: fragment ``index`` is elements
-        ``[index * size, (index + 1) * size)`` of a flat buffer, row by row; of a buffer whose last
-        dimension holds whole tiles (its others 1 but the rows), the tile ``index`` of the grid of
-        tiles, row-major (the tile of the region that TVM's own fragment index is computed from)."""
+        """The element ``(r, c)`` of fragment ``index`` of ``frag``.  A buffer whose last two
+        dimensions hold whole tiles (provably multiples of the tile) is a grid of tiles, its leading
+        dimensions' rows one after another, numbered row-major: tile ``index`` is the tile of the
+        region that TVM computes the index from (``elem_offset // stride // 16 * ...``).  A flat
+        buffer holds fragment ``index`` in elements ``[index * size, (index + 1) * size)``, row by row."""
         index = _i(index)
         shape = list(frag.shape)
-        width = shape[-1] if shape else None
-        if (len(shape) >= 2 and _leading_ones(frag) and _type_key(width) == "ir.IntImm"
-                and int(width.value) % cols == 0 and not len(frag.strides)):
-            per_row = int(width.value) // cols
-            zeros = [tirx.const(0, _INDEX)] * (len(shape) - 2)
-            return zeros + [tirx.floordiv(index, per_row) * rows + r, tirx.floormod(index, per_row) * cols + c]
+        analyzer = tvm.sym.Analyzer()
+        if (len(shape) >= 2 and not len(frag.strides)
+                and analyzer.can_prove(tirx.floormod(_i(shape[-2]), rows) == 0)
+                and analyzer.can_prove(tirx.floormod(_i(shape[-1]), cols) == 0)):
+            height = _i(shape[-2])
+            per_row = analyzer.simplify(tirx.floordiv(_i(shape[-1]), cols))
+            first_row = tirx.floordiv(index, per_row) * rows  # of the rows of all leading dimensions
+            lead = []
+            outer = tirx.floordiv(first_row, height)
+            for axis in range(len(shape) - 3, -1, -1):  # the outermost keeps what is left: no wrap
+                lead.insert(0, tirx.floormod(outer, _i(shape[axis])) if axis else outer)
+                outer = tirx.floordiv(outer, _i(shape[axis]))
+            return lead + [tirx.floormod(first_row, height) + r, tirx.floormod(index, per_row) * cols + c]
         return _tile_element(frag, index * (rows * cols), tirx.const(cols, _INDEX), r, c)
 
     def rewrite(self, call):
