@@ -14,6 +14,7 @@ The package has one room per concern; :class:`~.generator.HybridCodegen` is asse
 ``control``               loops, while, branches, blocks
 ``lanes``                 fast mode's array lanes, parallel chunks, strided views
 ``gpu``                   threads in lockstep, barriers, allreduce, launches
+``tensorcore``            WMMA intrinsics rewritten (TIR to TIR) into the loads and stores they mean
 ``sanitize``              instrumentation for ``check=True``
 ``pyast``                 post-processing of the generated Python ``ast``
 ========================  ==============================================================
