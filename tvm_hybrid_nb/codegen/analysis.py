@@ -649,6 +649,32 @@ def _injective(shape, strides) -> bool:
     return True
 
 
+def buffer_strides(buf) -> list:
+    """The strides of ``buf``'s dimensions in elements: its explicit ones, else row-major."""
+    if len(buf.strides):
+        return list(buf.strides)
+    strides = []
+    for axis in range(len(buf.shape)):
+        stride = tirx.const(1, "int32")
+        for dim in list(buf.shape)[axis + 1:]:
+            stride = stride * dim
+        strides.append(stride)
+    return strides
+
+
+def match_layout(buf, region) -> list[tuple]:
+    """``(variable, value)`` pairs of a ``match_buffer`` view ``buf`` of ``region``: its
+    ``elem_offset`` and strides (variables for ``offset_factor``, tensor intrinsics' ``strides=[s0,
+    s1]``, or constants) with the values they take from the region's place in its source's layout
+    (row-major, or the source's explicit strides)."""
+    src = region.source
+    strides = buffer_strides(src)
+    offset = src.elem_offset if not _is_zero(src.elem_offset) else tirx.const(0, "int32")
+    for r, stride in zip(region.region, strides):
+        offset = offset + r.min * stride
+    return [(buf.elem_offset, offset)] + list(zip(buf.strides, strides[len(strides) - len(buf.strides):]))
+
+
 def _contiguous_strides(buf) -> bool:
     """Whether explicit strides are just the row-major ones (``strides=(1,)`` on a 1-D buffer)."""
     expected = 1

@@ -9,7 +9,7 @@ import tvm
 import tvm_ffi
 
 from ..errors import UnsupportedConstructError
-from .analysis import _contiguous_strides, _injective
+from .analysis import _contiguous_strides, _injective, match_layout
 from .names import (Value, _BufferInfo, _CannotVectorize, _dtype, _is_zero, _key, _lanes, _name, _scalar_dtype,
     _store_name, _type_key, _varying)
 
@@ -371,22 +371,9 @@ class BuffersMixin:
         tensor intrinsics' ``strides=[s0, s1]``) take the region's place in its source's layout
         (row-major, or the allocation's explicit strides); constant ones are refused unless they
         are that layout."""
-        src = region.source
-        strides = list(src.strides) if len(src.strides) else None
-        if strides is None:
-            strides = []
-            for axis in range(len(src.shape)):
-                stride = tirx.const(1, "int32")
-                for dim in list(src.shape)[axis + 1:]:
-                    stride = stride * dim
-                strides.append(stride)
-        offset = src.elem_offset if not _is_zero(src.elem_offset) else tirx.const(0, "int32")
-        for r, stride in zip(region.region, strides):
-            offset = offset + r.min * stride
         out = []
         simplify = tvm.sym.Analyzer().simplify
-        pairs = [(buf.elem_offset, offset)] + list(zip(buf.strides, strides[len(strides) - len(buf.strides):]))
-        for var, value in pairs:
+        for var, value in match_layout(buf, region):
             if var is None or (_is_zero(var) and _is_zero(simplify(value))):
                 continue
             if _type_key(var) == "ir.Var" and self.namer.lookup(var) is None:

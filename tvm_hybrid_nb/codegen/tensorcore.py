@@ -32,6 +32,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import UnsupportedConstructError
+from .analysis import buffer_strides, match_layout
 from .names import _key, _type_key
 
 #: The WMMA intrinsics (``tirx.`` op names) and what :func:`wmma_as_computed` makes of them.
@@ -99,17 +100,8 @@ def _int(expr, what: str) -> int:
     return int(expr.value)
 
 
-def _row_major_strides(shape) -> list:
-    strides, running = [], tirx.const(1, _INDEX)
-    for dim in reversed(list(shape)):
-        strides.append(running)
-        running = running * _i(dim)
-    return list(reversed(strides))
-
-
 def _strides(buf) -> list:
-    strides = list(buf.strides)
-    return [_i(s) for s in strides] if strides else _row_major_strides(buf.shape)
+    return [_i(stride) for stride in buffer_strides(buf)]
 
 
 def _element(buf, flat):
@@ -150,8 +142,8 @@ class _Rewriter:
 
     def __init__(self, func):
         self.func = func
-        #: match_buffer views by key: (view, its source buffer, the region's offset in the source).
-        self.matches: dict[int, tuple] = {}
+        #: match_buffer views by key: their source buffer.
+        self.matches: dict[int, object] = {}
         #: layout variable (elem_offset, strides) of a view -> its value in the source.
         self.layout: dict[int, object] = {}
         #: Views the rewritten calls used (dropped from their blocks).
@@ -163,18 +155,10 @@ class _Rewriter:
         if _type_key(node) != "s_tir.SBlock":
             return True
         for match in node.match_buffers:
-            view, region = match.buffer, match.source
-            source = region.source
-            strides = _strides(source)
-            offset = tirx.const(0, _INDEX) if source.elem_offset is None else _i(source.elem_offset)
-            for r, stride in zip(region.region, strides):
-                offset = offset + _i(r.min) * stride
-            self.matches[_key(view)] = (view, source, offset)
-            if _type_key(view.elem_offset) == "ir.Var":
-                self.layout[_key(view.elem_offset)] = offset
-            for var, stride in zip(view.strides, strides[len(strides) - len(view.shape):]):
-                if _type_key(var) == "ir.Var":
-                    self.layout[_key(var)] = stride
+            self.matches[_key(match.buffer)] = match.source.source
+            for var, value in match_layout(match.buffer, match.source):
+                if var is not None and _type_key(var) == "ir.Var":  # in the variable's own dtype
+                    self.layout[_key(var)] = value if str(value.ty) == str(var.ty) else tirx.Cast(str(var.ty), value)
         return True
 
     # ------------------------------------------------------------------ operands
@@ -185,10 +169,10 @@ class _Rewriter:
         buf = _buffer_of(data)
         if buf is None:
             raise UnsupportedConstructError(call, f"on a pointer {data} that is not a buffer's data")
-        match = self.matches.get(_key(buf))
-        if match is not None:
+        source = self.matches.get(_key(buf))
+        if source is not None:
             self.used.add(_key(buf))
-            return match[1]
+            return source
         return buf
 
     def value(self, expr):
@@ -313,8 +297,7 @@ class _Rewriter:
             if (_type_key(node) == "ir.Call" and getattr(node.op, "name", "") in WMMA_CALLS[:3]):
                 frag = _buffer_of(node.args[0])
                 if frag is not None:
-                    match = self.matches.get(_key(frag))
-                    if (match[1] if match else frag).same_as(buf):
+                    if self.matches.get(_key(frag), frag).same_as(buf):
                         shapes.append(self.fragment_shape(buf, *(_int(x, "fragment size") for x in node.args[1:4])))
             return True
 
