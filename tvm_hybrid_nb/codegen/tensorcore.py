@@ -63,20 +63,6 @@ def has_wmma(func) -> bool:
     return bool(found)
 
 
-def has_float_mma(func) -> bool:
-    """Whether ``func`` multiplies float fragments (see :data:`FLOAT_MMA_NOTE`)."""
-    found = []
-
-    def visit(node):
-        if (_type_key(node) == "ir.Call" and getattr(node.op, "name", "") == "tirx.tvm_mma_sync"
-                and _buffer_of(node.args[2]) is not None and "float" in str(_buffer_of(node.args[2]).dtype)):
-            found.append(node)
-        return True
-
-    tvm_ffi.structural_walk(func.body, visit, order="post")
-    return bool(found)
-
-
 def _buffer_of(data):
     """The buffer of ``buffer_data(B)`` (``B.data``) or of ``B`` itself (a buffer is a variable,
     which ``StorageRewrite`` passes as it is), or None."""
@@ -148,10 +134,27 @@ class _Rewriter:
         self.layout: dict[int, object] = {}
         #: Views the rewritten calls used (dropped from their blocks).
         self.used: set[int] = set()
+        #: The fragment buffers' matrix shapes (by key), from every call that fills, loads or stores one.
+        self.shapes: dict[int, set] = {}
+        #: Whether the function multiplies float fragments (see :data:`FLOAT_MMA_NOTE`).
+        self.float_mma = False
         self.counter = 0
+        self.calls: list = []
         tvm_ffi.structural_walk(func.body, self._collect, order="post")
+        for call in self.calls:  # after the walk: the views of every block are known
+            if call.op.name == "tirx.tvm_mma_sync":
+                a = _buffer_of(call.args[2])
+                self.float_mma |= a is not None and "float" in str(a.dtype)
+                continue
+            frag = _buffer_of(call.args[0])
+            if frag is not None:
+                frag = self.matches.get(_key(frag), frag)
+                shape = self.fragment_shape(frag, *(_int(x, "fragment size") for x in call.args[1:4]))
+                self.shapes.setdefault(_key(frag), set()).add(shape)
 
     def _collect(self, node):
+        if _type_key(node) == "ir.Call" and getattr(node.op, "name", "") in WMMA_CALLS:
+            self.calls.append(node)
         if _type_key(node) != "s_tir.SBlock":
             return True
         for match in node.match_buffers:
@@ -288,23 +291,13 @@ class _Rewriter:
         return self.loop("i", m, lambda i: self.loop("j", n, lambda j: element(i, j)))
 
     def _attr_shape(self, buf, scope: str) -> tuple[int, int]:
-        """The matrix shape of the fragments of ``buf`` from the calls that load or fill them."""
+        """The matrix shape of the fragments of ``buf`` from the calls that fill, load or store them."""
         if str(buf.scope()) != scope:
             raise UnsupportedConstructError("tirx.tvm_mma_sync", f"fragment {buf.name} in scope {buf.scope()}")
-        shapes = []
-
-        def visit(node):
-            if (_type_key(node) == "ir.Call" and getattr(node.op, "name", "") in WMMA_CALLS[:3]):
-                frag = _buffer_of(node.args[0])
-                if frag is not None:
-                    if self.matches.get(_key(frag), frag).same_as(buf):
-                        shapes.append(self.fragment_shape(buf, *(_int(x, "fragment size") for x in node.args[1:4])))
-            return True
-
-        tvm_ffi.structural_walk(self.func.body, visit, order="post")
-        if not shapes or len(set(shapes)) != 1:
+        shapes = self.shapes.get(_key(buf), set())
+        if len(shapes) != 1:
             raise UnsupportedConstructError("tirx.tvm_mma_sync", f"fragment {buf.name} of unknown shape")
-        return shapes[0]
+        return next(iter(shapes))
 
 
 def wmma_as_computed(func):
@@ -341,7 +334,6 @@ def wmma_as_computed(func):
 
     from tvm.s_tir import SBlock as _SBlock
 
-    float_mma = has_float_mma(func)
     body = tvm_ffi.structural_map(body, (_SBlock, block))
     func = func.with_body(body)
-    return func.with_attr(FLOAT_MMA_ATTR, True) if float_mma else func
+    return func.with_attr(FLOAT_MMA_ATTR, True) if rewriter.float_mma else func
