@@ -274,3 +274,14 @@ def test_a_schedule_that_reorders_a_float16_sum_is_compared_within_its_rounding(
     assert zoo._outputs_equal([near_zero], [want]) is not None  # unscheduled kernels: their own units
     swapped = want[:, ::-1].copy()
     assert "differs from native at (0, 0)" in zoo._outputs_equal([swapped], [want], reordered=True)
+    # A float16 GEMV cast to a float32 output rounds in float16 units, whatever the output's dtype.
+    (gemv32,) = _nn_kernels("gemv16to32", lambda self, x, w: op.astype(op.matmul(x, w), "float32"),
+                            {"x": spec.Tensor((1, 256), "float16"), "w": spec.Tensor((256, 40), "float16")})
+    o = zoo.check_kernel(gemv32.name, gemv32.cuda, "dlight-gpu", reference=gemv32.reference)
+    assert o.outcome == "ok" and o.stages_checked > 5, o
+    eps16 = float(np.finfo(np.float16).eps)
+    want32, near32 = want.astype(np.float32), near_zero.astype(np.float32)
+    assert zoo._outputs_equal([near32], [want32], reordered=True, arithmetic_eps=eps16) is None
+    assert zoo._outputs_equal([near32], [want32], reordered=True) is not None
+    assert "differs" in zoo._outputs_equal([swapped.astype(np.float32)], [want32], reordered=True,
+                                           arithmetic_eps=eps16)

@@ -297,7 +297,8 @@ def schedule(func, flavour: str):
 _BF16_EPS = 2.0 ** -7
 
 
-def _outputs_equal(got, want, bf16_native: bool = False, reordered: bool = False) -> str | None:
+def _outputs_equal(got, want, bf16_native: bool = False, reordered: bool = False,
+                   arithmetic_eps: float = 0.0) -> str | None:
     """None when every output matches the reference (integers exactly, float32 within 1e-5 relative,
     float16 and bfloat16 within 8 units in the last place: a schedule may reduce in another order than
     the unscheduled kernel), else the first difference.
@@ -311,7 +312,9 @@ def _outputs_equal(got, want, bf16_native: bool = False, reordered: bool = False
     reduction over threads): the rounding of a reordered sum scales with its partial sums, not with
     its result, so an element near zero is compared within the relative tolerance of the output's
     largest value (a float16 GEMV row of 96 products: partial sums near 8, a float16 unit there is
-    2**-7)."""
+    2**-7).  ``arithmetic_eps``: the machine epsilon of the kernel's narrowest float arithmetic
+    (:func:`_arithmetic_eps`); a reordered sum rounds in its units even when the output is wider
+    (a float16 GEMV cast to a float32 output)."""
     from .compare import float_info
 
     for g, w in zip(got, want):
@@ -329,6 +332,7 @@ def _outputs_equal(got, want, bf16_native: bool = False, reordered: bool = False
                 rtol = max(rtol, 8 * _BF16_EPS)
                 atol = rtol * largest
             elif reordered:
+                rtol = max(rtol, 8 * arithmetic_eps)
                 atol = max(atol, rtol * largest)
             close = np.isclose(g32, w32, rtol=rtol, atol=atol, equal_nan=True)
         else:
@@ -346,6 +350,27 @@ def _bf16_native(hm) -> bool:
     stage0 = hm.stages[0].function if hm.stages else None
     return (stage0 is not None and "bfloat16" in stage0.script(show_meta=False)
             and _has_bf16_arithmetic(hm.target))
+
+
+def _arithmetic_eps(hm) -> float:
+    """The machine epsilon of the narrowest float type that stage 0 of ``hm`` computes in (every
+    expression's type), 0.0 for a kernel without float arithmetic."""
+    import tvm_ffi
+
+    from .compare import float_info
+    from .signature import numpy_dtype
+
+    dtypes: set[str] = set()
+
+    def visit(node) -> None:
+        info = getattr(type(node), "__tvm_ffi_type_info__", None)
+        if info is not None and info.type_key == "ir.PrimType" and "float" in str(node.dtype):
+            dtypes.add(str(node.dtype).split("x")[0])
+
+    if hm.stages:
+        tvm_ffi.structural_walk(hm.stages[0].function.body, visit, order="post")
+    infos = [float_info(numpy_dtype(d)) for d in dtypes]
+    return max((float(i.eps) for i in infos if i is not None), default=0.0)
 
 
 def _sorted_cumsum_inputs(arrays: dict, rng) -> None:
@@ -416,6 +441,7 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
 
     checked_programs: set[str] = set()
     bf16_native = _bf16_native(hm)
+    arithmetic_eps = _arithmetic_eps(hm) if outcome.flavour != "none" else 0.0
     for stage in hm.stages:
         if hm.packed_api_index is not None and stage.index >= hm.packed_api_index:
             break
@@ -445,7 +471,8 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
             outcome.outcome, outcome.reason = "refused", str(exc)
             return
         got = hm.result_values(args, result)  # the outputs, and the value the kernel returns
-        problem = _outputs_equal(got, expected, bf16_native, reordered=outcome.flavour != "none")
+        problem = _outputs_equal(got, expected, bf16_native, reordered=outcome.flavour != "none",
+                                 arithmetic_eps=arithmetic_eps)
         outcome.stages_checked += 1
         if problem:
             outcome.outcome, outcome.reason = "wrong", problem
