@@ -911,3 +911,71 @@ def test_the_explorer_compare_says_when_a_small_call_ran_the_exact_plan(monkeypa
     assert big.ok and big.exact_reason == ""  # ran the plan shown above the source
     assert "ran the exact plan" not in str(big)
     ex.close()
+
+
+def _softmax_recomputed_per_element(fill: int):
+    """dlight.cpu's softmax of one row of 100 at stage 0: every element (a parallel loop) recomputes
+    the row's maximum, exponentials and sum in scratch buffers at the root block, through loops split
+    by 16 under the guard ``< 100`` (reductions with an init; block reads and writes mention the
+    buffers).  ``fill`` < 100: the exponentials are written short of what the sum reads."""
+
+    @T.prim_func(s_tir=True)
+    def softmax(A: T.Buffer((100,), "float32"), B: T.Buffer((100,), "float32")):
+        mx = T.sblock_alloc_buffer((1,))
+        ex = T.sblock_alloc_buffer((100,))
+        sm = T.sblock_alloc_buffer((1,))
+        for i in T.parallel(100):
+            for k0, k1 in T.grid(7, 16):
+                with T.sblock("max"):
+                    vk = T.axis.reduce(100, k0 * 16 + k1)
+                    T.where(k0 * 16 + k1 < 100)
+                    T.reads(A[vk])
+                    T.writes(mx[0])
+                    with T.init():
+                        mx[0] = T.float32(-3.0e38)
+                    mx[0] = T.max(mx[0], A[vk])
+            for j0 in range(7):
+                for j1 in T.vectorized(16):
+                    with T.sblock("exp"):
+                        vj = T.axis.spatial(100, j0 * 16 + j1)
+                        T.where(j0 * 16 + j1 < fill)
+                        T.reads(A[vj], mx[0])
+                        T.writes(ex[vj])
+                        ex[vj] = T.exp(A[vj] - mx[0])
+            for k0, k1 in T.grid(7, 16):
+                with T.sblock("sum"):
+                    vk = T.axis.reduce(100, k0 * 16 + k1)
+                    T.where(k0 * 16 + k1 < 100)
+                    T.reads(ex[vk])
+                    T.writes(sm[0])
+                    with T.init():
+                        sm[0] = T.float32(0)
+                    sm[0] = sm[0] + ex[vk]
+            with T.sblock("norm"):
+                vi = T.axis.spatial(100, i)
+                T.reads(ex[vi], sm[0])
+                T.writes(B[vi])
+                B[vi] = ex[vi] / sm[0]
+
+    return softmax
+
+
+def test_scratch_filled_under_a_split_guard_before_reading_is_privatised():
+    # The parallel loop of dlight.cpu's softmax at stage 0 ran serially (45 s for a row of 1000):
+    # block reads/writes counted as other uses, a reduction's init did not count as a write, and
+    # the exponentials written under a split's guard did not count as written.
+    a = _rand(100)
+    hm = thn.build(_softmax_recomputed_per_element(100))
+    for stage in (0, "s_tir.LowerInitBlock"):
+        (decision, *_) = hm.stage(stage).plan("fast").decisions
+        assert decision.loop == "i" and decision.strategy == P.PARALLEL_CHUNKS, decision
+        assert set(decision.copies) == {"mx", "ex", "sm"}, decision
+    got = {mode: hm.emulate(a, np.zeros(100, "float32"), mode=mode) for mode in ("fast", "exact")}
+    np.testing.assert_array_equal(got["fast"], got["exact"])
+    np.testing.assert_allclose(got["fast"], np.exp(a - a.max()) / np.exp(a - a.max()).sum(), rtol=1e-6)
+    # Four exponentials short: the sum reads what an earlier element left in ex, so i stays serial.
+    hm = thn.build(_softmax_recomputed_per_element(96))
+    (decision, *_) = hm.stage(0).plan("fast").decisions
+    assert decision.loop == "i" and decision.strategy == P.SERIAL, decision
+    np.testing.assert_array_equal(hm.emulate(a, np.zeros(100, "float32"), mode="fast"),
+                                  hm.emulate(a, np.zeros(100, "float32"), mode="exact"))

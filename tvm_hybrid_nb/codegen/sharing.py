@@ -4,6 +4,8 @@ before it reads it (a copy per lane makes the iterations independent), and memor
 iteration of a loop writes alike before reading it (the lanes run in lockstep on one copy)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import tvm
 import tvm_ffi
@@ -248,6 +250,10 @@ def _uses(node, buf) -> tuple[int, int]:
               or (key == "tirx.BufferStore" and n.buffer.same_as(buf))):
             counts[0] += 1
             counts[1] -= 1
+        elif key == "ir.TensorRegion" and n.source.same_as(buf):
+            counts[1] -= 1  # a block's T.reads / T.writes: what it touches, said again
+        elif key == "s_tir.MatchBufferRegion" and n.source.source.same_as(buf):
+            counts[1] += 1  # a view over its region (the region itself was not counted)
         return True
 
     tvm_ffi.structural_walk(node, visit, order="post")
@@ -495,8 +501,12 @@ class _MustWrite:
             self.expr(stmt.predicate, written)
             for iv, value in zip(block.iter_vars, stmt.iter_values):
                 self.bind(iv.var, value)
-            if block.init is not None:  # runs at the first reduction step: its writes do not count
-                self.stmt(block.init, written)
+            if block.init is not None:
+                # It runs at the first reduction step: its writes count where that is provable.
+                first = [tirx.EQ(iv.var, iv.dom.min) for iv in block.iter_vars if int(iv.iter_type) == 2]
+                initialised = self.stmt(block.init, written)
+                if first and self.proves(functools.reduce(tirx.And, first)) == 1:
+                    written = initialised
             if self.proves(stmt.predicate) == 1:
                 return self.stmt(block.body, written)
             self.stmt(block.body, written)
@@ -508,6 +518,44 @@ class _MustWrite:
             self.expr(e, written)
         if not self.mentioned(node.body):
             return written
+        guarded = self.guarded_nest(node, written)
+        return guarded if guarded is not None else self.loop_walk(node, written)
+
+    def guarded_nest(self, node, written: tuple) -> tuple | None:
+        """What is written after loop nest ``node`` when its stores sit under guards that hold for
+        some iterations only (see :func:`_guarded_nest`): its reads of the buffer and the elements
+        it writes are enumerated where the guards hold.  None when the nest is not of that form or
+        the enumeration cannot tell (the walk then decides)."""
+        nest = _guarded_nest(node)
+        if nest is None:
+            return None
+        env, stores = nest
+        loads = []
+
+        def visit(n):
+            key = _type_key(n)
+            if key == "ir.TensorLoad" and self.mine(n.source):
+                loads.append((n, where))
+            elif key == "ir.Call" and self.mentioned(n):
+                loads.append((None, where))  # a call that takes it by address
+            return True
+
+        for st, where, _ in stores:
+            for e in list(st.indices) + [st.value]:
+                tvm_ffi.structural_walk(e, visit, order="post")
+        for load, where in loads:
+            read = None if load is None else _rows_box(load.indices, env, where)
+            if read is None or not self.covered(read[0], written):
+                return None
+        for st, where, surely in stores:
+            if self.mine(st.buffer):
+                box = _rows_box(st.indices, env, where) if surely else None
+                if box is None or not box[1]:
+                    return None
+                written = self.add(written, box[0])
+        return written
+
+    def loop_walk(self, node, written: tuple) -> tuple:
         var = node.loop_var
         inner = _defined_vars(node.body) | {_key(var)}
         kind = int(node.kind)
@@ -549,6 +597,105 @@ class _MustWrite:
                     continue
             kept = self.add(kept, region)
         return kept
+
+
+#: Integer TIR operators as numpy functions, for :func:`_guarded_nest_writes`.
+_INT_OPS = {
+    "prim.Add": np.add, "prim.Sub": np.subtract, "prim.Mul": np.multiply,
+    "prim.FloorDiv": np.floor_divide, "prim.FloorMod": np.mod,
+    "prim.Min": np.minimum, "prim.Max": np.maximum,
+    "prim.LT": np.less, "prim.LE": np.less_equal, "prim.GT": np.greater, "prim.GE": np.greater_equal,
+    "prim.EQ": np.equal, "prim.NE": np.not_equal, "prim.And": np.logical_and, "prim.Or": np.logical_or,
+}
+
+
+def _int_values(expr, env: dict):
+    """``expr`` (integer or boolean, without memory reads) over the arrays of ``env`` (variable
+    key -> values, broadcastable), or None for anything else."""
+    key = _type_key(expr)
+    if key == "ir.IntImm":
+        return np.int64(expr.value)
+    if key == "ir.Var":
+        return env.get(_key(expr))
+    if key == "prim.Not":
+        a = _int_values(expr.a, env)
+        return None if a is None else np.logical_not(a)
+    if key == "prim.Cast" and ("int" in str(expr.dtype) or str(expr.dtype) == "bool"):
+        return _int_values(expr.value, env)
+    op = _INT_OPS.get(key)
+    if op is None:
+        return None
+    a, b = _int_values(expr.a, env), _int_values(expr.b, env)
+    if a is None or b is None:
+        return None
+    if key in ("prim.FloorDiv", "prim.FloorMod") and np.any(b == 0):
+        return None
+    return op(a, b)
+
+
+def _guarded_nest(node):
+    """``(env, stores)`` of loop nest ``node`` when it is loops of constant ranges down to plain
+    stores under guards (a block predicate, ``if`` without ``else``) that can be enumerated:
+    ``env`` the values of the loop variables and block iterators (variable key -> broadcastable
+    arrays over the nest's iterations), ``stores`` each store with the iterations its guards let
+    through and whether it surely runs there (a reduction's init runs at the first step only).
+    None otherwise, or when the nest has more than ``_MAX_OFFSETS`` iterations."""
+    loops, leaf = [], node
+    while _type_key(leaf) == "tirx.For":
+        lo, extent = leaf.min, leaf.extent
+        if int(leaf.kind) not in (0, 1, 2, 3) or _type_key(lo) != "ir.IntImm" or _type_key(extent) != "ir.IntImm":
+            return None
+        loops.append((leaf.loop_var, int(lo.value), int(extent.value)))
+        leaf = leaf.body
+    full = tuple(extent for _, _, extent in loops)
+    if not loops or int(np.prod(full, dtype=np.int64)) > _MAX_OFFSETS:
+        return None
+    env = {}
+    for axis, (var, lo, extent) in enumerate(loops):
+        shape = [1] * len(loops)
+        shape[axis] = extent
+        env[_key(var)] = np.arange(lo, lo + extent, dtype=np.int64).reshape(shape)
+    parts = [(leaf, np.ones(full, dtype=bool), True)]
+    if _type_key(leaf) == "s_tir.SBlockRealize":
+        block = leaf.block
+        if len(block.match_buffers) or len(block.alloc_buffers):
+            return None
+        for iv, value in zip(block.iter_vars, leaf.iter_values):
+            env[_key(iv.var)] = _int_values(value, env)
+        where = _int_values(leaf.predicate, env)
+        if where is None:
+            return None
+        where = np.broadcast_to(np.asarray(where, dtype=bool), full)
+        parts = [(block.body, where, True)] + ([(block.init, where, False)] if block.init is not None else [])
+    stores = []
+    while parts:
+        stmt, where, surely = parts.pop(0)
+        key = _type_key(stmt)
+        if key == "tirx.SeqStmt":
+            parts[:0] = [(s, where, surely) for s in stmt.seq]
+        elif key == "tirx.BufferStore":
+            stores.append((stmt, where, surely))
+        elif key == "tirx.IfThenElse" and stmt.else_case is None:
+            cond = _int_values(stmt.condition, env)
+            if cond is None:
+                return None
+            parts.insert(0, (stmt.then_case, where & np.broadcast_to(np.asarray(cond, dtype=bool), full), surely))
+        else:
+            return None
+    return env, stores
+
+
+def _rows_box(indices, env: dict, where):
+    """``(region, exact)``: the box (each dimension's values, every combination) holding the
+    elements ``indices`` address at the iterations ``where`` lets through, and whether it holds
+    nothing else; None when an index cannot be enumerated or no iteration passes."""
+    values = [_int_values(i, env) for i in indices]
+    if any(v is None for v in values) or not where.any():
+        return None
+    rows = np.unique(np.stack([np.broadcast_to(v, where.shape)[where] for v in values], axis=-1), axis=0)
+    dims = [np.unique(rows[:, d]) for d in range(rows.shape[1])]
+    exact = int(np.prod([d.size for d in dims], dtype=np.int64)) == rows.shape[0]
+    return tuple((tirx.const(0, _dtype(i)), d) for i, d in zip(indices, dims)), exact
 
 
 def _defined_vars(stmt) -> set[int]:
