@@ -35,7 +35,11 @@ class MemoryAccessMixin:
             return lo + min(0, span), hi + max(0, span)
         if key == "prim.Broadcast":
             return self._bounds(idx.value)
-        return self._bounds(idx)
+        lo, hi = self._bounds(idx)
+        if lo < 0:  # interval arithmetic takes ``i - i`` (CompactBufferAllocation's) for [-127, 127]
+            slo, shi = self._bounds(self.analyzer.simplify(idx))
+            lo, hi = max(lo, slo), min(hi, shi)
+        return lo, hi
 
     def _in_bounds(self, info: _BufferInfo, indices) -> bool:
         if len(indices) != len(info.shape):
