@@ -4,8 +4,8 @@ Each covers operators a real model has: an MLP and an LM head (GEMV), causal att
 cache and grouped-query attention, RoPE, token and position embeddings, norms (layer, RMS, group,
 float16), softmax and log-softmax, convolutions (strided, dilated depthwise, 1-D) and pooling,
 reductions over several axes, elementwise math, argmax/argmin, sort/argsort/topk and scans over
-any axis, float16, bfloat16 and int8 (quantise, integer matmul, shifts), slicing and layout ops, and
-symbolic sizes (``n``, ``m``).  Sizes are small: the zoo runs in CI.
+any axis, float16, bfloat16 and int8 (quantise, integer matmul, shifts), slicing and layout ops, a
+float16 LM head over 1,000 words, and symbolic sizes (``n``, ``m``).  Sizes are small: the zoo runs in CI.
 """
 from __future__ import annotations
 
@@ -227,6 +227,19 @@ def models() -> list:
         def forward(self, x):
             return op.silu(self.proj(x))
 
+    class HalfLMHead(nn.Module):
+        """A float16 LM head over a 1,000-word vocabulary, then a float32 softmax: dlight's GEMV sums
+        float16 products in another order than the serial reference (compared within float16
+        rounding, though the output is float32), and dlight.cpu recomputes the softmax's maximum and
+        sum for every word in scratch memory shared by the words (a parallel loop split by 16)."""
+
+        def __init__(self):
+            self.norm = nn.RMSNorm(256, axes=-1, dtype="float16")
+            self.head = nn.Linear(256, 1000, bias=False, dtype="float16")
+
+        def forward(self, x):
+            return op.softmax(op.astype(self.head(self.norm(x)), f32), axis=-1)
+
     return [
         ("lm_head", LMHead(), {"x": spec.Tensor((1, 1, 32), f32)}),
         ("mlp", MLP(), {"x": spec.Tensor((2, 16), f32)}),
@@ -258,4 +271,5 @@ def models() -> list:
                                          "x": spec.Tensor(("m", 12), f32)}),
         ("bf16", BFloat16(), {"x": spec.Tensor((4, 16), "bfloat16")}),
         ("half_prefill", HalfPrefill(), {"x": spec.Tensor((1, "n", 128), "float16")}),
+        ("half_lm_head", HalfLMHead(), {"x": spec.Tensor((1, 1, 256), "float16")}),
     ]
