@@ -530,23 +530,23 @@ class _MustWrite:
         if nest is None:
             return None
         env, stores = nest
-        loads = []
-
-        def visit(n):
-            key = _type_key(n)
-            if key == "ir.TensorLoad" and self.mine(n.source):
-                loads.append((n, where))
-            elif key == "ir.Call" and self.mentioned(n):
-                loads.append((None, where))  # a call that takes it by address
-            return True
-
         for st, where, _ in stores:
+            loads = []  # its reads of the buffer; None for a call that takes it by address
+
+            def visit(n, loads=loads):
+                key = _type_key(n)
+                if key == "ir.TensorLoad" and self.mine(n.source):
+                    loads.append(n)
+                elif key == "ir.Call" and self.mentioned(n):
+                    loads.append(None)
+                return True
+
             for e in list(st.indices) + [st.value]:
                 tvm_ffi.structural_walk(e, visit, order="post")
-        for load, where in loads:
-            read = None if load is None else _rows_box(load.indices, env, where)
-            if read is None or not self.covered(read[0], written):
-                return None
+            for load in loads:
+                read = None if load is None else _rows_box(load.indices, env, where)
+                if read is None or not self.covered(read[0], written):
+                    return None
         for st, where, surely in stores:
             if self.mine(st.buffer):
                 box = _rows_box(st.indices, env, where) if surely else None
@@ -599,7 +599,7 @@ class _MustWrite:
         return kept
 
 
-#: Integer TIR operators as numpy functions, for :func:`_guarded_nest_writes`.
+#: Integer TIR operators as numpy functions, for :func:`_guarded_nest`.
 _INT_OPS = {
     "prim.Add": np.add, "prim.Sub": np.subtract, "prim.Mul": np.multiply,
     "prim.FloorDiv": np.floor_divide, "prim.FloorMod": np.mod,
@@ -655,6 +655,11 @@ def _guarded_nest(node):
         shape = [1] * len(loops)
         shape[axis] = extent
         env[_key(var)] = np.arange(lo, lo + extent, dtype=np.int64).reshape(shape)
+    guarded = _type_key(leaf) == "tirx.IfThenElse" or _contains(leaf, lambda n: _type_key(n) == "tirx.IfThenElse")
+    if _type_key(leaf) == "s_tir.SBlockRealize":
+        guarded = guarded or not (_type_key(leaf.predicate) == "ir.IntImm" and int(leaf.predicate.value) == 1)
+    if not guarded:  # every iteration stores: the walk spreads the stores over the loops exactly
+        return None
     parts = [(leaf, np.ones(full, dtype=bool), True)]
     if _type_key(leaf) == "s_tir.SBlockRealize":
         block = leaf.block
