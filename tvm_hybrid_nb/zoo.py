@@ -357,14 +357,14 @@ def _arithmetic_eps(hm) -> float:
     expression's type), 0.0 for a kernel without float arithmetic."""
     import tvm_ffi
 
+    from .codegen.names import _type_key
     from .compare import float_info
     from .signature import numpy_dtype
 
     dtypes: set[str] = set()
 
     def visit(node) -> None:
-        info = getattr(type(node), "__tvm_ffi_type_info__", None)
-        if info is not None and info.type_key == "ir.PrimType" and "float" in str(node.dtype):
+        if _type_key(node) == "ir.PrimType" and "float" in str(node.dtype):
             dtypes.add(str(node.dtype).split("x")[0])
 
     if hm.stages:

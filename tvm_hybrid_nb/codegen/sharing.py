@@ -650,16 +650,16 @@ def _guarded_nest(node):
     full = tuple(extent for _, _, extent in loops)
     if not loops or int(np.prod(full, dtype=np.int64)) > _MAX_OFFSETS:
         return None
+    guarded = _contains(leaf, lambda n: _type_key(n) == "tirx.IfThenElse")
+    if _type_key(leaf) == "s_tir.SBlockRealize":
+        guarded = guarded or not (_type_key(leaf.predicate) == "ir.IntImm" and int(leaf.predicate.value) == 1)
+    if not guarded:  # every iteration stores: the walk spreads the stores over the loops exactly
+        return None
     env = {}
     for axis, (var, lo, extent) in enumerate(loops):
         shape = [1] * len(loops)
         shape[axis] = extent
         env[_key(var)] = np.arange(lo, lo + extent, dtype=np.int64).reshape(shape)
-    guarded = _type_key(leaf) == "tirx.IfThenElse" or _contains(leaf, lambda n: _type_key(n) == "tirx.IfThenElse")
-    if _type_key(leaf) == "s_tir.SBlockRealize":
-        guarded = guarded or not (_type_key(leaf.predicate) == "ir.IntImm" and int(leaf.predicate.value) == 1)
-    if not guarded:  # every iteration stores: the walk spreads the stores over the loops exactly
-        return None
     parts = [(leaf, np.ones(full, dtype=bool), True)]
     if _type_key(leaf) == "s_tir.SBlockRealize":
         block = leaf.block
