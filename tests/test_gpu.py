@@ -281,3 +281,22 @@ def test_bfloat16_on_a_gpu_with_bf16_arithmetic_rounds_every_operation():
             c = np.zeros(64, bf)
             hm.emulate(a, x, c, stage=stage, mode=mode)
             np.testing.assert_array_equal(c.view(np.uint16), want.view(np.uint16))
+
+
+@T.prim_func
+def _scalar_by_one_thread(A: T.Buffer((), "float32"), B: T.Buffer((), "float32")):
+    # dlight's Fallback rule on a scalar result (a loss, a full sum): 1024 threads, only thread 0 writes.
+    for bx in T.thread_binding(1, thread="blockIdx.x"):
+        for tx in T.thread_binding(1024, thread="threadIdx.x"):
+            if bx * 1024 + tx < 1:
+                B[()] = A[()] * T.float32(-0.25)
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_a_zero_dimensional_buffer_written_by_the_one_thread_a_guard_keeps(check):
+    hm = thn.build(_scalar_by_one_thread, target="cuda")
+    for stage in hm.stages[:hm.packed_api_index]:
+        for mode in ("fast", "exact"):
+            b = np.zeros((), "float32")
+            hm.emulate(np.array(3.0, "float32"), b, stage=stage.index, mode=mode, check=check)
+            assert b == np.float32(-0.75), (stage.label, mode)

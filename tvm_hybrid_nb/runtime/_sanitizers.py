@@ -148,6 +148,9 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     yet; the lanes carrying it are remembered and the stored element stays "never written", so the
     error comes if and when the value reaches shared or global memory, a branch or an address.
     """
+    if not index:  # a 0-d buffer: as a buffer of one element, which many lanes may access
+        buffer, index = buffer[np.newaxis], (0,)
+        shadow = None if shadow is None else shadow[np.newaxis]
     index = tuple(np.asarray(i) for i in index)
     # A buffer of vectors (float32x3 after StorageRewrite): each element is a row of lanes.
     extra = tuple(buffer.shape[len(index):])
