@@ -41,7 +41,7 @@ from ._memory import alloc, view
 from ._sort import _stable_order, contrib_sort
 from ._lanes import vector_lane_index
 from ._memory import (strided_span, strided, strided_view, param_storage, flat_view, rows_view, storage_extent, _bounds_error, _in_bounds,
-                      load, store)
+                      _all, _kept, load, store)
 from ._numerics import rsqrt, sigmoid, erf, _unary_in_dtype, clz, in_double, nan_through, popcount
 from ._numerics import _fixed_point_shift, q_multiply_shift, q_multiply_shift_per_axis
 # isort: on
@@ -57,14 +57,14 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "floormod": ("_check_divisor",),
     "minimum": ("select",),
     "maximum": ("select",),
-    "load": ("_in_bounds", "_bounds_error"),
+    "load": ("_in_bounds", "_bounds_error", "_all"),
     "thread_allreduce": ("_threads_first",),
     "thread_allreduce_values": ("_threads_first",),
     "_threads_first": ("_lane_array",),
     "RaceLog": ("_lane_text",),
     "access": ("_lane_ids",),
     "warp_shuffle": ("_lane_array",),
-    "store": ("_in_bounds", "_bounds_error"),
+    "store": ("_in_bounds", "_bounds_error", "_all", "_kept"),
     "contrib_sort": ("_stable_order",),
     "q_multiply_shift": ("_fixed_point_shift",),
     "q_multiply_shift_per_axis": ("_fixed_point_shift",),

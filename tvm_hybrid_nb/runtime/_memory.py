@@ -2,7 +2,7 @@
 
 Owns ``alloc``, the views that share storage and never copy (``view``, ``flat_view``, ``rows_view``,
 ``strided`` with ``strided_span``, ``strided_view``, ``storage_extent``), and ``load``/``store`` with their private
-``_in_bounds``/``_bounds_error``.
+``_in_bounds``/``_bounds_error``/``_all``/``_kept``.
 """
 from __future__ import annotations
 
@@ -170,7 +170,13 @@ def _bounds_error(kind, name, buffer, index, mask=None):
     return IndexError(f"out-of-bounds {kind} of {name}{first}{lanes} (shape {tuple(buffer.shape)})")
 
 
+def _all(ok) -> bool:
+    return ok if isinstance(ok, bool) else bool(np.all(ok))
+
+
 def _in_bounds(buffer, index):
+    if all(isinstance(i, (int, np.integer)) for i in index):  # one element: no arrays to build
+        return all(0 <= i < n for i, n in zip(index, buffer.shape))
     ok = True
     for i, n in zip(index, buffer.shape):
         i = np.asarray(i)
@@ -186,7 +192,7 @@ def load(buffer, index, name="buffer", mask=None):
     index = tuple(index)
     ok = _in_bounds(buffer, index)
     if mask is None:
-        if not np.all(ok):
+        if not _all(ok):
             raise _bounds_error("read", name, buffer, index)
         return buffer[index]
     if not np.all(ok | ~np.asarray(mask, dtype=bool)):
@@ -196,14 +202,23 @@ def load(buffer, index, name="buffer", mask=None):
     return out[()] if out.ndim == 0 else out
 
 
+def _kept(values, shape, keep):
+    """The elements of ``values`` (broadcast to ``shape``) where ``keep`` holds."""
+    values = np.asarray(values)
+    return (values if values.shape == shape else np.broadcast_to(values, shape))[keep]
+
+
 def store(buffer, index, value, name="buffer", mask=None):
     """Bounds-checked write of ``value`` to ``buffer[index]``; with ``mask``, only where it holds."""
     index = tuple(index)
     if mask is not None:
-        shape = np.broadcast_shapes(np.shape(mask), np.shape(value), *(np.shape(i) for i in index))
-        keep = np.broadcast_to(np.asarray(mask, dtype=bool), shape)
-        index = tuple(np.broadcast_to(i, shape)[keep] for i in index)
-        value = np.broadcast_to(value, shape)[keep]
-    if not np.all(_in_bounds(buffer, index)):
+        if not index:  # a 0-d buffer written by the lanes the mask keeps: the last of them wins
+            buffer, index = buffer[np.newaxis], (0,)
+        keep = np.asarray(mask, dtype=bool)
+        shape = np.broadcast_shapes(keep.shape, np.shape(value), *(np.shape(i) for i in index))
+        keep = keep if keep.shape == shape else np.broadcast_to(keep, shape)
+        index = tuple(_kept(i, shape, keep) for i in index)
+        value = _kept(value, shape, keep)
+    if not _all(_in_bounds(buffer, index)):
         raise _bounds_error("write", name, buffer, index)
     buffer[index] = value

@@ -30,6 +30,9 @@ def _check_divisor(a, b, dtype=None, mask=None):
     (x86's ``idiv`` raises SIGFPE for both; LLVM calls the overflow undefined).  Lanes where
     ``mask`` is false (the untaken arm of a lazy ``if_then_else``, a branch not taken) do not
     divide: a zero divisor there becomes 1.  Returns the divisor to use."""
+    if (mask is None and isinstance(b, (int, np.integer)) and isinstance(a, (int, np.integer))
+            and b != 0 and b != -1):
+        return b  # scalars that cannot trap (the common case of exact mode, once per statement)
     taken = True if mask is None else np.asarray(mask, dtype=bool)
     zero = np.asarray(b) == 0
     if np.any(zero & taken):
