@@ -145,11 +145,12 @@ class BuffersMixin:
         if data is None or _type_key(data) != "ir.Call" or data.op.name != "tirx.buffer_data":
             raise UnsupportedConstructError("tirx.DeclBuffer", f"{buf.name} over data {data}")
         source = self._buffer(data.args[0])
-        if source.prefix and not source.per_thread:  # allocated per fast-mode lane: run the loop serially
-            raise _CannotVectorize(f"view {buf.name} of per-lane buffer {source.name}")
-        if source.per_thread:
+        strided = len(buf.strides) and not _contiguous_strides(buf)
+        if source.prefix and not source.per_thread and strided:  # per fast-mode lane: run the loop serially
+            raise _CannotVectorize(f"strided view {buf.name} of per-lane buffer {source.name}")
+        if source.per_thread or source.prefix:
             return self._per_thread_view(buf, data.args[0], source)
-        if len(buf.strides) and not _contiguous_strides(buf):
+        if strided:
             return self._strided_view(buf, data.args[0], source)
         name = self.namer.define(buf, buf.name)
         self._declare_buffer(buf, name)
@@ -255,20 +256,23 @@ class BuffersMixin:
         return out
 
     def _per_thread_view(self, buf, source_buf, source: _BufferInfo) -> list[ast.stmt]:
-        """A view of per-thread memory (``StorageRewrite`` declares them): the same view of every
-        thread's copy, so it is per-thread memory too."""
+        """A view of per-thread memory or of an allocation with a copy per fast-mode lane
+        (``StorageRewrite`` declares them): the same view of every copy, so it is per-thread or
+        per-lane memory too."""
         shape_values = [self.visit_expr(d) for d in buf.shape]
         offset_value = (self.visit_expr(buf.elem_offset) if buf.elem_offset is not None
                         else Value(ast.Constant(0), "py", "int32"))
         if _varying(offset_value, *shape_values):
+            if not source.per_thread:  # the lanes' views differ: run the loop serially
+                raise _CannotVectorize(f"view {buf.name} of per-lane buffer {source.name} that differs between lanes")
             raise UnsupportedConstructError("tirx.DeclBuffer", f"view {buf.name} that differs between threads")
         name = self.namer.define(buf, buf.name)
         self._declare_buffer(buf, name)
         self.scope.storage_roots[_key(buf)] = self.scope.storage_roots.get(_key(source_buf), _key(source_buf))
         info = self.scope.buffers[_key(buf)]
-        info.per_thread, info.prefix, info.prefix_axes = True, list(source.prefix), list(source.prefix_axes)
+        info.per_thread, info.prefix, info.prefix_axes = source.per_thread, list(source.prefix), list(source.prefix_axes)
         info.per_warp = source.per_warp
-        lead = ast.Constant(len(self.THREAD_AXES) + len(source.prefix))
+        lead = ast.Constant((len(self.THREAD_AXES) if source.per_thread else 0) + len(source.prefix))
         dtype, shape_nodes, offset = str(buf.dtype), [v.node for v in shape_values], offset_value.node
         if _lanes(dtype) > 1:
             shape_nodes = shape_nodes + [ast.Constant(_lanes(dtype))]

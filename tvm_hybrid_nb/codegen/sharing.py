@@ -134,28 +134,40 @@ def written_alike(loop, candidates, roots: dict[int, int]) -> set[int]:
         return set()
     written = {root for root, _ in acc.writes}
     alike = set(candidates) & written
+    # What each expression depends on, walked once: the variables it reads and the buffers it loads
+    # from (the taint closure below asks again for every binding, with the same control expressions).
+    summaries: dict[int, tuple[frozenset, list]] = {}
+
+    def summary(expr) -> tuple[frozenset, list]:
+        key = _key(expr)
+        if key not in summaries:
+            names, loads = set(), []
+
+            def visit(node):
+                kind = _type_key(node)
+                if kind == "ir.Var":
+                    names.add(_key(node))
+                elif kind == "ir.TensorLoad":
+                    loads.append(node.source)
+                return True
+
+            tvm_ffi.structural_walk(expr, visit, order="post")
+            summaries[key] = (frozenset(names), loads)
+        return summaries[key]
+
     while True:
         # Memory written differently by the iterations (or not yet proven alike) taints what reads it.
         tainted_vars = {_key(loop.loop_var)}
 
         def tainted(exprs) -> bool:
-            hit = []
-
-            def visit(node):
-                if not hit:
-                    key = _type_key(node)
-                    if key == "ir.Var" and _key(node) in tainted_vars:
-                        hit.append(node)
-                    elif key == "ir.TensorLoad":
-                        root = acc.root(node.source)
-                        if (root in written and root not in alike) or tainted(acc.placement(node.source)):
-                            hit.append(node)
-                return True
-
             for e in exprs:
-                tvm_ffi.structural_walk(e, visit, order="post")
-                if hit:
+                names, loads = summary(e)
+                if not tainted_vars.isdisjoint(names):
                     return True
+                for source in loads:
+                    root = acc.root(source)
+                    if (root in written and root not in alike) or tainted(acc.placement(source)):
+                        return True
             return False
 
         changed = True
@@ -345,7 +357,12 @@ class _MustWrite:
         free = _free_vars(expr)
         coefs = tvm.sym.detect_linear_equation(expr, free)
         if len(coefs) != len(free) + 1 or any(_type_key(c) != "ir.IntImm" for c in coefs):
-            return None
+            # Not linear (``fused % 300``): every integer of its bounds, a superset of its values.
+            bound = self.analyzer.const_int_bound(expr)
+            lo, hi = int(bound.min_value), int(bound.max_value)
+            if hi < lo or hi - lo + 1 > _MAX_OFFSETS:
+                return None
+            return np.arange(lo, hi + 1, dtype=np.int64)
         out = np.array([int(coefs[-1].value)], dtype=np.int64)
         for var, coef in zip(free, coefs):
             bound = self.analyzer.const_int_bound(var)
@@ -530,6 +547,7 @@ class _MustWrite:
         if nest is None:
             return None
         env, stores = nest
+        env = _NestValues(env, node, self.bound)
         for st, where, _ in stores:
             loads = []  # its reads of the buffer; None for a call that takes it by address
 
@@ -559,15 +577,16 @@ class _MustWrite:
         var = node.loop_var
         inner = _defined_vars(node.body) | {_key(var)}
         kind = int(node.kind)
-        runs = kind in (0, 3) and self.analyzer.can_prove(node.extent >= 1)
-        if not runs:  # no first iteration to count on: only check the reads
+        runs = kind in (0, 1, 2, 3) and self.analyzer.can_prove(node.extent >= 1)
+        if runs and not _conditions_use(node.body, var):
+            # No condition tells the first iteration from the others: one walk over them all, which
+            # holds in any order of the iterations (serial, parallel, vector lanes in lockstep).
+            self.bind(var, tvm.ir.Range.from_min_extent(node.min, node.extent))
+            return self.spread_loop(node, var, inner, written, self.stmt(node.body, written), node.min, node.extent)
+        if not runs or kind not in (0, 3):  # no first iteration to count on: only check the reads
             self.bind(var, tvm.ir.Range.from_min_extent(node.min, node.extent))
             self.stmt(node.body, written)
             return written
-        if not _conditions_use(node.body, var):
-            # No condition tells the first iteration from the others: one walk over them all.
-            self.bind(var, tvm.ir.Range.from_min_extent(node.min, node.extent))
-            return self.spread_loop(node, var, inner, written, self.stmt(node.body, written), node.min, node.extent)
         self.bind(var, tvm.ir.Range.from_min_extent(node.min, 1))
         first = self.stmt(node.body, written)
         kept = tuple(w for w in first if not any(_uses_vars(base, inner) for base, _ in w))
@@ -616,7 +635,8 @@ def _int_values(expr, env: dict):
     if key == "ir.IntImm":
         return np.int64(expr.value)
     if key == "ir.Var":
-        return env.get(_key(expr))
+        values = env.get(_key(expr))
+        return values if isinstance(values, (np.ndarray, np.integer)) else None
     if key == "prim.Not":
         a = _int_values(expr.a, env)
         return None if a is None else np.logical_not(a)
@@ -666,7 +686,9 @@ def _guarded_nest(node):
         if len(block.match_buffers) or len(block.alloc_buffers):
             return None
         for iv, value in zip(block.iter_vars, leaf.iter_values):
-            env[_key(iv.var)] = _int_values(value, env)
+            values = _int_values(value, env)
+            # An iterator that also depends on the loops around the nest: its value is substituted.
+            env[_key(iv.var)] = (iv.var, value) if values is None else values
         where = _int_values(leaf.predicate, env)
         if where is None:
             return None
@@ -690,17 +712,62 @@ def _guarded_nest(node):
     return env, stores
 
 
+class _NestValues(dict):
+    """The values of :func:`_guarded_nest`'s variables, and the index of an access as
+    ``(base, values)``: ``base`` an expression of the variables defined outside the nest (fixed
+    while it runs: ``fused // 300`` of ``v0 = fused // 300 + ax0``), ``values`` what the rest
+    takes at each iteration.  Block iterators that depend on outer variables are substituted."""
+
+    def __init__(self, env: dict, node, bound: dict):
+        super().__init__(env)
+        self.loop_vars = []
+        loop = node
+        while _type_key(loop) == "tirx.For":
+            self.loop_vars.append(loop.loop_var)
+            loop = loop.body
+        self.analyzer = tvm.sym.Analyzer()
+        for var, value in bound.values():  # the outer variables' bindings, as the walk has them
+            self.analyzer.bind(var, value, allow_override=True)
+        for item in env.values():
+            if isinstance(item, tuple):
+                self.analyzer.bind(item[0], item[1], allow_override=True)
+
+    def index(self, expr):
+        values = _int_values(expr, self)
+        if values is not None:
+            return tirx.const(0, _dtype(expr)), values
+        expr = self.analyzer.simplify(expr)
+        coefs = tvm.sym.detect_linear_equation(expr, self.loop_vars)
+        if len(coefs) != len(self.loop_vars) + 1 or any(_type_key(c) != "ir.IntImm" for c in coefs[:-1]):
+            return None
+        base, const = _split_const(self.analyzer.simplify(coefs[-1]))
+        if _uses_vars(base, {_key(v) for v in self.loop_vars}):
+            return None
+        values = np.int64(const)
+        for var, coef in zip(self.loop_vars, coefs):
+            values = values + int(coef.value) * self[_key(var)]
+        return base, values
+
+
 def _rows_box(indices, env: dict, where):
     """``(region, exact)``: the box (each dimension's values, every combination) holding the
     elements ``indices`` address at the iterations ``where`` lets through, and whether it holds
-    nothing else; None when an index cannot be enumerated or no iteration passes."""
-    values = [_int_values(i, env) for i in indices]
+    nothing else; None when an index cannot be enumerated or no iteration passes.  With ``env`` a
+    :class:`_NestValues`, an index may also depend on variables outside the nest (the base)."""
+    if isinstance(env, _NestValues):
+        split = [env.index(i) for i in indices]
+        if any(s is None for s in split):
+            return None
+        bases, values = [b for b, _ in split], [v for _, v in split]
+    else:
+        values = [_int_values(i, env) for i in indices]
+        bases = [tirx.const(0, _dtype(i)) for i in indices]
     if any(v is None for v in values) or not where.any():
         return None
     rows = np.unique(np.stack([np.broadcast_to(v, where.shape)[where] for v in values], axis=-1), axis=0)
     dims = [np.unique(rows[:, d]) for d in range(rows.shape[1])]
     exact = int(np.prod([d.size for d in dims], dtype=np.int64)) == rows.shape[0]
-    return tuple((tirx.const(0, _dtype(i)), d) for i, d in zip(indices, dims)), exact
+    return tuple(zip(bases, dims)), exact
 
 
 def _defined_vars(stmt) -> set[int]:
