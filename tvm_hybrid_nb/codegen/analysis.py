@@ -10,6 +10,7 @@ import tvm_ffi
 from tvm import tirx
 
 from .names import _dtype, _is_zero, _key, _scalar_dtype, _type_key
+from .radix import fold_radix
 
 
 # ---------------------------------------------------------------------- fast-mode axis plan
@@ -298,11 +299,12 @@ def loop_dependence(loop, roots: dict[int, int], private=(), outer=()) -> str | 
     return blocking or next(iter(shared.values()), None)
 
 
-def loop_dependences(loop, roots: dict[int, int], private=(), outer=()) -> tuple[str | None, dict[int, str]]:
+def loop_dependences(loop, roots: dict[int, int], private=(), outer=(),
+                     cache: dict | None = None) -> tuple[str | None, dict[int, str]]:
     """``(why no claim is possible, or None; {root buffer: why its accesses may overlap between
-    iterations}``) — see :func:`loop_dependence`."""
-    acc, expand = _accesses(loop, roots, outer)
-    acc.local |= set(private)
+    iterations}``) — see :func:`loop_dependence`; ``cache``: as for :func:`_accesses`."""
+    acc, expand = _accesses(loop, roots, outer, cache)
+    local = acc.local | set(private)
     if acc.private:
         return acc.private, {}
     groups: dict[int, list] = {}
@@ -310,7 +312,7 @@ def loop_dependences(loop, roots: dict[int, int], private=(), outer=()) -> tuple
         groups.setdefault(root, []).append((buf_key, is_write, indices, guards))
     shared: dict[int, str] = {}
     for root, items in groups.items():
-        if root in acc.local or not any(item[1] for item in items):
+        if root in local or not any(item[1] for item in items):
             continue
         why = _overlap(loop, acc, expand, items, acc.names.get(root, "a buffer"))
         if why is not None:
@@ -318,8 +320,15 @@ def loop_dependences(loop, roots: dict[int, int], private=(), outer=()) -> tuple
     return None, shared
 
 
-def _accesses(loop, roots: dict[int, int], outer=()):
-    """The accesses of ``loop``'s body and the analyzer that expands its bindings."""
+def _accesses(loop, roots: dict[int, int], outer=(), cache: dict | None = None):
+    """The accesses of ``loop``'s body and the analyzer that expands its bindings.  ``cache`` (a
+    dict the caller keeps while the IR lives) keeps them for the next question about the same loop
+    (the planner asks once per allocation of a GPU kernel's blocks); they are not modified."""
+    if cache is not None:
+        key = (_key(loop), tuple((_key(v), str(lo), str(n)) for v, lo, n in outer), frozenset(roots.items()))
+        if key not in cache:
+            cache[key] = _accesses(loop, roots, outer)
+        return cache[key]
     acc = _LoopAccesses(roots, outer)
     acc.stmt(loop.body)
     expand = tvm.sym.Analyzer()
@@ -351,14 +360,14 @@ def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> str 
     return None
 
 
-def allocation_overlap(loop, buf, roots: dict[int, int], outer=()) -> str | None:
+def allocation_overlap(loop, buf, roots: dict[int, int], outer=(), cache: dict | None = None) -> str | None:
     """Why two iterations of ``loop`` may touch the same element of ``buf``, an allocation inside
     its body (each iteration of the compiled loop has its own), or None when they provably touch
     disjoint elements (reads and writes, through any view of it): then one copy shared by all the
     lanes holds what the copies of the iterations would, element for element (an element one
     iteration touches, no other does; a fresh copy's elements and the shared one's start alike).
-    ``outer``: as for :func:`loop_dependence`."""
-    acc, expand = _accesses(loop, roots, outer)
+    ``outer``: as for :func:`loop_dependence`; ``cache``: as for :func:`_accesses`."""
+    acc, expand = _accesses(loop, roots, outer, cache)
     if acc.private:
         return acc.private
     key = _key(buf)
@@ -442,7 +451,7 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
                 index = index.base + index.stride * lane
             elif key == "prim.Broadcast":
                 return False
-            f = expand.simplify(index)
+            f = fold_radix(expand.simplify(index))
             if guards is not None and guards[position]:
                 f = _within_guards(f, guards[position], x, acc, expand, over_range, at_min, lanes, fresh)
             f_same = same.simplify(f)

@@ -245,6 +245,8 @@ class _Planner:
         self.serial_depth = 0
         self.depth = 0
         self.roots: dict[int, int] = {}
+        #: The accesses of each loop body, analysed once (see ``analysis._accesses``).
+        self.accesses: dict = {}
         self.func = func
         self.shared: dict | None = None  # shared-memory allocations (found on first use)
         self.counts: dict[int, int] = {}
@@ -347,7 +349,7 @@ class _Planner:
         # A function without threads: shared memory (a schedule's cache_write "shared") is plain memory.
         if str(buf.scope()) not in ("global", "local", "shared", "shared.dyn"):
             return
-        shared = [lane.loop for lane in loops if allocation_overlap(lane.loop, buf, self.roots, self.outer(lane.loop)) is None]
+        shared = [lane.loop for lane in loops if allocation_overlap(lane.loop, buf, self.roots, self.outer(lane.loop), self.accesses) is None]
         if not shared:
             return
         names = tuple(str(loop.loop_var.name) for loop in shared)
@@ -363,7 +365,7 @@ class _Planner:
             if lane.is_thread or not lane.grid or lane.loop is None:
                 continue
             name = str(lane.loop.loop_var.name)
-            if allocation_overlap(lane.loop, buf, self.roots, self.outer(lane.loop)) is None:
+            if allocation_overlap(lane.loop, buf, self.roots, self.outer(lane.loop), self.accesses) is None:
                 shared.append(lane.loop)
                 why.append(f"the blocks of {name} touch their own elements of {buf.name}")
             elif not self.check and _key(buf) in written_alike(lane.loop, {_key(buf)}, self.roots):
@@ -475,13 +477,13 @@ class _Planner:
         if grid:
             # Shared and per-thread memory belong to one block: a buffer that blocks would share in
             # the IR gets a copy per block lane; one they touch apart needs none.
-            blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node))
+            blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses)
             candidates = self.per_block(node)
             if blocking is None and shared and set(shared) <= set(candidates):
                 private = tuple(sorted(shared))
             dependence = blocking or next((why for buf, why in shared.items() if buf not in candidates), None)
         else:
-            blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node))
+            blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses)
             dependence = blocking or next(iter(shared.values()), None)
             if blocking is None and shared and self.fast and not self.check:
                 private, why = self.privatise(node, shared)
