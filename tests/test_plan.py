@@ -1005,3 +1005,104 @@ def test_an_index_that_cancels_to_a_constant_is_viewed_not_gathered():
         want = want + a[:, :, l]
     for mode in ("fast", "exact"):
         np.testing.assert_array_equal(hm.emulate(a, np.zeros((64, 64), "float32"), mode=mode), want)
+
+
+def _dlight_cpu(name, forward, spec, kernel="", **layers):
+    """The dlight.cpu schedule of a one-method ``nn.Module``'s kernel (the one whose name holds
+    ``kernel``), built; ``layers`` are its submodules."""
+    from tvm.relax.frontend import nn
+
+    from tvm_hybrid_nb import zoo
+
+    class Model(nn.Module):
+        def __init__(self):
+            for attr, layer in layers.items():
+                setattr(self, attr, layer)
+
+    Model.forward = forward
+    (chosen,) = [k for k in zoo.collect_kernels([(name, Model(), spec)]) if k.llvm is not None and kernel in k.name]
+    target, mod = zoo.schedule(chosen.llvm, "dlight-cpu")
+    return thn.build(mod, target=target)
+
+
+def test_dlight_cpu_softmax_over_a_middle_axis_runs_its_rows_as_lanes_at_every_stage():
+    # Each of the 80 rows recomputes its column's maximum and sum in scratch (8.9 s a stage for
+    # 2 x 300 x 3 float16): the exponentials' reads under the split's guard index through the parallel
+    # variable (``fused // 40``), the writes sit in a vectorized loop, and from StorageRewrite on the
+    # scratch is reused through a view of the per-lane allocation.
+    from tvm.relax.frontend.nn import op, spec
+
+    hm = _dlight_cpu("sm1", lambda self, x: op.softmax(x, axis=1), {"x": spec.Tensor((2, 40, 3), "float32")})
+    x = _rand(2, 40, 3)
+    want = np.exp(x - x.max(axis=1, keepdims=True))
+    want = want / want.sum(axis=1, keepdims=True)
+    storage_rewrite = hm.stage("tirx.StorageRewrite").index
+    checked = 0
+    for stage in hm.stages[:hm.packed_api_index]:
+        if not (stage.changed or stage.index == 0):
+            continue
+        (outer, *_) = stage.plan("fast").decisions
+        assert outer.strategy == P.PARALLEL_CHUNKS, (stage.label, outer)
+        if stage.index >= storage_rewrite:
+            assert "view" in stage.kernel("fast", False).source.split("def main(")[1]
+        got = {mode: hm.emulate(x, np.zeros_like(x), stage=stage.index, mode=mode) for mode in ("fast", "exact")}
+        np.testing.assert_array_equal(got["fast"], got["exact"])
+        np.testing.assert_allclose(got["fast"], want, rtol=1e-5, atol=1e-6)
+        checked += 1
+    assert checked > 10
+
+
+def test_a_loop_fused_over_symbolic_sizes_runs_as_lanes():
+    # dlight.cpu fuses a batched linear layer's b * n * 48 outputs into one parallel loop indexed
+    # [f // (n * 48), f % (n * 48) // 48, f % 48]: one element per iteration, which the simplifier
+    # cannot see for a symbolic n (2.9 s a stage for b = 4, n = 5).
+    from tvm.relax.frontend import nn
+    from tvm.relax.frontend.nn import spec
+
+    hm = _dlight_cpu("lin", lambda self, x: self.layer(x), {"x": spec.Tensor(("b", "n", 64), "float32")},
+                     kernel="matmul", layer=nn.Linear(64, 48))
+    (outer, *_) = hm.stage(0).plan("fast").decisions
+    assert outer.strategy == P.PARALLEL_CHUNKS, outer
+    rng = np.random.default_rng(1)
+    x, w, bias = _rand(3, 5, 64), rng.standard_normal((64, 48)).astype("float32"), _rand(48)
+    want = x.astype(np.float64) @ w + bias
+    for stage in (0, "s_tir.LowerOpaqueBlock"):
+        got = {mode: hm.emulate(x, w, bias, np.zeros((3, 5, 48), "float32"), stage=stage, mode=mode)
+               for mode in ("fast", "exact")}
+        np.testing.assert_array_equal(got["fast"], got["exact"])
+        np.testing.assert_allclose(got["fast"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_fold_radix_sums_a_decomposition_back_only_where_floor_division_allows():
+    from tvm import tirx
+
+    from tvm_hybrid_nb.codegen.radix import fold_radix
+
+    f, n = tirx.Var("f", "int64"), tirx.Var("n", "int64")
+    c48 = tirx.const(48, "int64")
+    cases = [  # (expression, folds to f-free remainder?)
+        tirx.FloorDiv(f, n * c48) * n * c48 + tirx.FloorDiv(tirx.FloorMod(f, n * c48), c48) * c48
+        + tirx.FloorMod(f, c48),
+        tirx.FloorDiv(f, n) * n * 3 - tirx.FloorMod(f, n) * 3,  # a difference: nothing to fold
+        tirx.FloorDiv(f, n) * (n + 1) + tirx.FloorMod(f, n),  # not a multiple of n
+        tirx.FloorDiv(tirx.FloorMod(f, n * 6), c48) * c48 + tirx.FloorMod(f, c48),  # 48 need not divide 6n
+    ]
+    folded = [fold_radix(tvm.sym.Analyzer().simplify(e)) for e in cases]
+    assert str(folded[0]) == "f"
+    for expr, out in zip(cases, folded):
+        for fv in range(-300, 300, 7):
+            for nv in (-5, -1, 1, 3, 8):
+                env = {"f": fv, "n": nv}
+                assert _eval(expr, env) == _eval(out, env), (expr, out, env)
+
+
+def _eval(expr, env):
+    """An integer TIR expression's value with numpy's floor semantics (TIR's FloorDiv/FloorMod)."""
+    key = type(expr).__name__
+    if key == "IntImm":
+        return int(expr.value)
+    if key == "Var":
+        return env[expr.name]
+    a, b = _eval(expr.a, env), _eval(expr.b, env)
+    return {"Add": a + b, "Sub": a - b, "Mul": a * b, "FloorDiv": a // b if b else 0,
+            "FloorMod": a % b if b else 0}[key]
