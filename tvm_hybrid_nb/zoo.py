@@ -80,8 +80,15 @@ _GEMV_UNIT_REDUCTION = (
     "one-token decoder step without a KV cache) has none once its unit loop is folded, and the GEMV rule "
     "raises AssertionError instead of declining: ApplyDefaultSchedule fails for the whole module, with "
     "dl.cpu.GEMV and with dl.gpu.GEMV.")
+_GEMV_BATCH_ONLY = (
+    "s_tir/dlight/analysis/gemv.py normalize() asserts that a GEMV-shaped kernel has a spatial loop that is "
+    "not a batch loop (a loop whose variable every buffer uses); the sum over the last axis of "
+    "exp(logits - max) with keepdims (a log-sum-exp written out, (4, 10) -> (4, 1)) has only batch loops "
+    "and a unit one, and the GEMV rule raises AssertionError instead of declining: ApplyDefaultSchedule "
+    "fails for the whole module, with dl.cpu.GEMV and with dl.gpu.GEMV.")
 for _flavour in ("dlight-cpu", "dlight-gpu"):
     TVM_SCHEDULE_FINDINGS[(_flavour, "dlight/analysis/gemv.py:158: assert r_loops")] = _GEMV_UNIT_REDUCTION
+    TVM_SCHEDULE_FINDINGS[(_flavour, "dlight/analysis/gemv.py:157: assert s_loops")] = _GEMV_BATCH_ONLY
 
 #: Passes of TVM that break a kernel so that its emulation traps from their stage on (earlier stages
 #: clean): (flavour, pass name, what the emulation reports) -> the evidence.

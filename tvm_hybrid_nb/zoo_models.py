@@ -240,6 +240,23 @@ def models() -> list:
         def forward(self, x):
             return op.softmax(op.astype(self.head(self.norm(x)), f32), axis=-1)
 
+    class Loss(nn.Module):
+        """A classifier's loss written out: log-sum-exp, each target's log-probability picked with
+        ``take``, their mean a 0-d tensor (one GPU thread of 1,024 writes it; dlight's GEMV rule raises
+        on the exponentials' sum, every spatial axis of it a batch axis); a softmax over a middle axis
+        (dlight.cpu recomputes each column's maximum and sum for every row, in scratch the rows
+        share); a linear layer over two symbolic sizes (dlight.cpu fuses ``b * n * 24`` outputs
+        into one loop)."""
+
+        def __init__(self):
+            self.proj = nn.Linear(16, 24)
+
+        def forward(self, logits, target, h, x):
+            m = op.max(logits, axis=-1, keepdims=True)
+            lse = op.log(op.sum(op.exp(logits - m), axis=-1, keepdims=True)) + m
+            picked = op.take(op.reshape(logits - lse, (4 * 10,)), target)
+            return op.negative(op.sum(picked)) * 0.25, op.softmax(h, axis=1), self.proj(x)
+
     return [
         ("lm_head", LMHead(), {"x": spec.Tensor((1, 1, 32), f32)}),
         ("mlp", MLP(), {"x": spec.Tensor((2, 16), f32)}),
@@ -272,4 +289,6 @@ def models() -> list:
         ("bf16", BFloat16(), {"x": spec.Tensor((4, 16), "bfloat16")}),
         ("half_prefill", HalfPrefill(), {"x": spec.Tensor((1, "n", 128), "float16")}),
         ("half_lm_head", HalfLMHead(), {"x": spec.Tensor((1, 1, 256), "float16")}),
+        ("loss", Loss(), {"logits": spec.Tensor((4, 10), f32), "target": spec.Tensor((4,), "int32"),
+                          "h": spec.Tensor((2, 40, 3), f32), "x": spec.Tensor(("b", "n", 16), f32)}),
     ]
