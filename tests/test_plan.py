@@ -1106,3 +1106,41 @@ def _eval(expr, env):
     a, b = _eval(expr.a, env), _eval(expr.b, env)
     return {"Add": a + b, "Sub": a - b, "Mul": a * b, "FloorDiv": a // b if b else 0,
             "FloorMod": a % b if b else 0}[key]
+
+
+def _window_sums(by_index: bool):
+    """Every output recomputes its input window in scratch the iterations share (as dlight.cpu's
+    convolutions recompute the padded input): ``W[i + k]`` holds ``2 * A[i + k]`` (its index decides
+    it) or ``k * A[i + k]`` (it does not: iterations i and i + 1 write W[i + 1] differently)."""
+    scale = (lambda k: T.float32(2)) if by_index else (lambda k: T.Cast("float32", k))
+
+    @T.prim_func
+    def window_sums(A: T.Buffer((66,), "float32"), C: T.Buffer((64,), "float32")):
+        W = T.alloc_buffer((66,))
+        for i in T.parallel(64):
+            for k in range(3):
+                W[i + k] = A[i + k] * scale(k)
+            C[i] = W[i] + W[i + 1] + W[i + 2]
+
+    return window_sums
+
+
+@pytest.mark.parametrize("by_index", [True, False])
+def test_lanes_share_scratch_written_by_index_when_their_copies_would_not_fit(monkeypatch, by_index):
+    # A 32-channel 3x3 convolution on 16 x 16 (dlight.cpu) wanted 324 MiB of per-lane copies of its
+    # padded input and ran serially (5 s a stage); the lanes now share one copy when every write's
+    # value is decided by the element's index.
+    from tvm_hybrid_nb.codegen.buffers import BuffersMixin
+
+    monkeypatch.setattr(BuffersMixin, "LANE_COPIES_MAX_BYTES", 1024)  # 64 copies of 66 floats: 16 KiB
+    hm = thn.build(_window_sums(by_index))
+    (outer, *_) = hm.stage(0).plan("fast").decisions
+    if by_index:
+        assert outer.strategy == P.LANES and "values their index decides" in outer.reason, outer
+    else:
+        assert outer.strategy == P.SERIAL and "per lane would need" in outer.reason, outer
+    a = _rand(66)
+    k = np.array([2.0, 2.0, 2.0] if by_index else [0.0, 1.0, 2.0], "float32")
+    want = sum(a[j:j + 64] * k[j] for j in range(3))
+    for mode in ("fast", "exact"):
+        np.testing.assert_allclose(hm.emulate(a, np.zeros(64, "float32"), mode=mode), want, rtol=1e-6)

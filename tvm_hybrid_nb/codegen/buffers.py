@@ -99,7 +99,8 @@ class BuffersMixin:
                      for ax in private] + [d if isinstance(d, ast.expr) else d.node for d in dims]:
             nbytes *= node.value if isinstance(node, ast.Constant) else self.UNKNOWN_LANES
         if nbytes > self.LANE_COPIES_MAX_BYTES:
-            raise _CannotVectorize(f"one copy of {buf.name} per lane would need {nbytes >> 20} MiB")
+            size = f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+            raise _CannotVectorize(f"one copy of {buf.name} per lane would need {size}", copies=True)
 
     def _strided_alloc(self, buf, name: str, lead: list, dims: list) -> list[ast.stmt]:
         """An allocation with explicit strides (``storage_align`` pads rows): flat storage of the

@@ -182,7 +182,7 @@ class ControlFlowMixin:
                 var = node.node.var
             if exc.loop is not None and (var is None or _key(var) != _key(exc.loop)):
                 raise  # an enclosing loop's lanes are the cause: its own _as_planned rejects it
-            raise PlanRejected(node, str(exc)) from None
+            raise PlanRejected(node, str(exc), copies=exc.copies) from None
 
     def _progress_hook(self, name: str, lo: Value, node, extent: Value) -> tuple[list[ast.stmt], list]:
         """The progress call of a serial loop (only in the executed variant), and the reporting

@@ -88,9 +88,11 @@ class _CannotVectorize(Exception):
     ``loop``, when known, is the variable of the enclosing lanes loop that causes it (an inner loop
     whose bounds use ``i``): that loop runs serially, and the lanes loops inside it keep their lanes."""
 
-    def __init__(self, reason: str = "", loop=None):
+    def __init__(self, reason: str = "", loop=None, copies: bool = False):
         super().__init__(reason)
         self.loop = loop
+        #: The lanes' private copies of an allocation would take too much memory (one shared copy may do).
+        self.copies = copies
 
 
 @dataclass

@@ -116,6 +116,9 @@ class EmulationPlan:
     by_node: dict[int, LoopDecision] = field(default_factory=dict)
     #: Loops emission found it could not run as lanes (by handle) -> why.
     rejected: dict[int, str] = field(default_factory=dict)
+    #: Of those, the loops rejected only for the memory of their lanes' private copies (planned again
+    #: with one copy shared by the lanes where that is proven right, else serial).
+    copies_rejected: frozenset = frozenset()
     #: The plans of the device kernels this function launches (after SplitHostDevice), by name.
     launched: dict[str, "EmulationPlan"] = field(default_factory=dict)
     #: Allocations inside lanes loops that one copy serves (see :class:`AllocationDecision`).
@@ -213,10 +216,12 @@ class EmulationPlan:
 class PlanRejected(Exception):
     """Emission met, in a loop planned as lanes, a construct with no lane form."""
 
-    def __init__(self, node, reason: str):
+    def __init__(self, node, reason: str, copies: bool = False):
         super().__init__(reason)
         self.node_key = _key(node)
         self.reason = reason
+        #: Rejected for the memory of its lanes' private copies: planned again without privatisation.
+        self.copies = copies
 
 
 _KIND_NAMES = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread_binding"}
@@ -234,10 +239,12 @@ class _Lane:
 class _Planner:
     """One walk over the function in program order, with the lane axes the emitted code will have open."""
 
-    def __init__(self, func, mode: str, check: bool, rejected: dict[int, str], exact_reason: str = ""):
+    def __init__(self, func, mode: str, check: bool, rejected: dict[int, str], exact_reason: str = "",
+                 copies_rejected: frozenset = frozenset()):
         self.fast = mode == "fast" and not exact_reason
         self.check = check
-        self.plan = EmulationPlan(mode, check, rejected=dict(rejected), exact_reason=exact_reason)
+        self.plan = EmulationPlan(mode, check, rejected=dict(rejected), exact_reason=exact_reason,
+                                  copies_rejected=frozenset(copies_rejected))
         #: Why every loop runs as written.
         self.as_written = (f"fast mode runs the exact plan: {exact_reason}" if exact_reason
                            else "exact mode runs every loop as written")
@@ -349,11 +356,20 @@ class _Planner:
         # A function without threads: shared memory (a schedule's cache_write "shared") is plain memory.
         if str(buf.scope()) not in ("global", "local", "shared", "shared.dyn"):
             return
-        shared = [lane.loop for lane in loops if allocation_overlap(lane.loop, buf, self.roots, self.outer(lane.loop), self.accesses) is None]
-        if not shared:
+        shared = [lane.loop for lane in loops
+                  if allocation_overlap(lane.loop, buf, self.roots, self.outer(lane.loop), self.accesses) is None]
+        if shared:
+            names = tuple(str(loop.loop_var.name) for loop in shared)
+            self.one_copy(buf, shared, f"each iteration of {', '.join(names)} touches its own elements of {buf.name}")
             return
-        names = tuple(str(loop.loop_var.name) for loop in shared)
-        self.one_copy(buf, shared, f"each iteration of {', '.join(names)} touches its own elements of {buf.name}")
+        # Copies for every lane would not fit in memory: one serves lanes that write it by index.
+        shared = [lane.loop for lane in loops if _key(lane.loop) in self.plan.copies_rejected
+                  and read_after_written_alike(lane.loop, buf, self.func.body) is None
+                  and written_alike(lane.loop, {_key(buf)}, self.roots, by_index=True)]
+        if shared:
+            names = tuple(str(loop.loop_var.name) for loop in shared)
+            self.one_copy(buf, shared, f"each iteration of {', '.join(names)} writes the elements of {buf.name} it "
+                                       f"reads before reading them, with values their index decides")
 
     def grid_allocation(self, buf) -> None:
         """In a GPU kernel, an allocation inside grid loops run as lanes (each block of the compiled
@@ -472,7 +488,9 @@ class _Planner:
         if not (self.fast or self.check):
             return SERIAL, self.as_written, private
         rejected = self.plan.rejected.get(_key(key if key is not None else node))
-        if rejected is not None:
+        # Private copies too large for memory: lanes may still share one copy written by index.
+        shared_copy_only = rejected is not None and _key(key if key is not None else node) in self.plan.copies_rejected
+        if rejected is not None and not shared_copy_only:
             return SERIAL, f"no lane form: {rejected}", private
         if grid:
             # Shared and per-thread memory belong to one block: a buffer that blocks would share in
@@ -486,7 +504,7 @@ class _Planner:
             blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses)
             dependence = blocking or next(iter(shared.values()), None)
             if blocking is None and shared and self.fast and not self.check:
-                private, why = self.privatise(node, shared)
+                private, why = self.privatise(node, shared) if not shared_copy_only else ((), "")
                 if private:
                     dependence = None
                 else:
@@ -495,6 +513,10 @@ class _Planner:
                         dependence = None
                         # One copy for all: chunks on several cores would race on it.
                         kind = 0 if kind == 1 else kind
+        if shared_copy_only:
+            if grid or (shared and not why):
+                return SERIAL, f"no lane form: {rejected}", private
+            kind = 0 if kind == 1 else kind  # lanes that share copies: not on several cores
         free_axis = sum(not lane.is_thread for lane in self.lanes) < LOOP_AXES
         if kind == 1 and self.check and dependence is not None and free_axis:
             return (RACE_LANES, "sanitizer: the iterations of a parallel loop run as lanes whose accesses are compared",
@@ -554,12 +576,15 @@ class _Planner:
         bufs = [self.allocated.get(root) for root in shared]
         if any(buf is None or str(buf.scope()) not in ("global", "local", "shared", "shared.dyn") for buf in bufs):
             return ""
-        if written_alike(node, set(shared), self.roots) != set(shared):
-            return ""
         if any(read_after_written_alike(node, buf, self.func.body) is not None for buf in bufs):
             return ""
         names = ", ".join(sorted(str(b.name) for b in bufs))
-        return f"each writes {names} alike (the same values, whatever the iteration) before reading it"
+        if written_alike(node, set(shared), self.roots) == set(shared):
+            return f"each writes {names} alike (the same values, whatever the iteration) before reading it"
+        if written_alike(node, set(shared), self.roots, by_index=True) == set(shared):
+            return (f"each writes the elements of {names} it reads before reading them, with values their "
+                    f"index decides (iterations writing one element write the same value)")
+        return ""
 
     def per_block(self, loop) -> dict:
         if self.shared is None:
@@ -622,13 +647,14 @@ def _children(node) -> list:
 
 
 def plan_emulation(func, mode: str = "exact", check: bool = False,
-                   rejected: dict[int, str] | None = None, exact_reason: str = "") -> EmulationPlan:
+                   rejected: dict[int, str] | None = None, exact_reason: str = "",
+                   copies_rejected: frozenset = frozenset()) -> EmulationPlan:
     """Decide how every loop of ``func`` runs in the ``mode`` script (``check``: with sanitizers).
 
     ``rejected`` names loops (by handle) that emission found have no lane form, with the reason.
     ``exact_reason``: fast mode runs the exact plan, for this reason (see :func:`exact_plan_reason`).
     """
-    planner = _Planner(func, mode, check, rejected or {}, exact_reason)
+    planner = _Planner(func, mode, check, rejected or {}, exact_reason, copies_rejected)
     planner.stmt(func.body)
     return planner.plan
 
@@ -681,15 +707,21 @@ def per_call_rule(func, module_functions: dict | None = None) -> str:
 def emit_with_plan(func, mode: str, check: bool, emit: Callable[[EmulationPlan], object], exact_reason: str = ""):
     """``emit(plan)`` with the plan of ``func``; each loop emission rejects runs serially instead.
 
-    Returns ``(result, plan)``.  Every rejection demotes one more loop, so this ends after at most as
-    many tries as the function has loops.
+    Returns ``(result, plan)``.  Every rejection demotes one more loop (one rejected for the memory of
+    its lanes' private copies is first planned once more with a shared copy), so this ends after at
+    most twice as many tries as the function has loops.
     """
     rejected: dict[int, str] = {}
+    copies_rejected: set[int] = set()
     while True:
-        plan = plan_emulation(func, mode, check, rejected, exact_reason)
+        plan = plan_emulation(func, mode, check, rejected, exact_reason, frozenset(copies_rejected))
         try:
             return emit(plan), plan
         except PlanRejected as exc:
-            if exc.node_key in rejected:  # the same loop again: a planner bug, not a user error
-                raise RuntimeError(f"emission rejected loop twice: {exc.reason}") from None
+            if exc.node_key in rejected and exc.node_key not in copies_rejected:
+                raise RuntimeError(f"emission rejected loop twice: {exc.reason}") from None  # a planner bug
+            if exc.node_key in rejected or not exc.copies:
+                copies_rejected.discard(exc.node_key)  # serial now (the one shared copy did not do either)
+            else:
+                copies_rejected.add(exc.node_key)
             rejected[exc.node_key] = exc.reason

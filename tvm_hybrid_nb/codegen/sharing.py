@@ -27,8 +27,9 @@ class _Writes:
     def __init__(self, roots: dict[int, int]):
         self.roots = dict(roots)
         self.binds: list[tuple[int, list]] = []
-        #: (root buffer key, expressions the written element and value depend on)
-        self.writes: list[tuple[int, list]] = []
+        #: (root buffer key, expressions the written element and value depend on, the element's
+        #: indices, the expressions its value depends on: the value and the view's placement)
+        self.writes: list[tuple[int, list, list, list]] = []
         #: Why no claim is possible (None: none of those constructs).
         self.opaque: str | None = None
         #: Views declared in the body -> what places them (offset, shape, strides).
@@ -56,8 +57,8 @@ class _Writes:
                             self.opaque = "a cross-thread reduction writes a result that is not a buffer element"
                             continue
                         # Reduced across the threads: the result is what every operand decides.
-                        self.writes.append((self.root(result.source),
-                                            control + list(node.args) + self.placement(result.source)))
+                        decided = control + list(node.args) + self.placement(result.source)
+                        self.writes.append((self.root(result.source), decided, [], decided))
             return True
 
         tvm_ffi.structural_walk(expr, visit, order="post")
@@ -75,7 +76,8 @@ class _Writes:
             self.binds.append((_key(stmt.var), control + [stmt.value]))
         elif key == "tirx.BufferStore":
             self.writes.append((self.root(stmt.buffer),
-                                control + list(stmt.indices) + [stmt.value] + self.placement(stmt.buffer)))
+                                control + list(stmt.indices) + [stmt.value] + self.placement(stmt.buffer),
+                                list(stmt.indices), [stmt.value] + self.placement(stmt.buffer)))
             for e in list(stmt.indices) + [stmt.value]:
                 self.expr(e, control)
         elif key == "tirx.IfThenElse":
@@ -119,7 +121,7 @@ class _Writes:
             self.opaque = f"it holds a {key.split('.')[-1]} statement"
 
 
-def written_alike(loop, candidates, roots: dict[int, int]) -> set[int]:
+def written_alike(loop, candidates, roots: dict[int, int], by_index: bool = False) -> set[int]:
     """Of ``candidates`` (root buffer keys), those that every iteration of ``loop`` writes alike.
 
     An iteration writes a buffer alike when no write to it depends on the loop variable: not its
@@ -127,13 +129,21 @@ def written_alike(loop, candidates, roots: dict[int, int]) -> set[int]:
     value reads no memory that the iterations write differently.  Iterations that run in lockstep as
     lanes (the blocks of a grid) then hold identical copies of such a buffer at every step, so one
     copy serves them all (the tiles every block of a row loads into shared memory).
+
+    ``by_index``: weaker, every write stores a value that the element's index decides: outside the
+    write's own index expressions, its value uses no variable defined in the loop and reads no memory
+    the iterations write differently (``pad[c, r + i] = if_then_else(1 <= r + i, x[c, r + i - 1], 0)``
+    with ``r`` moving with the loop: the padded input window each output of a convolution
+    recomputes).  Iterations write different elements, but any two writing one element write the
+    same value.
     """
     acc = _Writes(roots)
     acc.stmt(loop.body, [])
     if acc.opaque:
         return set()
-    written = {root for root, _ in acc.writes}
+    written = {root for root, *_ in acc.writes}
     alike = set(candidates) & written
+    inside = _defined_vars(loop.body) | {_key(loop.loop_var)} if by_index else set()
     # What each expression depends on, walked once: the variables it reads and the buffers it loads
     # from (the taint closure below asks again for every binding, with the same control expressions).
     summaries: dict[int, tuple[frozenset, list]] = {}
@@ -170,6 +180,27 @@ def written_alike(loop, candidates, roots: dict[int, int]) -> set[int]:
                         return True
             return False
 
+        def decided_by(exprs, indices) -> bool:
+            """Whether ``exprs`` are a function of ``indices`` and of what the loop does not change."""
+            parts = [i for i in indices if _type_key(i) != "ir.IntImm"]
+            hit = []
+
+            def visit(node):
+                if hit or any(tvm_ffi.structural_equal(node, part) for part in parts):
+                    return True  # (in pre-order: its children are not visited)
+                key = _type_key(node)
+                if key == "ir.Var" and _key(node) in inside:
+                    hit.append(node)
+                elif key == "ir.TensorLoad":
+                    root = acc.root(node.source)
+                    if (root in written and root not in alike) or tainted(acc.placement(node.source)):
+                        hit.append(node)
+                return tvm_ffi.WalkResult.ADVANCE
+
+            for e in exprs:
+                tvm_ffi.structural_walk(e, visit, order="pre")
+            return not hit
+
         changed = True
         while changed:
             changed = False
@@ -177,7 +208,8 @@ def written_alike(loop, candidates, roots: dict[int, int]) -> set[int]:
                 if var not in tainted_vars and tainted(exprs):
                     tainted_vars.add(var)
                     changed = True
-        differ = {root for root, exprs in acc.writes if root in alike and tainted(exprs)}
+        differ = {root for root, exprs, indices, value in acc.writes if root in alike
+                  and (not decided_by(value, indices) if by_index else tainted(exprs))}
         if not differ:
             return alike
         alike -= differ
