@@ -1108,11 +1108,23 @@ def _eval(expr, env):
             "FloorMod": a % b if b else 0}[key]
 
 
-def _window_sums(by_index: bool):
+def _window_sums(kind: str):
     """Every output recomputes its input window in scratch the iterations share (as dlight.cpu's
     convolutions recompute the padded input): ``W[i + k]`` holds ``2 * A[i + k]`` (its index decides
-    it) or ``k * A[i + k]`` (it does not: iterations i and i + 1 write W[i + 1] differently)."""
-    scale = (lambda k: T.float32(2)) if by_index else (lambda k: T.Cast("float32", k))
+    it: "by_index"), ``k * A[i + k]`` (it does not: iterations i and i + 1 write W[i + 1]
+    differently), or two stores write two functions of the index ("two_stores": lanes in lockstep
+    would overwrite each other's W[i] with 3 * A[i] before the read)."""
+    if kind == "two_stores":
+        @T.prim_func
+        def window_sums(A: T.Buffer((66,), "float32"), C: T.Buffer((64,), "float32")):
+            W = T.alloc_buffer((66,))
+            for i in T.parallel(64):
+                W[i] = A[i] * T.float32(2)
+                W[i + 1] = A[i + 1] * T.float32(3)
+                C[i] = W[i] + W[i + 1]
+
+        return window_sums
+    scale = (lambda k: T.float32(2)) if kind == "by_index" else (lambda k: T.Cast("float32", k))
 
     @T.prim_func
     def window_sums(A: T.Buffer((66,), "float32"), C: T.Buffer((64,), "float32")):
@@ -1125,22 +1137,25 @@ def _window_sums(by_index: bool):
     return window_sums
 
 
-@pytest.mark.parametrize("by_index", [True, False])
-def test_lanes_share_scratch_written_by_index_when_their_copies_would_not_fit(monkeypatch, by_index):
+@pytest.mark.parametrize("kind", ["by_index", "not_by_index", "two_stores"])
+def test_lanes_share_scratch_written_by_index_when_their_copies_would_not_fit(monkeypatch, kind):
     # A 32-channel 3x3 convolution on 16 x 16 (dlight.cpu) wanted 324 MiB of per-lane copies of its
     # padded input and ran serially (5 s a stage); the lanes now share one copy when every write's
     # value is decided by the element's index.
     from tvm_hybrid_nb.codegen.buffers import BuffersMixin
 
-    monkeypatch.setattr(BuffersMixin, "LANE_COPIES_MAX_BYTES", 1024)  # 64 copies of 66 floats: 16 KiB
-    hm = thn.build(_window_sums(by_index))
+    monkeypatch.setattr(BuffersMixin, "LANE_COPIES_MAX_BYTES", 128)  # 64 copies of 66 floats: 16 KiB
+    hm = thn.build(_window_sums(kind))
     (outer, *_) = hm.stage(0).plan("fast").decisions
-    if by_index:
+    if kind == "by_index":
         assert outer.strategy == P.LANES and "values their index decides" in outer.reason, outer
     else:
         assert outer.strategy == P.SERIAL and "per lane would need" in outer.reason, outer
     a = _rand(66)
-    k = np.array([2.0, 2.0, 2.0] if by_index else [0.0, 1.0, 2.0], "float32")
-    want = sum(a[j:j + 64] * k[j] for j in range(3))
+    if kind == "two_stores":
+        want = 2 * a[:64] + 3 * a[1:65]
+    else:
+        k = np.array([2.0, 2.0, 2.0] if kind == "by_index" else [0.0, 1.0, 2.0], "float32")
+        want = sum(a[j:j + 64] * k[j] for j in range(3))
     for mode in ("fast", "exact"):
         np.testing.assert_allclose(hm.emulate(a, np.zeros(64, "float32"), mode=mode), want, rtol=1e-6)

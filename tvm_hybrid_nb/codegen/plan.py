@@ -576,15 +576,16 @@ class _Planner:
         bufs = [self.allocated.get(root) for root in shared]
         if any(buf is None or str(buf.scope()) not in ("global", "local", "shared", "shared.dyn") for buf in bufs):
             return ""
+        alike = written_alike(node, set(shared), self.roots) == set(shared)
+        if not alike and written_alike(node, set(shared), self.roots, by_index=True) != set(shared):
+            return ""
         if any(read_after_written_alike(node, buf, self.func.body) is not None for buf in bufs):
             return ""
         names = ", ".join(sorted(str(b.name) for b in bufs))
-        if written_alike(node, set(shared), self.roots) == set(shared):
+        if alike:
             return f"each writes {names} alike (the same values, whatever the iteration) before reading it"
-        if written_alike(node, set(shared), self.roots, by_index=True) == set(shared):
-            return (f"each writes the elements of {names} it reads before reading them, with values their "
-                    f"index decides (iterations writing one element write the same value)")
-        return ""
+        return (f"each writes the elements of {names} it reads before reading them, with values their "
+                f"index decides (iterations writing one element write the same value)")
 
     def per_block(self, loop) -> dict:
         if self.shared is None:

@@ -122,12 +122,13 @@ def written_alike(loop, candidates, roots: dict[int, int], by_index: bool = Fals
     lanes (the blocks of a grid) then hold identical copies of such a buffer at every step, so one
     copy serves them all (the tiles every block of a row loads into shared memory).
 
-    ``by_index``: weaker, every write stores a value that the element's index decides: outside the
-    write's own index expressions, its value uses no variable defined in the loop and reads no memory
-    the iterations write differently (``pad[c, r + i] = if_then_else(1 <= r + i, x[c, r + i - 1], 0)``
-    with ``r`` moving with the loop: the padded input window each output of a convolution
-    recomputes).  Iterations write different elements, but any two writing one element write the
-    same value.
+    ``by_index``: weaker, the buffer's one store writes a value that the element's index decides:
+    outside the store's own index expressions, its value uses no variable defined in the loop and
+    reads no memory the iterations write differently (``pad[c, r + i] = if_then_else(1 <= r + i,
+    x[c, r + i - 1], 0)`` with ``r`` moving with the loop: the padded input window each output of a
+    convolution recomputes).  Iterations write different elements, but any two writing one element
+    write the same value (one store: lanes in lockstep may write an element at another program point
+    than the iteration that reads it, and two stores could store different functions of the index).
     """
     acc = _Writes(roots)
     acc.stmt(loop.body, [])
@@ -202,6 +203,8 @@ def written_alike(loop, candidates, roots: dict[int, int], by_index: bool = Fals
                     changed = True
         differ = {root for root, exprs, indices, value in acc.writes if root in alike
                   and (not decided_by(value, indices) if by_index else tainted(exprs))}
+        if by_index:  # one store each: two could store different functions of the index
+            differ |= {root for root in alike if sum(w[0] == root for w in acc.writes) > 1}
         if not differ:
             return alike
         alike -= differ
