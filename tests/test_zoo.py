@@ -91,6 +91,24 @@ def test_a_documented_tvm_bug_is_one_in_any_model():
     assert "scan.py" in zoo.tvm_finding(outcome)
 
 
+def test_a_gpu_cumsum_into_another_dtype_is_compared_in_that_dtype():
+    # cumsum(x, dtype="float64") of float32 rows: relax's GPU scan sums in float64 (no llvm twin; the
+    # numpy reference summed in float32 and the zoo called the float64 output wrong).
+    import numpy as np
+    from tvm.relax import op as R
+    from tvm.relax.frontend.nn import spec
+    from tvm.relax.frontend.nn.core import wrap_nested
+
+    kernels = _nn_kernels("cs64", lambda self, x: wrap_nested(R.cumsum(x._expr, axis=1, dtype="float64"), "c"),
+                          {"x": spec.Tensor((3, 8), "float32")})
+    (scan,) = [k for k in kernels if k.cuda is not None and k.llvm is None]
+    x = np.random.default_rng(0).standard_normal((2, 5)).astype("float32")
+    want = np.cumsum(x.astype(np.float64), axis=-1)
+    np.testing.assert_array_equal(scan.reference(x, out_dtypes=["float64"]), want)
+    outcome = zoo.check_kernel(scan.name, scan.cuda, "dlight-gpu", reference=scan.reference)
+    assert outcome.outcome == "ok" and outcome.stages_checked > 5, outcome
+
+
 def test_llm_sampling_ops_are_exact_with_their_own_symbolic_sizes():
     # The samplers' PrimFuncs bring their own size vars (batch, vocab_size, out_batch): inputs get
     # OTHER_SYMBOLIC_SIZE, and sample_indices rows in [0, batch).  get_renorm_cutoff compares bools,

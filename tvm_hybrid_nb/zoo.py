@@ -275,7 +275,9 @@ def _param_types(func) -> list:
 
 #: Kernels that only the cuda lowering has and that llvm cannot build (topi's GPU scan launches its
 #: own threads): their numpy meaning, compared with a tolerance (a parallel scan adds in another order).
-NUMPY_REFERENCES = {"cumsum": lambda x: np.cumsum(x, axis=-1, dtype=x.dtype)}
+#: Called with the inputs and ``out_dtypes``, the dtypes of the kernel's outputs (a cumsum with
+#: ``dtype="float64"`` sums a float32 input in float64).
+NUMPY_REFERENCES = {"cumsum": lambda x, out_dtypes: np.cumsum(x.astype(out_dtypes[0]), axis=-1)}
 
 
 def schedule(func, flavour: str):
@@ -566,7 +568,8 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
                  reference=None, check: bool = False) -> KernelOutcome:
     """Build ``func`` scheduled the ``flavour`` way and emulate every changed stage before
     MakePackedAPI against the native llvm build of ``reference`` (default: the unscheduled ``func``;
-    a Python function is a numpy reference).  ``check`` runs the sanitizers: an alarm is a crash."""
+    a Python function is a numpy reference, called with the input arrays and ``out_dtypes``, the
+    dtypes of the outputs).  ``check`` runs the sanitizers: an alarm is a crash."""
     import tvm
 
     from . import module as hmodule
@@ -590,7 +593,8 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
             raise BuildError(hm.failure.summary)
         if reference is not None and not isinstance(reference, tvm.tirx.PrimFunc):  # a numpy function
             inputs = _inputs(hm.params, seed, name)
-            outs = reference(*[a for a, p in zip(inputs, hm.params) if not p.is_output])
+            outs = reference(*[a for a, p in zip(inputs, hm.params) if not p.is_output],
+                             out_dtypes=[p.dtype for p in hm.params if p.is_output])
             expected = list(outs) if isinstance(outs, tuple) else [outs]
         else:
             native = _native_reference(reference if reference is not None else func)
