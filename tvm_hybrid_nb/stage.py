@@ -57,6 +57,28 @@ def bf16_as_computed(func, target):
     return legal if "target" in func.attrs else legal.without_attr("target")
 
 
+#: Intrinsics that TVM's llvm code generation lowers into a formula of other operations in the
+#: operand's dtype rather than into a library call (``tanh``: ``(1 - exp(-2x)) / (1 + exp(-2x))``,
+#: 1 - 2 float16 ulps from the true value, -1 exactly from x = -4.5 in float16).
+LLVM_FORMULA_INTRINSICS = ("tirx.tanh",)
+
+
+def intrinsics_as_computed(func, target):
+    """``func`` with the intrinsics of :data:`LLVM_FORMULA_INTRINSICS` rewritten as TVM's own lowering
+    rule (``llvm.FLowerIntrinsic``) rewrites them for an llvm target, which ``LowerIntrin`` applies
+    after the emulated stages; functions for other targets (or none known) are returned as they are."""
+    own = func.attrs["target"] if "target" in func.attrs else target
+    if own is None or str(own.kind.name) != "llvm":
+        return func
+    rules = {name: tvm.ir.Op.get(name).get_attr("llvm.FLowerIntrinsic") for name in LLVM_FORMULA_INTRINSICS}
+
+    def lower(call):
+        rule = rules.get(getattr(call.op, "name", ""))
+        return call if rule is None else rule(call)
+
+    return tvm_ffi.structural_map(func, (tvm.ir.Call, lower))
+
+
 #: Stands for a bfloat16 dtype hint of ``tvm_stack_make_array`` while BF16ComputeLegalize runs.
 _HIDDEN_BF16 = 0xBF16
 
@@ -231,7 +253,8 @@ class Stage:
 
     @property
     def computed_function(self):
-        """:attr:`function` as its target computes it (:func:`bf16_as_computed`): what is emulated."""
+        """:attr:`function` as its target computes it (:func:`bf16_as_computed`,
+        :func:`intrinsics_as_computed`): what is emulated."""
         return self._computed_functions()[0]
 
     @property
@@ -247,10 +270,13 @@ class Stage:
                 if "_sync(" in self.script or "tvm_fill_fragment" in self.script:
                     func = None if func is None else wmma_as_computed(func)
                     others = {name: wmma_as_computed(f) for name, f in others.items()}
+                target = getattr(self._owner, "target", None)
                 if "bfloat16" in self.script:
-                    target = getattr(self._owner, "target", None)
                     func = None if func is None else bf16_as_computed(func, target)
                     others = {name: bf16_as_computed(f, target) for name, f in others.items()}
+                if any(f"{name[5:]}(" in self.script for name in LLVM_FORMULA_INTRINSICS):
+                    func = None if func is None else intrinsics_as_computed(func, target)
+                    others = {name: intrinsics_as_computed(f, target) for name, f in others.items()}
                 self._computed = (func, others)
             return self._computed
 
