@@ -899,18 +899,21 @@ def test_bfloat16_arithmetic_on_a_cpu_is_float32_rounded_where_stored_at_every_s
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_tanh_is_tvms_llvm_formula_in_the_operand_dtype(dtype):
-    # TVM's llvm code lowers tanh to (1 - exp(-2x)) / (1 + exp(-2x)) in x's dtype (LowerIntrin, after
-    # the emulated stages): a float16 gelu_tanh's 1 + tanh(x) is 0 natively from x = -4.5 on, where the
-    # true tanh rounds to -0.9995 (a Gemma MLP's output came out 1.2e-4 instead of 0).
+@pytest.mark.parametrize("op", ["tanh", "sigmoid"])
+def test_tanh_and_sigmoid_are_tvms_llvm_formulas_in_the_operand_dtype(dtype, op):
+    # TVM's llvm code lowers tanh to (1 - exp(-2x)) / (1 + exp(-2x)) and sigmoid to 1 / (1 + exp(-x)) in
+    # x's dtype (LowerIntrin, after the emulated stages): a float16 gelu_tanh's 1 + tanh(x) is 0
+    # natively from x = -4.5 on, where the true tanh rounds to -0.9995 (a Gemma MLP's output came out
+    # 1.2e-4 instead of 0); the true values differ in the last place for many others.
     a = te.placeholder((512,), dtype, name="A")
-    c = te.compute((512,), lambda i: tirx.tanh(a[i]), name="C")
+    c = te.compute((512,), lambda i: getattr(tirx, op)(a[i]), name="C")
     hm = thn.build([a, c])
     with np.errstate(over="ignore"):
         x = np.concatenate([np.linspace(-12, 12, 500), [0.0, -0.0, 1e-3, -1e-3, 30, -30, np.inf, -np.inf,
                                                           np.nan, 1e-8, -1e-8, 4.5]]).astype(dtype)
     native = hm.run_native(x, np.zeros(512, dtype))
-    assert not np.array_equal(native[:500], np.tanh(x[:500].astype(np.float64)).astype(dtype))  # not libm's
+    true = {"tanh": np.tanh, "sigmoid": lambda v: 1 / (1 + np.exp(-v))}[op](x[:500].astype(np.float64))
+    assert not np.array_equal(native[:500], true.astype(dtype))  # not the correctly rounded values
     for stage in _changed_stages(hm)[:3] + [hm.stages[0]]:
         for mode in MODES:
             got = hm.emulate(x, np.zeros(512, dtype), stage=stage.index, mode=mode)

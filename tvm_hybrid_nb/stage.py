@@ -57,24 +57,36 @@ def bf16_as_computed(func, target):
     return legal if "target" in func.attrs else legal.without_attr("target")
 
 
-#: Intrinsics that TVM's llvm code generation lowers into a formula of other operations in the
-#: operand's dtype rather than into a library call (``tanh``: ``(1 - exp(-2x)) / (1 + exp(-2x))``,
-#: 1 - 2 float16 ulps from the true value, -1 exactly from x = -4.5 in float16).
-LLVM_FORMULA_INTRINSICS = ("tirx.tanh",)
+#: Intrinsics whose lowering for llvm (TVM's ``LowerIntrin``, after the emulated stages) is a formula of
+#: other operations in the operand's dtype rather than a library call: ``tanh`` as
+#: ``(1 - exp(-2x)) / (1 + exp(-2x))`` (1-2 float16 ulps from the true value, exactly -1 from x = -4.5
+#: in float16), ``sigmoid`` as ``1 / (1 + exp(-x))``, ``rsqrt`` as ``1 / sqrt(x)``, ``tan`` as
+#: ``sin / cos``, ``atanh`` through two logs, ``exp10`` through ``exp``.
+LLVM_FORMULA_INTRINSICS = ("tirx.tanh", "tirx.sigmoid", "tirx.rsqrt", "tirx.tan", "tirx.atanh", "tirx.exp10")
+#: The rules ``LowerIntrin`` tries for an llvm target, in its order; the first that applies decides.
+_LOWERING_RULES = ("llvm.FLowerIntrinsic", "llvm.FLegalize", "default.FLowerIntrinsic", "default.FLegalize")
 
 
 def intrinsics_as_computed(func, target):
-    """``func`` with the intrinsics of :data:`LLVM_FORMULA_INTRINSICS` rewritten as TVM's own lowering
-    rule (``llvm.FLowerIntrinsic``) rewrites them for an llvm target, which ``LowerIntrin`` applies
-    after the emulated stages; functions for other targets (or none known) are returned as they are."""
+    """``func`` with the intrinsics of :data:`LLVM_FORMULA_INTRINSICS` rewritten as TVM's own rules
+    (:data:`_LOWERING_RULES`) rewrite them for an llvm target, where the rule that decides gives a
+    formula (not a library call); functions for other targets (or none known) are returned as they are."""
     own = func.attrs["target"] if "target" in func.attrs else target
     if own is None or str(own.kind.name) != "llvm":
         return func
-    rules = {name: tvm.ir.Op.get(name).get_attr("llvm.FLowerIntrinsic") for name in LLVM_FORMULA_INTRINSICS}
 
     def lower(call):
-        rule = rules.get(getattr(call.op, "name", ""))
-        return call if rule is None else rule(call)
+        name = getattr(call.op, "name", "")
+        if name not in LLVM_FORMULA_INTRINSICS:
+            return call
+        op = tvm.ir.Op.get(name)
+        for attr in _LOWERING_RULES:
+            rule = op.get_attr(attr)
+            lowered = None if rule is None else rule(call)
+            if lowered is not None:
+                text = str(lowered)
+                return call if any(c in text for c in ("call_pure_extern", "call_extern", "call_llvm")) else lowered
+        return call
 
     return tvm_ffi.structural_map(func, (tvm.ir.Call, lower))
 
@@ -274,7 +286,7 @@ class Stage:
                 if "bfloat16" in self.script:
                     func = None if func is None else bf16_as_computed(func, target)
                     others = {name: bf16_as_computed(f, target) for name, f in others.items()}
-                if any(f"{name[5:]}(" in self.script for name in LLVM_FORMULA_INTRINSICS):
+                if any(f"T.{name[5:]}(" in self.script for name in LLVM_FORMULA_INTRINSICS):
                     func = None if func is None else intrinsics_as_computed(func, target)
                     others = {name: intrinsics_as_computed(f, target) for name, f in others.items()}
                 self._computed = (func, others)
