@@ -38,18 +38,6 @@ def _terms(expr) -> list[tuple[int, list]]:
     return [(1, [expr])]
 
 
-def _factors(expr) -> tuple[int, list]:
-    """``expr`` (a product) as ``(constant, [other factors])``."""
-    key = _type_key(expr)
-    if key == "prim.Mul":
-        ca, fa = _factors(expr.a)
-        cb, fb = _factors(expr.b)
-        return ca * cb, fa + fb
-    if key == "ir.IntImm":
-        return int(expr.value), []
-    return 1, [expr]
-
-
 def _same(a, b, analyzer) -> bool:
     diff = analyzer.simplify(a - b)
     return _type_key(diff) == "ir.IntImm" and int(diff.value) == 0
@@ -64,7 +52,10 @@ def _times(const: int, factors: list, like):
 
 def _as_multiple(const: int, factors: list, m, analyzer) -> int | None:
     """``c`` when ``const * prod(factors) == c * m`` (``m``'s factors among ``factors``), else None."""
-    m_const, m_factors = _factors(m)
+    product = _terms(m)
+    if len(product) != 1:
+        return None
+    ((m_const, m_factors),) = product
     if m_const == 0 or const % m_const:
         return None
     rest = list(factors)
