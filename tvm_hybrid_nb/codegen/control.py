@@ -87,8 +87,8 @@ class ControlFlowMixin:
         lo = self.visit_expr(node.min)
         extent = self.visit_expr(node.extent)
         if _varying(lo, extent):
-            culprit = self._lanes_loop_in(node.min, node.extent)
-            if kind not in (0, 3) or culprit is not None:
+            if kind not in (0, 3):
+                culprit = self._lanes_loop_in(node.min, node.extent)
                 raise _CannotVectorize("loop bounds that differ between iterations", loop=culprit)
             return self._lanes_serial_for(node)
         self._bind_loop(node.loop_var, node.min, node.extent)

@@ -411,6 +411,10 @@ class ExpressionsMixin:
             keywords = {}
             if mask is not None:
                 keywords["reached"] = mask
+                if any(not ax.is_thread for ax in self.lanes.axes):  # blocks as lanes: each block its own
+                    keywords["thread_axes"] = ast.Tuple([ast.Constant(a) for a in self.THREAD_AXES.values()],
+                                                        ast.Load())
+                    keywords["ndim"] = ast.Constant(self.FAST_AXES)
             if self.check:
                 keywords["log"] = _name("race_log")
             return Value(self._call("barrier", *call_args, kw=keywords), "py", "int32")

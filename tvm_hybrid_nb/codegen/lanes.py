@@ -344,7 +344,7 @@ class LanesMixin:
         while any thread still loops, each trip writing only for the threads whose condition held on
         every trip so far — a thread leaves for good the first time its condition fails, as on the GPU.
         Barriers inside see the mask, so one that only the still-looping threads reach stays an error."""
-        self._require_thread_lanes("while loop whose condition differs between iterations")
+        self._require_lanes("while loop whose condition differs between iterations")
         active = self.namer.define_name("looping")
         outer = self._mask_expr(self.lanes.stmt_masks)
         first = self.to_np(cond).node
@@ -358,7 +358,7 @@ class LanesMixin:
         """A serial loop whose bounds differ between the threads of a block: each thread counts its own
         loop variable from its own start, the loop running, like a per-thread while loop, until every
         thread is done."""
-        self._require_thread_lanes("loop bounds that differ between iterations")
+        self._require_lanes("loop bounds that differ between iterations")
         dtype = _dtype(node.loop_var)
         end = self.to_np(self.visit_expr(tvm.sym.Analyzer().simplify(node.min + node.extent))).node
         lo = self.visit_expr(node.min).node
@@ -378,10 +378,10 @@ class LanesMixin:
                 ast.Assign([_store_name(active)], start),
                 ast.While(ast.Call(_np("any"), [_name(active)], []), body + [step, narrow], [])]
 
-    def _require_thread_lanes(self, what: str) -> None:
-        """Per-lane control flow is emulated for threads only: fast mode's vectorised iterations (and
-        the race check's parallel ones) fall back to running one after another."""
-        if not self.lanes.axes or not all(ax.is_thread for ax in self.lanes.axes):
+    def _require_lanes(self, what: str) -> None:
+        """Per-lane control flow needs lanes: threads in lockstep, or iterations (blocks, independent
+        loop iterations) that fast mode runs as array lanes, each lane looping its own trip count."""
+        if not self.lanes.axes:
             raise _CannotVectorize(what)
 
     def _lanes_loop_body(self, active: str, body_stmt, condition):

@@ -64,6 +64,7 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "RaceLog": ("_lane_text",),
     "access": ("_lane_ids",),
     "warp_shuffle": ("_lane_array",),
+    "barrier": ("_lane_array",),
     "store": ("_in_bounds", "_bounds_error", "_all", "_kept"),
     "contrib_sort": ("_stable_order",),
     "q_multiply_shift": ("_fixed_point_shift",),

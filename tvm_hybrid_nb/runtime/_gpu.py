@@ -21,16 +21,29 @@ def thread_lanes(index, tag):
     return index
 
 
-def barrier(scope="shared", reached=True, log=None):
+def barrier(scope="shared", reached=True, log=None, thread_axes=None, ndim=None):
     """``__syncthreads``: a no-op in lockstep, but every thread of the block must reach it.
 
     ``scope="warp"`` is TVM's warp-synchronous step (``LowerThreadAllreduce`` puts it between the
     shared-memory steps of its last warp, in a branch that only some lanes take): the CUDA code
     generator emits nothing for it, so no thread need reach it.
+    ``thread_axes`` (of ``ndim``-dimensional lanes): blocks run as lanes too, and each block's
+    threads must agree among themselves only (one block may have left a loop another still runs).
     With a sanitizer ``log``, the accesses since the previous barrier are checked for races.
     """
     reached = np.asarray(reached)
-    if scope != "warp" and reached.any() and not reached.all():
+    if scope == "warp" or not reached.any():
+        pass
+    elif thread_axes is not None:
+        per_block = _lane_array(reached, ndim)
+        split = (per_block.any(axis=thread_axes, keepdims=True)
+                 & ~per_block.all(axis=thread_axes, keepdims=True))
+        if split.any():
+            first = np.argwhere(split)[0]
+            block = per_block[tuple(slice(None) if a in thread_axes else int(i) for a, i in enumerate(first))]
+            raise RuntimeError(f"barrier ({scope}) not reached by all threads of the block: "
+                               f"{int(block.sum())} of {block.size} lanes reach it")
+    elif not reached.all():
         raise RuntimeError(f"barrier ({scope}) not reached by all threads of the block: "
                            f"{int(reached.sum())} of {reached.size} lanes reach it")
     if log is not None:
