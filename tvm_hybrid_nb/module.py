@@ -187,10 +187,9 @@ class HybridModule:
             raise ArgumentTypeError(f"progress must be a callable taking the fraction done, got "
                                     f"{type(progress).__name__}")
         s = self.stage(stage)
-        if not s.emulatable:
-            s.kernel(mode, check)  # raises StageNotEmulatableError
         bound = bind_arguments(self.params, arrays)
-        kernel = s.kernel(mode, check, sizes=bound.sizes)  # fast mode: cheap sizes run the exact plan
+        # Raises StageNotEmulatableError; fast mode: cheap sizes run the exact plan.
+        kernel = s.kernel(mode, check, sizes=bound.sizes)
         values = list(bound.values)
         aliased = _aliased_arguments(self.params, arrays)
         for k in aliased:  # as run_native: each parameter sees its own copy of what it was given

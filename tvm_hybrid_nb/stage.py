@@ -296,15 +296,20 @@ class Stage:
         with self._lock:
             return self._generate_locked()
 
+    def _static_reason(self) -> str | None:
+        """Why this stage has no kernel to emulate, known without generating code."""
+        packed = self._owner.packed_api_index
+        if packed is not None and self.index >= packed:
+            return (f"after {_capture.PACKED_API_PASS} the function is a packed-API wrapper "
+                    f"around the kernel, not the kernel")
+        if self.function is None:
+            return f"the module has no function {self._owner.func_name!r} at this stage"
+        return None
+
     def _generate_locked(self):
         if self._generated is None and self._reason is None:
-            packed = self._owner.packed_api_index
-            if packed is not None and self.index >= packed:
-                self._reason = (f"after {_capture.PACKED_API_PASS} the function is a packed-API wrapper "
-                                f"around the kernel, not the kernel")
-            elif self.function is None:
-                self._reason = f"the module has no function {self._owner.func_name!r} at this stage"
-            else:
+            self._reason = self._static_reason()
+            if self._reason is None:
                 try:
                     generated = generate_kernel(self.computed_function, self._owner.name, stage=self.label,
                                                 module_functions=self.computed_module_functions)
@@ -318,6 +323,8 @@ class Stage:
 
     @property
     def emulatable(self) -> bool:
+        if self._kernels and self._reason is None:
+            return True  # a kernel was generated: the constructs are supported (see kernel())
         return self._generate() is not None
 
     @property
@@ -371,8 +378,19 @@ class Stage:
         extents are symbolic runs the exact plan when at these sizes its serial run is cheaper than
         the lanes analysis (see :func:`~tvm_hybrid_nb.codegen.plan.exact_plan_reason`).
         """
+        if self._generated is None and self._reason is None and self._static_reason() is None:
+            # The kernel asked for decides: generating the exact script first only to learn that
+            # the stage is emulatable would cost a fifth of a GPU stage's code generation.
+            try:
+                return self._kernel(mode, check, sizes)
+            except Exception:
+                if self.emulatable:
+                    raise  # this kernel's own failure (a construct the exact script does not have)
         if not self.emulatable:
             raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
+        return self._kernel(mode, check, sizes)
+
+    def _kernel(self, mode: str, check: bool, sizes: dict | None) -> Callable:
         key: tuple = (mode, check)
         if sizes and mode == "fast" and not check and self._cost_is_symbolic():
             sizes = {str(k): int(v) for k, v in sizes.items()}

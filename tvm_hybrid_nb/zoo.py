@@ -459,15 +459,14 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
         outcome.stage = stage.label
         if on_stage is not None:
             on_stage(stage.label)
-        if not stage.emulatable:
-            reason = stage.reason or ""
-            outcome.outcome = "refused" if reason.startswith("unsupported construct") else "crash"
-            outcome.reason = reason
-            return
         try:
             program = program_text(stage.kernel(mode, check, sizes=sizes).source)
         except (UnsupportedConstructError, StageNotEmulatableError) as exc:
-            outcome.outcome, outcome.reason = "refused", str(exc)
+            if stage.emulatable:  # this mode's own refusal
+                outcome.outcome, outcome.reason = "refused", str(exc)
+            else:
+                outcome.reason = stage.reason or ""
+                outcome.outcome = "refused" if outcome.reason.startswith("unsupported construct") else "crash"
             return
         if program in checked_programs:
             outcome.stages_checked += 1
