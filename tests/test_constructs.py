@@ -820,3 +820,25 @@ def test_tiles_under_a_loop_of_one_run_as_lanes_and_are_exact():
 
 def test_loops_of_one_in_the_index_leave_the_lanes_in_memory_order_and_exact():
     check_every_stage(tiles_with_loops_of_one_in_the_index, [_rand(4, 8), np.zeros((4, 8), "float32")])
+
+
+@T.prim_func(s_tir=True)
+def _dynamic_strided_slice(a: T.handle, b: T.handle):
+    # relax's strided_slice(x, begin=[1], end=[100], strides=[2]) of a symbolic length: the output's
+    # length is (min(100, n) + 1 - min(1, n)) // 2.
+    n = T.int64()
+    A = T.match_buffer(a, (n,), "float32")
+    B = T.match_buffer(b, ((T.min(T.int64(100), n) + T.int64(1) - T.min(T.int64(1), n)) // T.int64(2),), "float32")
+    for i in range((T.min(T.int64(100), n) + T.int64(1) - T.min(T.int64(1), n)) // T.int64(2)):
+        with T.sblock("slice"):
+            vi = T.axis.spatial((T.min(T.int64(100), n) + T.int64(1) - T.min(T.int64(1), n)) // T.int64(2), i)
+            B[vi] = A[vi * T.int64(2) + T.int64(1)]
+
+
+@pytest.mark.parametrize("n", [7, 8, 1])
+def test_a_parameter_whose_length_is_a_min_of_sizes(n):
+    a = np.arange(n, dtype="float32")
+    hm = check_every_stage(_dynamic_strided_slice, [a, np.zeros(n // 2, "float32")])
+    assert hm.params[1].shape == ("(min(100, n) + 1 - min(1, n)) // 2",)
+    with pytest.raises(ArgumentShapeError):
+        hm.emulate(a, np.zeros(n // 2 + 1, "float32"))

@@ -18,7 +18,7 @@ Dim = Union[int, str]
 def dim_value(dim, sizes):
     """The value of dimension ``dim`` given the symbolic ``sizes`` (a name → int mapping).
 
-    Expressions use ``+ - * // %``, unary minus, parentheses, integer literals and names; anything
+    Expressions use ``+ - * // %``, ``min``/``max``, unary minus, parentheses, integer literals and names; anything
     else is refused (they come from the kernel's signature, but are never handed to ``eval``).
     Raises KeyError naming a size that ``sizes`` lacks.  Self-contained: dumped stage files carry a
     copy of its source.
@@ -41,7 +41,10 @@ def dim_value(dim, sizes):
             return node.value
         if isinstance(node, _ast.Name):
             return int(sizes[node.id])
-        raise ValueError(f"dimension {dim!r}: only + - * // % of integers and sizes are allowed")
+        if (isinstance(node, _ast.Call) and isinstance(node.func, _ast.Name) and node.func.id in ("min", "max")
+                and len(node.args) == 2 and not node.keywords):
+            return (min if node.func.id == "min" else max)(value(node.args[0]), value(node.args[1]))
+        raise ValueError(f"dimension {dim!r}: only + - * // %, min and max of integers and sizes are allowed")
 
     return value(_ast.parse(dim, mode="eval").body)
 
@@ -54,7 +57,9 @@ def dim_symbols(dim: Dim) -> list[str]:
         return [dim]
     import ast as _ast
 
-    names = [n.id for n in _ast.walk(_ast.parse(dim, mode="eval")) if isinstance(n, _ast.Name)]
+    tree = _ast.parse(dim, mode="eval")
+    called = {id(n.func) for n in _ast.walk(tree) if isinstance(n, _ast.Call)}  # min, max
+    names = [n.id for n in _ast.walk(tree) if isinstance(n, _ast.Name) and id(n) not in called]
     return list(dict.fromkeys(names))
 
 

@@ -348,6 +348,8 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
                     tirx.all(dim.a >= 0, dim.b > 0)):
                 raise UnsupportedConstructError("buffer shape expression", f"{where}: truncating division")
             return ast.BinOp(self._shape_expr(dim.a, where), self.SHAPE_OPS[key](), self._shape_expr(dim.b, where))
+        if key in ("prim.Min", "prim.Max"):  # a dynamic strided slice: (min(100, n) + 1 - min(1, n)) // 2
+            return ast.Call(_name(key[5:].lower()), [self._shape_expr(dim.a, where), self._shape_expr(dim.b, where)], [])
         raise UnsupportedConstructError("buffer shape expression", where)
 
     # ------------------------------------------------------------------ dispatch
