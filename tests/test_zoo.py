@@ -303,3 +303,56 @@ def test_a_schedule_that_reorders_a_float16_sum_is_compared_within_its_rounding(
     assert zoo._outputs_equal([near32], [want32], reordered=True) is not None
     assert "differs" in zoo._outputs_equal([swapped.astype(np.float32)], [want32], reordered=True,
                                            arithmetic_eps=eps16)
+
+
+def test_an_operator_tvm_lowers_out_of_bounds_is_a_tvm_finding_with_the_read_named():
+    # topi.slice_scatter gathers src for every output column before `where` keeps the sliced ones, with
+    # the index clipped into the input's axis (13), not src's (4): the unscheduled kernel reads src out
+    # of bounds, so there is no native reference; the emulation names the read.
+    import numpy as np
+    import pytest
+    import tvm
+    from tvm import te, topi
+
+    import tvm_hybrid_nb as thn
+    from tvm_hybrid_nb.errors import EmulationError
+
+    x = te.placeholder((6, 13), "float32", name="x")
+    src = te.placeholder((6, 4), "float32", name="src")
+    func = te.create_prim_func([x, src, topi.slice_scatter(x, src, 1, 8, 2, 1)[0]]).with_attr("global_symbol",
+                                                                                              "slice_scatter")
+    hm = thn.build(tvm.IRModule({"main": func}))
+    args = [np.ones((6, 13), "float32"), np.ones((6, 4), "float32"), np.zeros((6, 13), "float32")]
+    with pytest.raises(EmulationError, match=r"out-of-bounds read of src\[0, 4\]"):
+        hm.emulate(*args)
+    outcome = zoo.check_kernel("t.slice_scatter", func, "none")
+    assert outcome.outcome == "crash" and "native run refused" in outcome.reason, outcome
+    assert "topi/slice_scatter.py" in zoo.tvm_finding(outcome)
+    outcome.kernel = "t.take"  # another operator's out-of-bounds read stays a failure of the zoo
+    assert zoo.tvm_finding(outcome) is None
+
+
+def test_indices_copied_into_a_scratch_buffer_get_their_extent():
+    # relax legalizes gather_nd and scatter_nd with the indices transposed into a scratch buffer
+    # (T_transpose[i, j] = indices[j, i]) that the loads index with: random indices must still lie in
+    # range, or the native reference is refused (out of bounds) and the kernel tests nothing.
+    from tvm import relax
+    from tvm.relax.frontend import nn
+    from tvm.relax.frontend.nn import spec
+    from tvm.relax.frontend.nn.core import wrap_nested
+
+    R = relax.op
+
+    class GatherScatterND(nn.Module):
+        def forward(self, x, g, u):
+            rows = R.reshape(R.strided_slice(g._expr, axes=[0], begin=[0], end=[2]), (4, 1))
+            return (wrap_nested(R.gather_nd(x._expr, g._expr), "gnd"),
+                    wrap_nested(R.scatter_nd(x._expr, rows, u._expr), "snd"))
+
+    kernels = zoo.collect_kernels([("nd", GatherScatterND(), {
+        "x": spec.Tensor((3, 5), "float32"), "g": spec.Tensor((3, 2), "int64"), "u": spec.Tensor((4, 5), "float32")})])
+    nd = [k for k in kernels if ("gather_nd" in k.name or "scatter_nd" in k.name) and k.llvm is not None]
+    assert len(nd) == 2, [k.name for k in kernels]
+    for k in nd:
+        outcome = zoo.check_kernel(k.name, k.llvm, "none", reference=k.reference)
+        assert outcome.outcome == "ok" and outcome.stages_checked, outcome

@@ -90,6 +90,17 @@ for _flavour in ("dlight-cpu", "dlight-gpu"):
     TVM_SCHEDULE_FINDINGS[(_flavour, "dlight/analysis/gemv.py:158: assert r_loops")] = _GEMV_UNIT_REDUCTION
     TVM_SCHEDULE_FINDINGS[(_flavour, "dlight/analysis/gemv.py:157: assert s_loops")] = _GEMV_BATCH_ONLY
 
+#: Operators that TVM lowers into kernels touching memory outside their buffers on valid inputs, so
+#: that there is no native reference (``run_native`` refuses a run the emulation shows would do it):
+#: (operator prefix, what the emulation reports) -> the evidence.
+TVM_KERNEL_FINDINGS: dict[tuple[str, str], str] = {
+    ("slice_scatter", "out-of-bounds read of"):
+        "topi/slice_scatter.py gathers src for every column of the output before `where` keeps the sliced "
+        "ones: the gather index is clipped into the input's axis (dim_size - 1), not src's, and topi.take "
+        "runs in its default mode 'fast' (no bounds), so each column past src's extent reads src out of "
+        "bounds (relax.op.slice_scatter legalizes to it).",
+}
+
 #: Passes of TVM that break a kernel so that its emulation traps from their stage on (earlier stages
 #: clean): (flavour, pass name, what the emulation reports) -> the evidence.
 TVM_PASS_FINDINGS: dict[tuple[str, str, str], str] = {}
@@ -659,6 +670,9 @@ def tvm_finding(outcome: KernelOutcome) -> str | None:
                      if outcome.flavour == flavour and message in outcome.reason), None) or outcome.tvm_failure
     if outcome.outcome == "crash" and outcome.tvm_failure:
         return outcome.tvm_failure
+    if outcome.outcome == "crash" and "native run refused" in outcome.reason:
+        return next((why for (prefix, message), why in TVM_KERNEL_FINDINGS.items()
+                     if kernel_op(outcome.kernel).startswith(prefix) and message in outcome.reason), None)
     if outcome.outcome == "wrong" and TVM_FINDING not in outcome.reason:
         return None
     if outcome.outcome not in ("crash", "wrong"):

@@ -387,6 +387,33 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
 _CLAMPS = ("prim.Min", "prim.Max")
 
 
+def _copies_of(func, params: set[int]) -> dict[int, int]:
+    """Scratch buffers that only ever hold one of ``params``' values as they are (gather_nd's and
+    scatter_nd's transposed indices, ``T_transpose[i, j] = indices[j, i]``; casts between integer
+    types allowed), by key: the parameter, followed through chains of such copies."""
+    sources: dict[int, set] = {}
+
+    def visit(node):
+        if _type_key(node) != "tirx.BufferStore" or _key(node.buffer) in params:
+            return
+        value = node.value
+        while _type_key(value) == "prim.Cast" and _is_int(_dtype(value)):
+            value = value.value
+        copied = _key(value.source) if _type_key(value) == "ir.TensorLoad" and _is_int(_dtype(value)) else None
+        sources.setdefault(_key(node.buffer), set()).add(copied)  # None: a store of anything else
+
+    tvm_ffi.structural_walk(func.body, visit, order="post")
+    alias: dict[int, int] = {}
+    for _ in range(len(sources)):  # each round follows one more link of a chain
+        found = {buf: next(iter(srcs)) for buf, srcs in sources.items() if len(srcs) == 1 and None not in srcs}
+        resolved = {buf: src if src in params else alias.get(src) for buf, src in found.items()}
+        resolved = {buf: src for buf, src in resolved.items() if src is not None}
+        if resolved == alias:
+            break
+        alias = resolved
+    return alias
+
+
 def _index_extents(func) -> dict[int, object]:
     """Integer input buffers whose elements index a dimension of another buffer as they are (an
     embedding's token ids, a gather's indices), by key: the smallest constant extent they index, or
@@ -398,6 +425,10 @@ def _index_extents(func) -> dict[int, object]:
     params = {_key(p) for p in func.params if tirx.is_buffer_var(p) and _is_int(str(p.dtype))
               and _lanes(str(p.dtype)) == 1}
     extents: dict[int, int] = {}
+    alias = _copies_of(func, params)
+
+    def source_of(load) -> int:
+        return alias.get(_key(load.source), _key(load.source))
 
     def visit(node):
         if _type_key(node) not in ("ir.TensorLoad", "tirx.BufferStore"):
@@ -408,16 +439,16 @@ def _index_extents(func) -> dict[int, object]:
         for index, extent in zip(node.indices, shape):
             while _type_key(index) == "prim.Cast":
                 index = index.value
-            if _type_key(index) == "ir.TensorLoad" and _key(index.source) in params:
-                add(extents, _key(index.source), extent)
+            if _type_key(index) == "ir.TensorLoad" and source_of(index) in params:
+                add(extents, source_of(index), extent)
             else:  # the value inside arithmetic: `idx + (idx < 0) * 6`, `i * 6 + idx` of a fused index
                 inner: list = []
                 tvm_ffi.structural_walk(index, lambda n: inner.append(n) if _type_key(n) in _CLAMPS or (
-                    _type_key(n) == "ir.TensorLoad" and _key(n.source) in params) else None, order="post")
+                    _type_key(n) == "ir.TensorLoad" and source_of(n) in params) else None, order="post")
                 if any(_type_key(n) in _CLAMPS for n in inner):
                     continue  # clamped into range: any value is valid, and random ones test the clamp
                 for load in inner:
-                    add(nested, _key(load.source), extent)
+                    add(nested, source_of(load), extent)
 
     def add(found: dict, key: int, extent) -> None:
         if _type_key(extent) == "ir.IntImm":
