@@ -16,12 +16,38 @@ from .radix import fold_radix
 # ---------------------------------------------------------------------- fast-mode axis plan
 def _step(expr, var) -> int | None:
     """How much ``expr`` changes when ``var`` grows by one, when that is a constant; else None."""
+    linear = _linear_step(expr, _key(var))
+    if linear is not None:
+        return linear
     fresh = tirx.Var("next", _dtype(var))
     bumped, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
     bumped.bind(var, fresh + 1)
     same.bind(var, fresh)
     delta = tvm.sym.Analyzer().simplify(bumped.simplify(expr) - same.simplify(expr))
     return int(delta.value) if _type_key(delta) == "ir.IntImm" else None
+
+
+def _linear_step(expr, key: int) -> int | None:
+    """:func:`_step` of a sum of integer multiples of variables (most indices), read off the tree;
+    None for anything else, which the analyzer decides."""
+    kind = _type_key(expr)
+    if kind == "ir.Var":
+        return 1 if _key(expr) == key else 0
+    if kind == "ir.IntImm":
+        return 0
+    if kind in ("prim.Add", "prim.Sub"):
+        a, b = _linear_step(expr.a, key), _linear_step(expr.b, key)
+        if a is None or b is None:
+            return None
+        return a + b if kind == "prim.Add" else a - b
+    if kind == "prim.Mul":
+        for factor, other in ((expr.a, expr.b), (expr.b, expr.a)):
+            if _type_key(factor) == "ir.IntImm":
+                step = _linear_step(other, key)
+                return None if step is None else int(factor.value) * step
+    if not _contains(expr, lambda n: _type_key(n) == "ir.Var" and _key(n) == key):
+        return 0  # ``k * i`` or ``i // 4`` does not change with ``j``
+    return None
 
 
 def _plan_lane_axes(var, body, axes: range, as_lanes=None) -> dict[int, int]:
