@@ -1159,3 +1159,29 @@ def test_lanes_share_scratch_written_by_index_when_their_copies_would_not_fit(mo
         want = sum(a[j:j + 64] * k[j] for j in range(3))
     for mode in ("fast", "exact"):
         np.testing.assert_allclose(hm.emulate(a, np.zeros(64, "float32"), mode=mode), want, rtol=1e-6)
+
+
+@T.prim_func
+def _rows_in_guarded_chunks(A: T.Buffer((4, 2000), "float32"), B: T.Buffer((4, 2000), "float32")):
+    # topi's GPU sort after UnifyThreadBinding: rows r, indexed as r % 4 * 2000 + r // 4 (r < 4), in
+    # chunks c of 128 (2 values each of 64 threads t, fixed around them) within the guard.
+    for t in range(64):
+        for c in range(16):
+            for r in range(4):
+                for v in range(2):
+                    if c * 128 + t * 2 + v < 2000:
+                        B[(r % 4 * 2000 + r // 4 + c * 128 + t * 2 + v) // 2000,
+                          (r % 4 * 2000 + r // 4 + c * 128 + t * 2 + v) % 2000] = \
+                            A[(r % 4 * 2000 + r // 4 + c * 128 + t * 2 + v) // 2000,
+                              (r % 4 * 2000 + r // 4 + c * 128 + t * 2 + v) % 2000] * T.float32(2)
+
+
+def test_loops_are_independent_over_the_values_their_variables_take():
+    # Over r < 4, r % 4 * 2000 + r // 4 is r * 2000: the rows are independent, and so are the chunks
+    # (r's digits inside them).  Both ran serially: topi's top-k over 2,000 words, 5 s a stage.
+    hm = thn.build(_rows_in_guarded_chunks)
+    decisions = {d.loop: d for d in hm.stage(0).plan("fast").decisions}
+    assert decisions["c"].strategy == P.LANES and decisions["r"].strategy == P.LANES, hm.explain(0)
+    a = _rand(4, 2000)
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros((4, 2000), "float32"), mode=mode), a * 2)

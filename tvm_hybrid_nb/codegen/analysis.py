@@ -372,16 +372,18 @@ def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> str 
         flat = _element_offsets(items, acc)
         x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
         if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent,
-                                                     [item[3] for item in items]):
+                                                     [item[3] for item in items], _is_zero(loop.min)):
             return f"{name} is written and accessed through several views"
         return None
     ndim = len(items[0][2])
     x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
     guards = [item[3] for item in items]
-    if not any(_separates_iterations([item[2][d] for item in items], loop.loop_var, acc, expand, x_extent, guards)
+    from_zero = _is_zero(loop.min)
+    if not any(_separates_iterations([item[2][d] for item in items], loop.loop_var, acc, expand, x_extent, guards,
+                                     from_zero)
                for d in range(ndim)):
         flat = _flat_indices(items, acc.shapes.get(items[0][0]))
-        if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent, guards):
+        if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent, guards, from_zero):
             return f"carried dependence on {name}: two iterations of {x} may touch the same element"
     return None
 
@@ -440,9 +442,10 @@ def _flat_indices(items, shape) -> list | None:
 
 
 def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int | None = None,
-                          guards: list | None = None) -> bool:
+                          guards: list | None = None, x_from_zero: bool = False) -> bool:
     """Whether these index expressions of one dimension keep different iterations of ``x`` apart
-    (``guards``: the conditions in force at each, aligned with ``indices``)."""
+    (``guards``: the conditions in force at each, aligned with ``indices``; ``x_from_zero``: ``x``
+    counts from 0)."""
     lanes: list = []
     try:
         x_next = tirx.Var("x_next", _dtype(x))
@@ -482,6 +485,13 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
                 f = _within_guards(f, guards[position], x, acc, expand, over_range, at_min, lanes, fresh)
             f_same = same.simplify(f)
             delta = tvm.sym.Analyzer().simplify(shifted.simplify(f) - f_same)
+            if _type_key(delta) != "ir.IntImm" and x_from_zero and x_extent is not None:
+                # Over the values x takes, ``x % 2 * 2000 + x // 2`` (x < 2) is ``x * 2000``.
+                within = over_range.clone()
+                within.bind(x, tvm.ir.Range.from_min_extent(0, x_extent), allow_override=True)
+                f = within.simplify(f)
+                f_same = same.simplify(f)
+                delta = tvm.sym.Analyzer().simplify(shifted.simplify(f) - f_same)
             if _type_key(delta) != "ir.IntImm" or int(delta.value) == 0:
                 return False
             if step is not None and int(delta.value) != step:
@@ -616,6 +626,10 @@ def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lane
     by coefficient, each coefficient must exceed the largest value all smaller terms can add up to —
     a mixed-radix number, like the flat index of a row-major array.
     """
+    ranged = tvm.sym.Analyzer()  # the digits' values: ``w // 2`` is 0 and ``w % 2`` is w for w < 2
+    for var, lo, extent in list(acc.inner) + lanes:
+        ranged.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
+    rest = ranged.simplify(rest)
     terms = [(abs(step), x_extent)] + list(extra or [])
     remainder = rest
     for var, lo, extent in list(acc.inner) + lanes:
