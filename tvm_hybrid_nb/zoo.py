@@ -226,7 +226,25 @@ def _lower(mod, target):
         mod = relax.transform.FoldConstant()(mod)
         mod = relax.transform.FuseOps()(mod)
         mod = relax.transform.FuseTIR()(mod)
-    return [(gv.name_hint, f) for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
+    return [(gv.name_hint, f) for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)], _call_order(mod)
+
+
+def _call_order(mod) -> list[str]:
+    """The PrimFuncs that the Relax functions of ``mod`` call (``call_tir``), in binding order: the two
+    lowerings of a model bind the same calls in the same order, whatever each backend dispatches to."""
+    import tvm
+    import tvm_ffi
+
+    order: list[str] = []
+
+    def visit(node) -> None:
+        if isinstance(node, tvm.relax.Call) and getattr(node.op, "name", "") == "relax.call_tir":
+            order.append(node.args[0].name_hint)
+
+    for _, func in mod.functions.items():
+        if isinstance(func, tvm.relax.Function):
+            tvm_ffi.structural_walk(func.body, visit, order="pre")
+    return order
 
 
 def cuda_target():
@@ -258,22 +276,34 @@ def collect_kernels(models: list | None = None) -> list[ZooKernel]:
     for model_name, model, spec in models if models is not None else _models():
         mod, _ = model.export_tvm(spec={"forward": spec})
         own: list[ZooKernel] = []
+        # Per lowering: the PrimFunc name -> its kernel, and the order of the calls (twins of a
+        # cuda-only kernel are found by call position: names shift where a backend dispatches).
+        named: dict[str, dict[str, ZooKernel]] = {"llvm": {}, "cuda": {}}
+        calls: dict[str, list[str]] = {}
         for target, attr in ((tvm.target.Target("llvm"), "llvm"), (cuda_target(), "cuda")):
-            for name, func in _lower(mod, target):
+            funcs, calls[attr] = _lower(mod, target)
+            for name, func in funcs:
                 func = func.with_attr("global_symbol", "main")
                 known = next((k for k in kernels + own if any(
                     f is not None and tvm_ffi.structural_equal(func, f) for f in (k.llvm, k.cuda))), None)
                 if known is not None:
                     if getattr(known, attr) is None:
                         setattr(known, attr, func)
+                    named[attr][name] = known
                     continue
                 own.append(ZooKernel(f"{model_name}.{name}", **{attr: func}))
+                named[attr][name] = own[-1]
         for k in own:
             k.reference = k.llvm
             if k.llvm is None:
                 op = k.name.split(".", 1)[1]
-                twins = [t for t in own if t.llvm is not None and t.cuda is None
-                         and t.name.split(".", 1)[1] == op and _param_types(t.llvm) == _param_types(k.cuda)]
+                twins = []
+                if len(calls["llvm"]) == len(calls["cuda"]):
+                    at = {calls["llvm"][i] for i, c in enumerate(calls["cuda"]) if c == op}
+                    twins = [named["llvm"][n] for n in at if n in named["llvm"]]
+                    twins = [t for t in twins if _param_types(t.llvm) == _param_types(k.cuda)]
+                    if len({id(t) for t in twins}) != 1:
+                        twins = []
                 numpy_ref = next((fn for key, fn in NUMPY_REFERENCES.items() if key in op), None)
                 k.reference = twins[0].llvm if twins else numpy_ref or k.cuda
         kernels += own
@@ -288,7 +318,7 @@ def _param_types(func) -> list:
 #: own threads): their numpy meaning, compared with a tolerance (a parallel scan adds in another order).
 #: Called with the inputs and ``out_dtypes``, the dtypes of the kernel's outputs (a cumsum with
 #: ``dtype="float64"`` sums a float32 input in float64).
-NUMPY_REFERENCES = {"cumsum": lambda x, out_dtypes: np.cumsum(x.astype(out_dtypes[0]), axis=-1)}
+NUMPY_REFERENCES = {"cumsum": lambda x, out_dtypes: np.cumsum(x.astype(out_dtypes[0]), axis=-1, dtype=out_dtypes[0])}
 
 
 def schedule(func, flavour: str):
