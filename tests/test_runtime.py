@@ -291,3 +291,20 @@ def test_lanes_view_of_a_non_contiguous_view_uses_its_strides_and_bounds():
     assert (storage[3:6, 3:7] == -1).all() and (storage[2] != -1).all()
     with pytest.raises(IndexError):
         runtime.lanes_view(view, (2, 0), ((0, 3, (1, 0)),), ndim=2)
+
+
+def test_a_view_of_a_wider_dtype_over_storage_its_itemsize_does_not_divide():
+    # StorageRewrite put median's 3 int64 indices into the 84 bytes of 21 float32: flat_view raised
+    # numpy's "size must be a divisor" ValueError; the whole int64 elements of the storage are viewed.
+    from tvm_hybrid_nb.runtime import flat_view, rows_view, view
+
+    store = np.arange(21, dtype=np.float32)
+    v = flat_view(store, "int64", 3, 0)
+    assert v.dtype == np.int64 and v.size == 10 and np.shares_memory(v, store)
+    v[:3] = [1, 2, 3]
+    assert view(store, "int64", (3,), 0).tolist() == [1, 2, 3]
+    assert store.view(np.uint8)[:24].view(np.int64).tolist() == [1, 2, 3]
+    rows = rows_view(np.zeros((2, 5), np.float32), 1, "int64", (2,), 0)
+    assert rows.shape == (2, 2)
+    with pytest.raises(IndexError, match="exceeds its storage of 10"):
+        flat_view(store, "int64", 11, 0)

@@ -37,7 +37,7 @@ from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floo
                         cast, reinterpret)
 from ._lanes import ramp, broadcast, shuffle
 from ._numerics import select, minimum, maximum
-from ._memory import alloc, view
+from ._memory import _as_dtype, alloc, view
 from ._sort import _stable_order, contrib_sort
 from ._lanes import vector_lane_index
 from ._memory import (strided_span, strided, strided_view, param_storage, flat_view, rows_view, storage_extent, _bounds_error, _in_bounds,
@@ -67,6 +67,10 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "barrier": ("_lane_array",),
     "store": ("_in_bounds", "_bounds_error", "_all", "_kept"),
     "contrib_sort": ("_stable_order",),
+    "view": ("_as_dtype",),
+    "strided_view": ("_as_dtype",),
+    "flat_view": ("_as_dtype",),
+    "rows_view": ("_as_dtype",),
     "q_multiply_shift": ("_fixed_point_shift",),
     "q_multiply_shift_per_axis": ("_fixed_point_shift",),
 }

@@ -10,6 +10,21 @@ import numpy as np
 
 
 # --------------------------------------------------------------------------- allocations and views
+def _as_dtype(storage, dtype):
+    """``storage`` (its last axis contiguous) reinterpreted as ``dtype``, sharing memory: the whole
+    elements of ``dtype`` that its last axis holds.  TVM reuses an allocation for a buffer of another
+    dtype (``StorageRewrite`` puts 3 int64 in the 84 bytes of 21 float32): the bytes past the last
+    whole element are not addressable in the new dtype, and numpy refuses a view of a size that its
+    itemsize does not divide."""
+    dtype = np.dtype(dtype)
+    if storage.dtype == dtype:
+        return storage
+    nbytes = storage.shape[-1] * storage.itemsize if storage.ndim else storage.itemsize
+    if storage.ndim and dtype.itemsize > storage.itemsize and nbytes % dtype.itemsize:
+        storage = storage.view(np.uint8)[..., :nbytes - nbytes % dtype.itemsize]
+    return storage.view(dtype)
+
+
 def alloc(shape, dtype):
     """A new buffer; TVM leaves it uninitialised, here it starts at zero.
 
@@ -33,9 +48,7 @@ def alloc(shape, dtype):
 
 def view(data, dtype, shape, elem_offset=0):
     """A buffer declared over existing storage (``DeclBuffer``): shares memory, never copies."""
-    flat = data.reshape(-1)
-    if flat.dtype != np.dtype(dtype):
-        flat = flat.view(dtype)
+    flat = _as_dtype(data.reshape(-1), dtype)
     size = int(np.prod(shape, dtype=np.int64))
     if elem_offset < 0 or elem_offset + size > flat.size:
         raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {flat.size}")
@@ -64,9 +77,7 @@ def strided_view(data, dtype, shape, strides, elem_offset=0):
     """A buffer declared with explicit strides over existing storage (``decl_buffer(shape,
     data=B.data, strides=[s0, s1], elem_offset=e)``): its element ``(i, j)`` is element
     ``e + i * s0 + j * s1`` of the storage from ``data``'s first element on; shares memory, never copies."""
-    flat = data.reshape(-1)
-    if flat.dtype != np.dtype(dtype):
-        flat = flat.view(dtype)
+    flat = _as_dtype(data.reshape(-1), dtype)
     shape = tuple(int(d) for d in shape)
     strides = tuple(int(s) for s in strides)
     elem_offset = int(elem_offset)
@@ -116,9 +127,7 @@ def param_storage(array, elem_offset, strides):
 def flat_view(data, dtype, size, elem_offset=0):
     """A flat buffer of ``size`` elements declared over existing storage at ``elem_offset``: a view
     to the end of the storage (accesses past ``size`` stay inside the allocation, as in TVM)."""
-    flat = data.reshape(-1)
-    if flat.dtype != np.dtype(dtype):
-        flat = flat.view(dtype)
+    flat = _as_dtype(data.reshape(-1), dtype)
     if elem_offset < 0 or elem_offset + size > flat.size:
         raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {flat.size}")
     out = flat[elem_offset:]
@@ -130,9 +139,7 @@ def flat_view(data, dtype, size, elem_offset=0):
 def rows_view(data, lead, dtype, shape, elem_offset=0):
     """A buffer declared over per-thread storage: the same view of the row of every thread (the
     first ``lead`` axes index the threads); shares memory, never copies."""
-    rows = data.reshape(data.shape[:lead] + (-1,))
-    if rows.dtype != np.dtype(dtype):
-        rows = rows.view(dtype)
+    rows = _as_dtype(data.reshape(data.shape[:lead] + (-1,)), dtype)
     size = int(np.prod(shape, dtype=np.int64))
     if elem_offset < 0 or elem_offset + size > rows.shape[-1]:
         raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {rows.shape[-1]}")
