@@ -307,9 +307,16 @@ class ExpressionsMixin:
             return Value(ast.IfExp(cond.node, t.node, f.node), t.kind, dtype, _varying(t, f))
         # Vector condition: both sides evaluated, lanes picked; reads in a side may be out of bounds
         # only in lanes that side does not supply.
+        # The condition is named where select gets it (its first argument, evaluated before the arms):
+        # the arms' masks refer to the name, not to copies of the condition (nested if_then_else of
+        # roi_align inlined a condition into every load of its arms: 11 MB of fast-mode source).
+        cond_node, bound = cond.node, cond.node
+        if not isinstance(cond_node, (ast.Name, ast.Constant)):
+            held = self.namer.define_name("cond")
+            bound, cond_node = ast.NamedExpr(_store_name(held), cond.node), _name(held)
         saved_masks, saved_lazy = list(self.lanes.masks), list(self.lanes.lazy_masks)
         try:
-            for arm_mask, arm in ((cond.node, true_expr), (ast.UnaryOp(ast.Invert(), cond.node), false_expr)):
+            for arm_mask, arm in ((cond_node, true_expr), (ast.UnaryOp(ast.Invert(), cond_node), false_expr)):
                 self.lanes.masks = saved_masks + [arm_mask]
                 self.lanes.lazy_masks = saved_lazy + [arm_mask] if lazy else saved_lazy
                 if arm is true_expr:
@@ -318,7 +325,7 @@ class ExpressionsMixin:
                     f = self.visit_expr(arm)
         finally:
             self.lanes.masks, self.lanes.lazy_masks = saved_masks, saved_lazy
-        return Value(self._call("select", cond.node, t.node, f.node), "np", dtype, _varying(cond, t, f))
+        return Value(self._call("select", bound, t.node, f.node), "np", dtype, _varying(cond, t, f))
 
     def _unify_arms(self, t: Value, f: Value) -> tuple[Value, Value]:
         if "np" in (t.kind, f.kind) or "weak" in (t.kind, f.kind):
@@ -507,16 +514,36 @@ class ExpressionsMixin:
             raise UnsupportedConstructError("tirx.tvm_call_packed", function)
         if self.lanes.vector_depth or self.lanes.stmt_masks:
             raise _CannotVectorize(f"{function} in a loop that runs as lanes")
-        nodes = []
+        nodes, marks = [], []
         for arg in args[1:]:
             if _type_key(arg) == "ir.Call" and isinstance(arg.op, tvm.ir.Op) and arg.op.name == "tirx.tvm_stack_make_array":
                 nodes.append(self._stack_array(function, arg))
+                marks.append(self._stack_array_marks(arg))
             else:
                 value = self.visit_expr(arg)
                 if value.varying:
                     raise _CannotVectorize(f"{function} argument that differs between lanes")
                 nodes.append(value.node)
-        return Value(self._call("contrib_sort", ast.Constant(function), *nodes), "py", _dtype(node))
+                marks.append(ast.Constant(None))
+        # check=True: the library writes its outputs; marking them written keeps the uninitialised-read
+        # sanitizer from flagging the kernel's reads of them (argsort into a scratch buffer: median).
+        kw = ({"written": ast.Tuple(marks, ast.Load())}
+              if any(not (isinstance(m, ast.Constant) and m.value is None) for m in marks) else None)
+        return Value(self._call("contrib_sort", ast.Constant(function), *nodes, kw=kw), "py", _dtype(node))
+
+    def _stack_array_marks(self, call) -> ast.expr:
+        """The written-marks (check=True) of a ``tvm_stack_make_array`` of a scratch buffer's data,
+        viewed as the array is, or a None constant when the buffer has none."""
+        data, shape, _strides, _ndim, _dtype_hint, offset = call.args
+        if not (self.check and _type_key(data) == "ir.Call" and isinstance(data.op, tvm.ir.Op)
+                and data.op.name == "tirx.buffer_data"):
+            return ast.Constant(None)
+        info = self._buffer(data.args[0])
+        if info.shadow is None or info.prefix or info.per_thread:
+            return ast.Constant(None)
+        flat = ast.Call(ast.Attribute(_name(info.shadow), "reshape", ast.Load()), [ast.Constant(-1)], [])
+        dims = [self.visit_expr(d).node for d in shape.args]
+        return self._call("view", flat, ast.Constant("bool"), ast.Tuple(dims, ast.Load()), self.visit_expr(offset).node)
 
     def _stack_array(self, function: str, call) -> ast.expr:
         """``tvm_stack_make_array(data, shape, strides, ndim, dtype, elem_offset)``: a view of the data."""

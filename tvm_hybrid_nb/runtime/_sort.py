@@ -22,11 +22,12 @@ def _stable_order(data, axis, ascend):
     return np.flip(n - 1 - flipped, axis=axis)
 
 
-def contrib_sort(function, *args):
+def contrib_sort(function, *args, written=None):
     """TVM's runtime sort functions (``src/runtime/contrib/sort/sort.cc``) on numpy views:
     ``sort(data, out, axis, is_ascend)``, ``argsort(data, out, axis, is_ascend)`` and
     ``topk(data, out..., k, axis, ret_type, is_ascend)`` (``ret_type`` "both": values then indices;
-    ``k < 1`` means all).  Indices are cast to the output's dtype.  Returns 0 like a packed call."""
+    ``k < 1`` means all).  Indices are cast to the output's dtype.  Returns 0 like a packed call.
+    ``written`` (the sanitizers): per argument, its written-marks or None; the elements written are marked."""
     data = args[0]
     if function == "tvm.contrib.sort.topk":
         k, axis, ret_type, ascend = int(args[-4]), int(args[-3]), str(args[-2]), bool(args[-1])
@@ -41,10 +42,15 @@ def contrib_sort(function, *args):
     if not 0 <= axis < data.ndim:
         raise ValueError(f"{function}: axis out of bounds for input of {data.ndim} dimensions")
     order = _stable_order(data, axis, ascend)
+    marks = list(written) if written is not None else [None] * len(args)
     if function == "tvm.contrib.sort.sort":
         args[1][...] = np.take_along_axis(data, order, axis=axis)
+        if marks[1] is not None:
+            marks[1][...] = True
     elif function == "tvm.contrib.sort.argsort":
         args[1][...] = order.astype(args[1].dtype)
+        if marks[1] is not None:
+            marks[1][...] = True
     else:
         n = data.shape[axis]
         k = n if k < 1 else min(k, n)
@@ -54,4 +60,7 @@ def contrib_sort(function, *args):
             values[index] = np.take_along_axis(data, top, axis=axis)
         if indices is not None:
             indices[index] = top.astype(indices.dtype)
+        for mark in marks[1:len(outs) + 1]:
+            if mark is not None:
+                mark[index] = True
     return 0
