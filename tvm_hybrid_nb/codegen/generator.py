@@ -31,7 +31,7 @@ from ..errors import UnsupportedConstructError
 from ..signature import ParamSpec
 from .analysis import _contiguous_strides, _has_storage_sync, _injective, _thread_extents
 from .names import (GeneratedKernel, Value, _BufferInfo, _CannotVectorize, _Namer, _dtype,
-    _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _store_name, _type_key)
+    _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _scalar_dtype, _store_name, _type_key)
 from .pyast import _drop_dead_assignments, _split_deep_nests
 from .buffers import BuffersMixin
 from .control import ControlFlowMixin
@@ -385,6 +385,8 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
 
 #: Index arithmetic that clamps a value into range (``T.max(T.min(i, 49), 0)``).
 _CLAMPS = ("prim.Min", "prim.Max")
+#: Shifts, whose count must lie in [0, bits of the shifted value).
+_SHIFTS = ("prim.LShift", "prim.RShift", "tirx.shift_left", "tirx.shift_right")
 
 
 def _copies_of(func, params: set[int]) -> dict[int, int]:
@@ -431,6 +433,19 @@ def _index_extents(func) -> dict[int, object]:
         return alias.get(_key(load.source), _key(load.source))
 
     def visit(node):
+        shift = _type_key(node) in _SHIFTS or (_type_key(node) == "ir.Call" and len(node.args) == 2
+                                               and str(getattr(node.op, "name", "")) in _SHIFTS)
+        if shift:
+            # A shift count outside [0, bits) is undefined in LLVM (and a sanitizer error here): the
+            # counts a kernel reads from an input (relax's right_shift of two tensors) lie within.
+            count = node.b if _type_key(node) in _SHIFTS else node.args[1]
+            shifted = node.a if _type_key(node) in _SHIFTS else node.args[0]
+            while _type_key(count) == "prim.Cast":
+                count = count.value
+            if _type_key(count) == "ir.TensorLoad" and source_of(count) in params:
+                bits = tvm.runtime.DataType(_scalar_dtype(_dtype(shifted))).bits
+                add(extents, source_of(count), tirx.IntImm("int64", bits))
+            return
         if _type_key(node) not in ("ir.TensorLoad", "tirx.BufferStore"):
             return
         shape = getattr(node.source, "shape", None) if _type_key(node) == "ir.TensorLoad" else node.buffer.shape
