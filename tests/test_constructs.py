@@ -634,6 +634,23 @@ def test_an_inner_loop_bounded_by_an_outer_variable_runs_per_lane():
     assert "i: lanes" in plan and "j: lanes" in plan, plan
 
 
+@T.prim_func(s_tir=True)
+def _sparse_row_sums(indptr: T.Buffer((9,), "int32"), vals: T.Buffer((40,), "float32"), y: T.Buffer((8,), "float32")):
+    for i in range(8):
+        y[i] = T.float32(0)
+        for k in range(indptr[i], indptr[i + 1]):
+            y[i] = y[i] + vals[k]
+
+
+def test_an_inner_loop_bounded_by_values_read_from_memory_keeps_its_iterations_serial():
+    # A sparse row's length comes from memory: as lanes, the longest row would set the pace of all
+    # (256 rows, one of 4,097 values: 29 times slower than the serial run), so i stays serial.
+    counts = np.array([1, 0, 30, 2, 1, 3, 2, 1], "int32")
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype("int32")
+    hm = check_every_stage(_sparse_row_sums, [indptr, _rand(40), np.zeros(8, "float32")])
+    assert "i: serial (no lane form: loop bounds read from memory" in hm.explain(0), hm.explain(0)
+
+
 # Privatisation: an allocation outside a loop that every iteration writes before it reads (what
 # StorageRewrite makes of TVM's test_tir_schedule_cache_read_write `reduce`: B[0] reused by every
 # (i, j)) gets a copy per lane; a value that flows between iterations keeps the loop serial.

@@ -7,7 +7,7 @@ import ast
 from tvm import tirx
 import tvm
 
-from .analysis import _buffer_access_counts, _plan_lane_axes, _step
+from .analysis import _buffer_access_counts, _plan_lane_axes, _reads_memory, _step
 from .names import (Value, ascii_identifier, _AllocLike, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_zero, _key, _lanes, _name,
     _np, _store_name, _type_key, _varying)
 
@@ -23,6 +23,9 @@ class LanesMixin:
     #: Fewer lanes than this are gathered with index arrays rather than viewed with strides.
     VIEW_MIN_ELEMENTS = 16
     FIRST_LOOP_AXIS = 4
+    #: Iterations run as lanes take per-lane trip counts only when the counts are known to stay below
+    #: this (the longest sets the pace of all).
+    LANE_TRIPS_MAX = 1 << 16
 
     def _lane_view(self, info: _BufferInfo, indices, values: list[Value], write: bool = False,
                    gather: bool = False) -> ast.expr | None:
@@ -344,7 +347,10 @@ class LanesMixin:
         while any thread still loops, each trip writing only for the threads whose condition held on
         every trip so far — a thread leaves for good the first time its condition fails, as on the GPU.
         Barriers inside see the mask, so one that only the still-looping threads reach stays an error."""
-        self._require_lanes("while loop whose condition differs between iterations")
+        if not self.lanes.axes or not all(ax.is_thread for ax in self.lanes.axes):
+            # Its trips are data-dependent: for iterations run as lanes, the longest would set the
+            # pace of all (a serial run does only the trips each needs).
+            raise _CannotVectorize("while loop whose condition differs between iterations")
         active = self.namer.define_name("looping")
         outer = self._mask_expr(self.lanes.stmt_masks)
         first = self.to_np(cond).node
@@ -355,10 +361,20 @@ class LanesMixin:
                 ast.While(ast.Call(_np("any"), [_name(active)], []), body + [narrow], [])]
 
     def _lanes_serial_for(self, node) -> list[ast.stmt]:
-        """A serial loop whose bounds differ between the threads of a block: each thread counts its own
-        loop variable from its own start, the loop running, like a per-thread while loop, until every
-        thread is done."""
-        self._require_lanes("loop bounds that differ between iterations")
+        """A serial loop whose bounds differ between lanes (the threads of a block, or blocks and
+        iterations run as lanes): each lane counts its own loop variable from its own start, the loop
+        running, like a per-thread while loop, until every lane is done."""
+        if not self.lanes.axes:
+            raise _CannotVectorize("loop bounds that differ between iterations")
+        if not all(ax.is_thread for ax in self.lanes.axes):
+            # Iterations as lanes loop as often as the longest of them: fine for bounds that an
+            # iteration's index decides within a known range (a triangle, a block's last chunk),
+            # not for bounds read from memory (a sparse row's length: one long row would set the
+            # pace of all, slower than running the iterations one by one).
+            trips = self.analyzer.const_int_bound(node.extent)
+            if _reads_memory(node.min) or _reads_memory(node.extent) or trips.max_value > self.LANE_TRIPS_MAX:
+                raise _CannotVectorize("loop bounds read from memory that differ between iterations",
+                                       loop=self._lanes_loop_in(node.min, node.extent))
         dtype = _dtype(node.loop_var)
         end = self.to_np(self.visit_expr(tvm.sym.Analyzer().simplify(node.min + node.extent))).node
         lo = self.visit_expr(node.min).node
@@ -377,12 +393,6 @@ class LanesMixin:
                 ast.Assign([_store_name(name)], ast.BinOp(lo, ast.Add(), zeros)),
                 ast.Assign([_store_name(active)], start),
                 ast.While(ast.Call(_np("any"), [_name(active)], []), body + [step, narrow], [])]
-
-    def _require_lanes(self, what: str) -> None:
-        """Per-lane control flow needs lanes: threads in lockstep, or iterations (blocks, independent
-        loop iterations) that fast mode runs as array lanes, each lane looping its own trip count."""
-        if not self.lanes.axes:
-            raise _CannotVectorize(what)
 
     def _lanes_loop_body(self, active: str, body_stmt, condition):
         """``body_stmt`` (and ``condition()``, re-evaluated at the end of each trip) for the lanes in
