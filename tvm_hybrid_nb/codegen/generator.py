@@ -32,7 +32,7 @@ from ..signature import ParamSpec
 from .analysis import _contiguous_strides, _has_storage_sync, _injective, _thread_extents
 from .names import (GeneratedKernel, Value, _BufferInfo, _CannotVectorize, _Namer, _dtype,
     _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _scalar_dtype, _store_name, _type_key)
-from .pyast import _drop_dead_assignments, _split_deep_nests
+from .pyast import _drop_dead_assignments, _number_statements, _split_deep_nests
 from .buffers import BuffersMixin
 from .control import ControlFlowMixin
 from .exprs import ExpressionsMixin
@@ -111,7 +111,7 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
         if self.fast:
             _drop_dead_assignments(module)
         _split_deep_nests(module)
-        ast.fix_missing_locations(module)
+        _number_statements(module)
         kernel_text = ast.unparse(module)
         mode_note = ""
         if self.plan.exact_reason:
