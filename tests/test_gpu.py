@@ -366,3 +366,52 @@ def test_a_barrier_that_some_threads_of_a_block_skip_is_refused_with_blocks_as_l
     with pytest.raises(EmulationError, match=r"barrier \(shared\) not reached by all threads of the block: "
                                              r"3 of 4 lanes reach it"):
         hm.emulate(np.zeros(8, "float32"))
+
+
+
+@T.prim_func(s_tir=True)
+def _rows_over_threads(A: T.Buffer((4, 32), "float32"), B: T.Buffer((4,), "float32")):
+    for ty in T.thread_binding(4, thread="threadIdx.y"):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            with T.sblock("B"):
+                vi, vk = T.axis.remap("SR", [ty, tx])
+                with T.init():
+                    B[vi] = T.float32(0)
+                B[vi] = B[vi] + A[vi, vk]
+
+
+def test_a_warp_broadcast_from_a_per_row_source_lane_matches_numpy_at_every_stage():
+    # LowerThreadAllreduce broadcasts each row's total with tvm_warp_shuffle(..., threadIdx.y * 32, 32, 32)
+    # when a block reduces over threadIdx.x in rows (dlight on a squeeze-excite 1x1 conv); it was refused.
+    hm = thn.build(_rows_over_threads, target="cuda")
+    lowered = hm.stage("s_tir.LowerThreadAllreduce")
+    assert "warp_shuffle('idx'" in lowered.source
+    a = np.random.default_rng(0).uniform(-1, 1, (4, 32)).astype("float32")
+    for stage in hm.stages[:hm.packed_api_index]:
+        if not (stage.changed or stage.index == 0):
+            continue
+        assert stage.emulatable, f"{stage.label}: {stage.reason}"
+        for mode in ("exact", "fast"):
+            b = np.zeros(4, "float32")
+            hm.emulate(a.copy(), b, stage=stage.index, mode=mode, check=True)
+            np.testing.assert_allclose(b, a.astype(np.float64).sum(axis=1), rtol=1e-5,
+                                       err_msg=f"{stage.label} {mode}")
+
+
+def test_runtime_shuffle_takes_each_threads_own_source_lane():
+    from tvm_hybrid_nb.runtime._gpu import warp_shuffle
+
+    # 2 warps of 32 (threadIdx.x = 64); each thread reads lane (pos + 1) % 32 of its own warp ("idx"),
+    # or pos + d with d = lane % 3 ("down", staying put past the segment's end).
+    value = np.arange(64, dtype="float32").reshape(1, 1, 64)
+    lane = np.arange(64).reshape(1, 1, 64)
+    got = warp_shuffle("idx", value, (lane % 32 + 1).astype("int32"), 32, (1, 1, 64), ndim=3)
+    want = (lane - lane % 32 + (lane % 32 + 1) % 32).astype("float32")
+    np.testing.assert_array_equal(got, want)
+    d = (lane % 3).astype("int32")
+    got = warp_shuffle("down", value, d, 32, (1, 1, 64), ndim=3)
+    want = np.where(lane % 32 + d < 32, lane + d, lane).astype("float32")
+    np.testing.assert_array_equal(got, want)
+    # a scalar offset behaves as before
+    np.testing.assert_array_equal(warp_shuffle("idx", value, 5, 32, (1, 1, 64), ndim=3),
+                                  (lane - lane % 32 + 5).astype("float32"))

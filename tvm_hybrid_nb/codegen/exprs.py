@@ -400,8 +400,10 @@ class ExpressionsMixin:
                 raise UnsupportedConstructError(name, "inside a branch that only some threads take")
             kind = {"tvm_warp_shuffle": "idx", "tvm_warp_shuffle_down": "down", "tvm_warp_shuffle_up": "up"}[short]
             value, offset, width = self.visit_expr(args[1]), self.visit_expr(args[2]), self.visit_expr(args[3])
-            if offset.varying:
-                raise UnsupportedConstructError(name, "with a source lane that differs between threads")
+            if width.varying:
+                raise UnsupportedConstructError(name, "with a width that differs between threads")
+            if offset.varying:  # a source lane per thread (LowerThreadAllreduce's `threadIdx.y * 32`)
+                offset = self.to_np(offset)
             extents = [ast.Constant(self.gpu.thread_extents.get(tag, 1))
                        for tag in ("threadIdx.z", "threadIdx.y", "threadIdx.x")]
             call = self._call("warp_shuffle", ast.Constant(kind), self.to_np(value).node, offset.node, width.node,

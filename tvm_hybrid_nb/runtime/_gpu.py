@@ -113,18 +113,31 @@ def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None):
     count = int(np.prod(extents))
     flat = full.reshape((count,) + full.shape[len(extents):])
     lane = np.arange(count)
+    if np.ndim(offset):  # a source lane (or delta) per thread: one per lane of ``flat``
+        off = _lane_array(offset, ndim)
+        off = np.broadcast_to(off.reshape(off.shape + (1,) * (full.ndim - off.ndim)), full.shape)
+        offset = off.reshape(flat.shape).astype(np.int64)
+        lane = lane.reshape((count,) + (1,) * (flat.ndim - 1))
+    else:
+        offset = int(offset)
     pos = lane % width
     if kind == "idx":
-        src = lane - pos + int(offset) % width
+        src = lane - pos + offset % width
     elif kind == "down":
         src = np.where(pos + offset < width, lane + offset, lane)
     else:
         src = np.where(pos >= offset, lane - offset, lane)
     src = np.minimum(src, count - 1)
+
+    def pick(values):
+        if np.ndim(src) == 1:
+            return values[src]
+        return np.take_along_axis(values, np.broadcast_to(src, values.shape), axis=0)
+
     if poison is not None and poison.pending is not None:
         tainted = np.broadcast_to(_lane_array(poison.pending, ndim), full.shape)
-        poison.pending = tainted.reshape(flat.shape)[src].reshape(full.shape)
-    return flat[src].reshape(full.shape)
+        poison.pending = pick(tainted.reshape(flat.shape)).reshape(full.shape)
+    return pick(flat).reshape(full.shape)
 
 
 def warp_activemask():
