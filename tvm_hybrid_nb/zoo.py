@@ -112,6 +112,18 @@ _BF16_SORT_ARRAYS = (
     "before the pass hand over bfloat16 and emulate to numpy's sort.")
 for _flavour in ("none", "dlight-cpu"):
     TVM_PASS_FINDINGS[(_flavour, "BF16ComputeLegalize", "exceeds its storage")] = _BF16_SORT_ARRAYS
+TVM_PASS_FINDINGS[("dlight-gpu", "LowerCrossThreadReduction", "out-of-bounds write of")] = (
+    "s_tir/transform/lower_cross_thread_reduction.cc builds the predicate of the write-back block from the "
+    "clauses it finds under an `And` of the reduction block's predicate (a StructuralWalk over And nodes "
+    "only): a predicate of one comparison has no And, so the write-back block loses it.  dlight's GPU "
+    "reduction of a 1x1 convolution on a 1x1 map (MobileNetV3/EfficientNet squeeze-excite: 8 or 24 output "
+    "channels, 16 rows of threadIdx.y) guards its rows with `ty < 8` alone, and from this stage on threads "
+    "ty = 8..15 store their (garbage) sums past the end of the reduction buffer.  CompactBufferAllocation "
+    "later shrinks a local or shared buffer to each thread's or block's region, which hides it; a global "
+    "write-back buffer keeps the store in the CUDA source: a plain 1x1 conv2d (1, 24, 1, 1) -> (1, 8, 1, 1) "
+    "compiles to `if (threadIdx.x == 0) conv2d_nchw[threadIdx.y] = ...` for 16 rows, 8 past the output "
+    "(the emulation traps at every stage down to ConvertSSA).  A predicate of two clauses keeps the "
+    "spatial one.")
 
 
 def schedule_failure(exc: BaseException) -> str:
@@ -689,7 +701,7 @@ def tvm_finding(outcome: KernelOutcome) -> str | None:
     sanitizers and the emulation share code, so their agreement alone proves nothing.  A failure
     of TVM itself (``outcome.tvm_failure``: dlight raises, ``tvm.compile`` raises) needs no document:
     TVM's own code is the evidence."""
-    if outcome.outcome == "crash" and "contrib_sort(" in outcome.reason:
+    if outcome.outcome == "crash":  # emulate_stages stops at the first failing stage: earlier ones are clean
         found = next((why for (flavour, pass_name, message), why in TVM_PASS_FINDINGS.items()
                       if outcome.flavour == flavour and outcome.stage.endswith(pass_name) and message in outcome.reason),
                      None)
