@@ -368,7 +368,6 @@ def test_a_barrier_that_some_threads_of_a_block_skip_is_refused_with_blocks_as_l
         hm.emulate(np.zeros(8, "float32"))
 
 
-
 @T.prim_func(s_tir=True)
 def _rows_over_threads(A: T.Buffer((4, 32), "float32"), B: T.Buffer((4,), "float32")):
     for ty in T.thread_binding(4, thread="threadIdx.y"):

@@ -358,7 +358,6 @@ def test_indices_copied_into_a_scratch_buffer_get_their_extent():
         assert outcome.outcome == "ok" and outcome.stages_checked, outcome
 
 
-
 def _kernels_of(name, forward, spec):
     from tvm.relax.frontend import nn
 
@@ -408,16 +407,6 @@ def test_a_gpu_cumsum_of_int8_into_int32_is_compared_in_int32():
     assert outcome.outcome == "ok" or zoo.tvm_finding(outcome), outcome
 
 
-def _single_op_kernels(name, forward, spec):
-    from tvm.relax.frontend import nn
-
-    class Model(nn.Module):
-        pass
-
-    Model.forward = forward
-    return zoo.collect_kernels([(name, Model(), spec)])
-
-
 def test_median_is_exact_at_every_stage_with_and_without_the_sanitizers():
     # StorageRewrite views float32 scratch as int64 (84 bytes for 3 indices), and the argsort that
     # tvm.contrib.sort writes into scratch was read as never written under check=True.
@@ -425,7 +414,7 @@ def test_median_is_exact_at_every_stage_with_and_without_the_sanitizers():
     from tvm.relax.frontend.nn import spec
     from tvm.relax.frontend.nn.core import wrap_nested
 
-    (k,) = _single_op_kernels("median", lambda self, x: wrap_nested(R.median(x._expr, axis=1), "median"),
+    (k,) = _kernels_of("median", lambda self, x: wrap_nested(R.median(x._expr, axis=1), "median"),
                               {"x": spec.Tensor((3, 7), "float32")})
     for check in (False, True):
         for flavour in ("none", "dlight-cpu"):
@@ -446,7 +435,7 @@ def test_nested_lazy_conditions_name_their_condition_once_in_fast_mode():
         return wrap_nested(R.vision.roi_align(x._expr, rois._expr, (3, 2), 0.5, sample_ratio=-1, mode="max",
                                               aligned=True), "roi_align_max")
 
-    (k,) = _single_op_kernels("roimax", forward, {"x": spec.Tensor((1, 3, 8, 8), "float32"),
+    (k,) = _kernels_of("roimax", forward, {"x": spec.Tensor((1, 3, 8, 8), "float32"),
                                                   "rois": spec.Tensor((2, 5), "float32")})
     hm = thn.build(k.llvm)
     for stage in hm.stages[:hm.packed_api_index]:
