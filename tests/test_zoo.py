@@ -358,16 +358,6 @@ def test_indices_copied_into_a_scratch_buffer_get_their_extent():
         assert outcome.outcome == "ok" and outcome.stages_checked, outcome
 
 
-def _kernels_of(name, forward, spec):
-    from tvm.relax.frontend import nn
-
-    class Model(nn.Module):
-        pass
-
-    Model.forward = forward
-    return zoo.collect_kernels([(name, Model(), spec)])
-
-
 def test_a_cuda_only_scan_is_compared_with_the_llvm_scan_at_its_call():
     # The lowerings name kernels differently where cuda dispatches a last-axis cumsum to
     # gpu_2d_continuous_cumsum: twins are found by call position, not by name.
@@ -379,7 +369,7 @@ def test_a_cuda_only_scan_is_compared_with_the_llvm_scan_at_its_call():
         return (wrap_nested(R.cumsum(x._expr, axis=2), "incl_last"),          # cuda: gpu_2d_continuous_cumsum
                 wrap_nested(R.cumsum(x._expr, axis=0, exclusive=True), "excl0"))  # llvm cumsum1, cuda cumsum
 
-    kernels = _kernels_of("twins", forward, {"x": spec.Tensor((3, 4, 6), "float32")})
+    kernels = _nn_kernels("twins", forward, {"x": spec.Tensor((3, 4, 6), "float32")})
     (scan,) = [k for k in kernels if k.llvm is None and k.name == "twins.cumsum"]
     (excl0,) = [k for k in kernels if k.llvm is not None and k.name == "twins.cumsum1"]
     assert scan.reference is excl0.llvm
@@ -396,7 +386,7 @@ def test_a_gpu_cumsum_of_int8_into_int32_is_compared_in_int32():
     from tvm.relax.frontend.nn import spec
     from tvm.relax.frontend.nn.core import wrap_nested
 
-    kernels = _kernels_of("cs32", lambda self, x: wrap_nested(R.cumsum(x._expr, axis=1, dtype="int32"), "c"),
+    kernels = _nn_kernels("cs32", lambda self, x: wrap_nested(R.cumsum(x._expr, axis=1, dtype="int32"), "c"),
                           {"x": spec.Tensor((3, 9), "int8")})
     (scan,) = [k for k in kernels if k.cuda is not None and k.llvm is None]
     x = np.arange(-10, 8, dtype=np.int8).reshape(2, 9)
@@ -414,7 +404,7 @@ def test_median_is_exact_at_every_stage_with_and_without_the_sanitizers():
     from tvm.relax.frontend.nn import spec
     from tvm.relax.frontend.nn.core import wrap_nested
 
-    (k,) = _kernels_of("median", lambda self, x: wrap_nested(R.median(x._expr, axis=1), "median"),
+    (k,) = _nn_kernels("median", lambda self, x: wrap_nested(R.median(x._expr, axis=1), "median"),
                               {"x": spec.Tensor((3, 7), "float32")})
     for check in (False, True):
         for flavour in ("none", "dlight-cpu"):
@@ -435,7 +425,7 @@ def test_nested_lazy_conditions_name_their_condition_once_in_fast_mode():
         return wrap_nested(R.vision.roi_align(x._expr, rois._expr, (3, 2), 0.5, sample_ratio=-1, mode="max",
                                               aligned=True), "roi_align_max")
 
-    (k,) = _kernels_of("roimax", forward, {"x": spec.Tensor((1, 3, 8, 8), "float32"),
+    (k,) = _nn_kernels("roimax", forward, {"x": spec.Tensor((1, 3, 8, 8), "float32"),
                                                   "rois": spec.Tensor((2, 5), "float32")})
     hm = thn.build(k.llvm)
     for stage in hm.stages[:hm.packed_api_index]:

@@ -3,6 +3,7 @@ comparisons, lazy conditionals, vectors (ramp/broadcast/shuffle) and calls to in
 from __future__ import annotations
 
 import ast
+import copy
 import math
 
 from tvm import tirx
@@ -519,8 +520,9 @@ class ExpressionsMixin:
         nodes, marks = [], []
         for arg in args[1:]:
             if _type_key(arg) == "ir.Call" and isinstance(arg.op, tvm.ir.Op) and arg.op.name == "tirx.tvm_stack_make_array":
-                nodes.append(self._stack_array(function, arg))
-                marks.append(self._stack_array_marks(arg))
+                array, written = self._stack_array(function, arg)
+                nodes.append(array)
+                marks.append(written)
             else:
                 value = self.visit_expr(arg)
                 if value.varying:
@@ -533,22 +535,9 @@ class ExpressionsMixin:
               if any(not (isinstance(m, ast.Constant) and m.value is None) for m in marks) else None)
         return Value(self._call("contrib_sort", ast.Constant(function), *nodes, kw=kw), "py", _dtype(node))
 
-    def _stack_array_marks(self, call) -> ast.expr:
-        """The written-marks (check=True) of a ``tvm_stack_make_array`` of a scratch buffer's data,
-        viewed as the array is, or a None constant when the buffer has none."""
-        data, shape, _strides, _ndim, _dtype_hint, offset = call.args
-        if not (self.check and _type_key(data) == "ir.Call" and isinstance(data.op, tvm.ir.Op)
-                and data.op.name == "tirx.buffer_data"):
-            return ast.Constant(None)
-        info = self._buffer(data.args[0])
-        if info.shadow is None or info.prefix or info.per_thread:
-            return ast.Constant(None)
-        flat = ast.Call(ast.Attribute(_name(info.shadow), "reshape", ast.Load()), [ast.Constant(-1)], [])
-        dims = [self.visit_expr(d).node for d in shape.args]
-        return self._call("view", flat, ast.Constant("bool"), ast.Tuple(dims, ast.Load()), self.visit_expr(offset).node)
-
-    def _stack_array(self, function: str, call) -> ast.expr:
-        """``tvm_stack_make_array(data, shape, strides, ndim, dtype, elem_offset)``: a view of the data."""
+    def _stack_array(self, function: str, call) -> tuple[ast.expr, ast.expr]:
+        """``tvm_stack_make_array(data, shape, strides, ndim, dtype, elem_offset)``: a view of the data,
+        and (check=True) the same view of a scratch buffer's written-marks, else a None constant."""
         data, shape, strides, _ndim, dtype_hint, offset = call.args
         if not _is_zero(strides):
             raise UnsupportedConstructError("tirx.tvm_stack_make_array", f"with strides, passed to {function}")
@@ -558,8 +547,18 @@ class ExpressionsMixin:
         storage, offset_value = self.visit_expr(data), self.visit_expr(offset)
         if _varying(storage, offset_value, *dims):
             raise _CannotVectorize(f"{function} argument that differs between lanes")
-        return self._call("view", storage.node, ast.Constant(_scalar_dtype(_dtype(dtype_hint))),
-                          ast.Tuple([d.node for d in dims], ast.Load()), offset_value.node)
+        array = self._call("view", storage.node, ast.Constant(_scalar_dtype(_dtype(dtype_hint))),
+                           ast.Tuple([d.node for d in dims], ast.Load()), offset_value.node)
+        written: ast.expr = ast.Constant(None)
+        if self.check and _type_key(data) == "ir.Call" and isinstance(data.op, tvm.ir.Op) \
+                and data.op.name == "tirx.buffer_data":
+            info = self._buffer(data.args[0])
+            if info.shadow is not None and not info.prefix and not info.per_thread:
+                marks = ast.Call(ast.Attribute(_name(info.shadow), "reshape", ast.Load()), [ast.Constant(-1)], [])
+                written = self._call("view", marks, ast.Constant("bool"),
+                                     copy.deepcopy(ast.Tuple([d.node for d in dims], ast.Load())),
+                                     copy.deepcopy(offset_value.node))
+        return array, written
 
 
 def _int_constant(expr) -> int | None:

@@ -389,6 +389,13 @@ _CLAMPS = ("prim.Min", "prim.Max")
 _SHIFTS = ("prim.LShift", "prim.RShift", "tirx.shift_left", "tirx.shift_right")
 
 
+def _without_casts(expr):
+    """``expr`` under any casts around it."""
+    while _type_key(expr) == "prim.Cast":
+        expr = expr.value
+    return expr
+
+
 def _copies_of(func, params: set[int]) -> dict[int, int]:
     """Scratch buffers that only ever hold one of ``params``' values as they are (gather_nd's and
     scatter_nd's transposed indices, ``T_transpose[i, j] = indices[j, i]``; casts between integer
@@ -438,10 +445,8 @@ def _index_extents(func) -> dict[int, object]:
         if shift:
             # A shift count outside [0, bits) is undefined in LLVM (and a sanitizer error here): the
             # counts a kernel reads from an input (relax's right_shift of two tensors) lie within.
-            count = node.b if _type_key(node) in _SHIFTS else node.args[1]
-            shifted = node.a if _type_key(node) in _SHIFTS else node.args[0]
-            while _type_key(count) == "prim.Cast":
-                count = count.value
+            shifted, count = (node.a, node.b) if _type_key(node) in _SHIFTS else node.args
+            count = _without_casts(count)
             if _type_key(count) == "ir.TensorLoad" and source_of(count) in params:
                 bits = tvm.runtime.DataType(_scalar_dtype(_dtype(shifted))).bits
                 add(extents, source_of(count), tirx.IntImm("int64", bits))
@@ -452,8 +457,7 @@ def _index_extents(func) -> dict[int, object]:
         if shape is None or len(shape) != len(node.indices):
             return
         for index, extent in zip(node.indices, shape):
-            while _type_key(index) == "prim.Cast":
-                index = index.value
+            index = _without_casts(index)
             if _type_key(index) == "ir.TensorLoad" and source_of(index) in params:
                 add(extents, source_of(index), extent)
             else:  # the value inside arithmetic: `idx + (idx < 0) * 6`, `i * 6 + idx` of a fused index
