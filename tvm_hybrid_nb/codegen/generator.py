@@ -433,6 +433,8 @@ def _index_extents(func) -> dict[int, object]:
     its buffers, so an emulation (or a native run) on them would test nothing."""
     params = {_key(p) for p in func.params if tirx.is_buffer_var(p) and _is_int(str(p.dtype))
               and _lanes(str(p.dtype)) == 1}
+    if not params:
+        return {}
     extents: dict[int, int] = {}
     alias = _copies_of(func, params)
 
