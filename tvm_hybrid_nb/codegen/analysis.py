@@ -737,16 +737,9 @@ def _contiguous_strides(buf) -> bool:
 
 
 def _contains(node, matches) -> bool:
-    """Whether any node of the tree ``node`` satisfies ``matches``."""
-    found = []
-
-    def visit(n):
-        if not found and matches(n):
-            found.append(n)
-        return True
-
-    tvm_ffi.structural_walk(node, visit, order="post")
-    return bool(found)
+    """Whether any node of the tree ``node`` satisfies ``matches`` (the walk stops at the first)."""
+    return tvm_ffi.structural_walk(node, lambda n: tvm_ffi.VisitInterrupt(n) if matches(n) else None,
+                                   order="pre") is not None
 
 
 def _is_call_of(node, op_suffix: str) -> bool:
