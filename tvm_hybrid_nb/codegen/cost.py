@@ -10,7 +10,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from .names import _key, _type_key
+from .names import _dtype, _is_int, _key, _type_key
 
 #: The iterations :func:`serial_cost` assumes for a ``while`` loop (its count is data-dependent).
 #: TVM's while loops are binary searches (the merge path of its GPU sorts, ``searchsorted``, NMS):
@@ -174,6 +174,8 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
             return add(one(threads), launches(node.value, threads))
         if key in ("tirx.Bind", "tirx.LetStmt"):
             with contextlib.suppress(_Unknown):
+                if not _is_int(_dtype(node.value)):  # a pointer (``T.address_of(A[0, 0])``), a float
+                    raise _Unknown
                 lets[_key(node.var)] = extent_of(node.value, exact=True)  # a bound would be taken as its value
             return add(add(one(threads), launches(node.value, threads)), stmt(getattr(node, "body", None), threads))
         body = getattr(node, "body", None)
