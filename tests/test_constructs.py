@@ -435,6 +435,23 @@ def test_masked_loads_and_stores():
     check_every_stage(f, [_rand(16), np.zeros(16, "float32")])
 
 
+def test_active_lane_masks_predicate_a_vectorized_tail():
+    # VectorizeLoop's predicated tail (SVE targets): lanes i with i_0 * 4 + i < 14 are loaded and
+    # stored; B[14] and B[15] keep their values.
+    @T.prim_func
+    def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+        for i_0 in range(4):
+            T.evaluate(T.masked_store(B, T.masked_load("float32x4", A, T.Ramp(i_0 * 4, 1, 4),
+                                                       T.get_active_lane_mask("uint1x4", i_0 * 4, 14))
+                                      + T.Broadcast(T.float32(1), 4), T.Ramp(i_0 * 4, 1, 4),
+                                      T.get_active_lane_mask("uint1x4", i_0 * 4, 14)))
+
+    a, b = _rand(16), _rand(16)
+    want = b.copy()
+    want[:14] = a[:14] + np.float32(1)
+    check_every_stage(f, [a, b], reference=lambda args: [args[0], want])
+
+
 def test_loops_nested_deeper_than_python_compiles():
     # MetaSchedule conv kernels nest more than 20 loops; Python compiles at most 20 blocks.
     shape = (2,) + (1,) * 10

@@ -478,6 +478,11 @@ class ExpressionsMixin:
         if (short == "isnullptr" and _type_key(args[0]) == "ir.Call" and isinstance(args[0].op, tvm.ir.Op)
                 and args[0].op.name == "tirx.address_of"):
             return Value(ast.Constant(False), "py", "bool")  # the address of a value is never null
+        if short == "get_active_lane_mask":  # lane i is active when base + i < limit
+            base, limit = args
+            lanes = _lanes(_dtype(node))
+            return self.visit_expr(tirx.LT(tirx.Ramp(base, tirx.const(1, _dtype(base)), lanes),
+                                           tirx.Broadcast(limit, lanes)))
         if short == "masked_load":
             self.lanes.masks.append(self.to_np(self.visit_expr(args[-1])).node)
             try:
