@@ -876,3 +876,28 @@ def test_a_parameter_whose_length_is_a_min_of_sizes(n):
     assert hm.params[1].shape == ("(min(100, n) + 1 - min(1, n)) // 2",)
     with pytest.raises(ArgumentShapeError):
         hm.emulate(a, np.zeros(n // 2 + 1, "float32"))
+
+
+@T.prim_func(s_tir=True)
+def _pairs_ceil_mode(var_x: T.handle, var_y: T.handle):
+    # R.nn.avg_pool1d(x, 2, 2, ceil_mode=True) over a symbolic length: the output's length is a conditional.
+    n = T.int64()
+    x = T.match_buffer(var_x, (n,), "float32")
+    y = T.match_buffer(var_y, (T.if_then_else(n % T.int64(2) == T.int64(0), n // T.int64(2),
+                                               n // T.int64(2) + T.int64(1)),), "float32")
+    for i in range((n + T.int64(1)) // T.int64(2)):
+        with T.sblock("y"):
+            vi = T.axis.spatial((n + T.int64(1)) // T.int64(2), i)
+            y[vi] = x[vi * T.int64(2)] + T.if_then_else(vi * T.int64(2) + T.int64(1) < n,
+                                                         x[vi * T.int64(2) + T.int64(1)], T.float32(0))
+
+
+@pytest.mark.parametrize("n", [5, 6, 1])
+def test_a_parameter_whose_length_is_a_conditional_of_sizes(n):
+    x = _rand(n)
+    want = np.concatenate([x, np.zeros(n % 2, "float32")]).reshape(-1, 2).sum(axis=1)
+    hm = check_every_stage(_pairs_ceil_mode, [x, np.zeros((n + 1) // 2, "float32")],
+                           reference=lambda args: [args[0], want])
+    assert hm.params[1].shape == ("n // 2 if n % 2 == 0 else n // 2 + 1",)
+    with pytest.raises(ArgumentShapeError):
+        hm.emulate(x, np.zeros((n + 1) // 2 + 1, "float32"))

@@ -274,6 +274,14 @@ def test_dimension_expressions_evaluate_like_python_and_refuse_anything_else():
     # relax's dynamic strided slice: (min(100, n) + 1 - min(1, n)) // 2 rows
     assert dim_value("(min(100, n) + 1 - min(1, n)) // 2", sizes) == 3 and dim_value("max(n, m * m)", sizes) == 9
     assert dim_symbols("(min(100, n) + 1 - min(1, n)) // 2") == ["n"]
+    # a ceil-mode pool over a symbolic length: if_then_else(n % 2 == 0, n // 2, n // 2 + 1)
+    assert dim_value("n // 2 if n % 2 == 0 else n // 2 + 1", sizes) == 4
+    assert dim_value("n // 2 if n % 2 == 0 else n // 2 + 1", {"n": 6}) == 3
+    assert dim_value("1 if n > 2 and not m >= 1 else 2", sizes) == 1
+    assert dim_value("1 if n > 9 or m != -3 else 2", sizes) == 2
+    assert dim_symbols("n // 2 if n % 2 == 0 else m") == ["n", "m"]
+    with pytest.raises(ValueError, match="condition"):
+        dim_value("1 if n else 2", sizes)
     for bad in ("__import__('os').getpid()", "n.bit_length()", "n ** 2", "n / 2", "[n][0]", "min(n)",
                 "abs(n)", "min(n, m, 1)"):
         with pytest.raises(ValueError, match="only"):

@@ -18,8 +18,10 @@ Dim = Union[int, str]
 def dim_value(dim, sizes):
     """The value of dimension ``dim`` given the symbolic ``sizes`` (a name → int mapping).
 
-    Expressions use ``+ - * // %``, ``min``/``max``, unary minus, parentheses, integer literals and names; anything
-    else is refused (they come from the kernel's signature, but are never handed to ``eval``).
+    Expressions use ``+ - * // %``, ``min``/``max``, unary minus, parentheses, integer literals and names, and
+    conditionals ``a if c else b`` over comparisons joined by ``and``/``or``/``not`` (a ceil-mode pool's
+    output over a symbolic length); anything else is refused (they come from the kernel's signature, but are
+    never handed to ``eval``).
     Raises KeyError naming a size that ``sizes`` lacks.  Self-contained: dumped stage files carry a
     copy of its source.
     """
@@ -31,6 +33,8 @@ def dim_value(dim, sizes):
         return int(sizes[dim])
     ops = {_ast.Add: lambda a, b: a + b, _ast.Sub: lambda a, b: a - b, _ast.Mult: lambda a, b: a * b,
            _ast.FloorDiv: lambda a, b: a // b, _ast.Mod: lambda a, b: a % b}
+    compares = {_ast.Eq: lambda a, b: a == b, _ast.NotEq: lambda a, b: a != b, _ast.Lt: lambda a, b: a < b,
+                _ast.LtE: lambda a, b: a <= b, _ast.Gt: lambda a, b: a > b, _ast.GtE: lambda a, b: a >= b}
 
     def value(node):
         if isinstance(node, _ast.BinOp) and type(node.op) in ops:
@@ -44,7 +48,20 @@ def dim_value(dim, sizes):
         if (isinstance(node, _ast.Call) and isinstance(node.func, _ast.Name) and node.func.id in ("min", "max")
                 and len(node.args) == 2 and not node.keywords):
             return (min if node.func.id == "min" else max)(value(node.args[0]), value(node.args[1]))
-        raise ValueError(f"dimension {dim!r}: only + - * // %, min and max of integers and sizes are allowed")
+        if isinstance(node, _ast.IfExp):
+            return value(node.body) if condition(node.test) else value(node.orelse)
+        raise ValueError(f"dimension {dim!r}: only + - * // %, min, max and conditionals of integers and sizes "
+                         f"are allowed")
+
+    def condition(node):
+        if (isinstance(node, _ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in compares):
+            return compares[type(node.ops[0])](value(node.left), value(node.comparators[0]))
+        if isinstance(node, _ast.BoolOp) and isinstance(node.op, (_ast.And, _ast.Or)):
+            parts = [condition(v) for v in node.values]
+            return all(parts) if isinstance(node.op, _ast.And) else any(parts)
+        if isinstance(node, _ast.UnaryOp) and isinstance(node.op, _ast.Not):
+            return not condition(node.operand)
+        raise ValueError(f"dimension {dim!r}: a condition compares integers and sizes")
 
     return value(_ast.parse(dim, mode="eval").body)
 
@@ -59,7 +76,8 @@ def dim_symbols(dim: Dim) -> list[str]:
 
     tree = _ast.parse(dim, mode="eval")
     called = {id(n.func) for n in _ast.walk(tree) if isinstance(n, _ast.Call)}  # min, max
-    names = [n.id for n in _ast.walk(tree) if isinstance(n, _ast.Name) and id(n) not in called]
+    names = [n.id for n in sorted((n for n in _ast.walk(tree) if isinstance(n, _ast.Name) and id(n) not in called),
+                                   key=lambda n: n.col_offset)]
     return list(dict.fromkeys(names))
 
 

@@ -350,6 +350,28 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
             return ast.BinOp(self._shape_expr(dim.a, where), self.SHAPE_OPS[key](), self._shape_expr(dim.b, where))
         if key in ("prim.Min", "prim.Max"):  # a dynamic strided slice: (min(100, n) + 1 - min(1, n)) // 2
             return ast.Call(_name(key[5:].lower()), [self._shape_expr(dim.a, where), self._shape_expr(dim.b, where)], [])
+        if key == "prim.Select" or (key == "ir.Call"
+                                    and str(getattr(dim.op, "name", "")).split(".")[-1] == "if_then_else"):
+            # a ceil-mode pool over a symbolic length: if_then_else(n % 2 == 0, n // 2, n // 2 + 1)
+            cond, a, b = (dim.condition, dim.true_value, dim.false_value) if key == "prim.Select" else dim.args
+            return ast.IfExp(self._shape_cond(cond, where), self._shape_expr(a, where), self._shape_expr(b, where))
+        raise UnsupportedConstructError("buffer shape expression", where)
+
+    #: Comparisons a buffer shape expression's condition may use.
+    SHAPE_COMPARES = {"prim.EQ": ast.Eq, "prim.NE": ast.NotEq, "prim.LT": ast.Lt, "prim.LE": ast.LtE,
+                      "prim.GT": ast.Gt, "prim.GE": ast.GtE}
+
+    def _shape_cond(self, cond, where: str) -> ast.expr:
+        """The condition of a conditional buffer dimension, as Python over the sizes."""
+        key = _type_key(cond)
+        if key in self.SHAPE_COMPARES:
+            return ast.Compare(self._shape_expr(cond.a, where), [self.SHAPE_COMPARES[key]()],
+                               [self._shape_expr(cond.b, where)])
+        if key in ("prim.And", "prim.Or"):
+            return ast.BoolOp(ast.And() if key == "prim.And" else ast.Or(),
+                              [self._shape_cond(cond.a, where), self._shape_cond(cond.b, where)])
+        if key == "prim.Not":
+            return ast.UnaryOp(ast.Not(), self._shape_cond(cond.a, where))
         raise UnsupportedConstructError("buffer shape expression", where)
 
     # ------------------------------------------------------------------ dispatch
