@@ -2,8 +2,8 @@
 every stage and compared with the native build.
 
 The small ``tvm.relax.frontend.nn`` models of :mod:`.zoo_models` are lowered as TVM's CPU and CUDA backends do
-(``DispatchSortScan``, ``LegalizeOps``, ``AnnotateTIROpPattern``, ``FoldConstant``, ``FuseOps``,
-``FuseTIR`` under the target), their PrimFuncs collected and deduplicated structurally, and each is
+(``DispatchSampling``, ``DispatchSortScan``, ``LegalizeOps``, ``AnnotateTIROpPattern``, ``FoldConstant``,
+``FuseOps``, ``FuseTIR`` under the target), their PrimFuncs collected and deduplicated structurally, and each is
 scheduled three ways (:data:`FLAVOURS`).  Every changed stage before ``MakePackedAPI`` is emulated in
 fast mode on seeded inputs and compared with the native llvm build of the *unscheduled* PrimFunc (the
 reference for the cuda schedules too: no GPU is needed).
@@ -59,6 +59,12 @@ TVM_FINDINGS: dict[tuple[str, str, str], str] = {
         "s_tir.ThreadSync puts barriers only between the steps, so the race stays at every stage down to "
         "the CUDA source (warp-synchronous code without __syncwarp: a data race in CUDA's memory model).",
 }
+TVM_FINDINGS[("dlight-gpu", "parallel_sampling_from_prob", "data race on cumsum")] = (
+    "relax/backend/gpu_generic/sampling.py (gpu_multinomial_from_uniform, relax's GPU multinomial_from_uniform) "
+    "scans a warp in block_cumsum as cumsum.py does: `output_shared[idx + j] += output_shared[idx - (1 << i) * "
+    "thread_elem + thread_elem - 1]` under `tx >= 1 << i`, thread tx reading the last element of thread "
+    "tx - 2**i while that thread writes it in the same statement, with no barrier (warp-synchronous code "
+    "without __syncwarp: a data race in CUDA's memory model).")
 _SCAN_LOCALS_RACE = (
     "topi/gpu/scan.py (exclusive_scan_ir, the scan over a non-last axis) declares the per-thread "
     "indices start_buf/middle_buf/end_buf (and tmp_buf) with scope='local' outside the thread_extent "
@@ -232,6 +238,7 @@ def _lower(mod, target):
     from tvm import relax
 
     with target:
+        mod = relax.backend.DispatchSampling()(mod)
         mod = relax.backend.DispatchSortScan()(mod)
         mod = relax.transform.LegalizeOps()(mod)
         mod = relax.transform.AnnotateTIROpPattern()(mod)
@@ -326,11 +333,24 @@ def _param_types(func) -> list:
     return [(str(getattr(p.ty, "shape", None)), str(getattr(p.ty, "dtype", None))) for p in func.params]
 
 
+def _sampling_from_prob(prob, usample, rows, out_dtypes):
+    """relax's GPU ``multinomial_from_uniform`` (``parallel_sampling_from_prob``): per sample, the row
+    ``rows[i]`` of ``prob`` with entries <= 0 dropped, and the first position where its cumulative sum
+    reaches ``u - 1e-6`` (a position with a positive entry; the last one when none)."""
+    p = prob[rows[:, 0].astype(np.int64)]
+    p = np.where(p > 0, p, 0).astype(prob.dtype)
+    reached = np.cumsum(p, axis=-1, dtype=p.dtype) >= (usample.astype(np.float32) - np.float32(1e-6))
+    first = reached & ~np.concatenate([np.zeros_like(reached[:, :1]), reached[:, :-1]], axis=-1) & (p > 0)
+    token = np.where(first.any(axis=-1), first.argmax(axis=-1), p.shape[-1] - 1)
+    return token.reshape(-1, 1).astype(out_dtypes[0])
+
+
 #: Kernels that only the cuda lowering has and that llvm cannot build (topi's GPU scan launches its
 #: own threads): their numpy meaning, compared with a tolerance (a parallel scan adds in another order).
 #: Called with the inputs and ``out_dtypes``, the dtypes of the kernel's outputs (a cumsum with
 #: ``dtype="float64"`` sums a float32 input in float64).
-NUMPY_REFERENCES = {"cumsum": lambda x, out_dtypes: np.cumsum(x.astype(out_dtypes[0]), axis=-1, dtype=out_dtypes[0])}
+NUMPY_REFERENCES = {"cumsum": lambda x, out_dtypes: np.cumsum(x.astype(out_dtypes[0]), axis=-1, dtype=out_dtypes[0]),
+                    "parallel_sampling_from_prob": _sampling_from_prob}
 
 
 def schedule(func, flavour: str):
@@ -448,10 +468,23 @@ def _sorted_cumsum_inputs(arrays: dict, rng) -> None:
     usample[...] = rng.uniform(0, 1, usample.shape).astype(usample.dtype)
 
 
+def _prob_rows_inputs(arrays: dict, rng) -> None:
+    """relax's GPU ``multinomial_from_uniform`` (``parallel_sampling_from_prob``) samples from rows of
+    probabilities with a uniform draw in [0, 1) per sample: random values in [-1, 1) would pick the first
+    or last position only, and a draw within a rounding of a cumulative sum depends on the order of the
+    parallel scan."""
+    prob, usample, rows = arrays["prob"], arrays["uniform_samples"], arrays["row_indices"]
+    p = rng.uniform(0.01, 1, prob.shape)
+    prob[...] = (p / p.sum(axis=-1, keepdims=True)).astype(prob.dtype)
+    usample[...] = rng.uniform(0, 1, usample.shape).astype(usample.dtype)
+    rows[...] = rng.integers(0, prob.shape[0], rows.shape).astype(rows.dtype)
+
+
 #: Kernels that mean something only on inputs of a form random values lack: (operator prefix,
 #: the parameters it fills) -> a function filling them (in place) from a seeded generator.
 INPUT_CONTRACTS: dict[tuple[str, tuple[str, ...]], Callable] = {
     ("get_index_from_sorted", ("cumsum_sorted", "renorm_prob", "usample")): _sorted_cumsum_inputs,
+    ("parallel_sampling_from_prob", ("prob", "uniform_samples", "row_indices")): _prob_rows_inputs,
 }
 
 
@@ -616,6 +649,12 @@ def _native_reference(func):
     return hm
 
 
+def _binds_threads(func) -> bool:
+    from .codegen.plan import _has_threads
+
+    return _has_threads(func.body)
+
+
 def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 0,
                  reference=None, check: bool = False) -> KernelOutcome:
     """Build ``func`` scheduled the ``flavour`` way and emulate every changed stage before
@@ -648,6 +687,16 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
             outs = reference(*[a for a, p in zip(inputs, hm.params) if not p.is_output],
                              out_dtypes=[p.dtype for p in hm.params if p.is_output])
             expected = list(outs) if isinstance(outs, tuple) else [outs]
+        elif reference is not None and _binds_threads(reference):
+            # A GPU-only kernel with no llvm twin and no numpy meaning: llvm cannot build it, so the
+            # later stages are checked against the exact emulation of the unscheduled kernel.
+            unscheduled = hmodule.build(reference, target=target)
+            inputs = _inputs(unscheduled.params, seed, name)
+            expected_args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
+            result = unscheduled.emulate(*expected_args, stage=0, mode="exact")
+            expected = unscheduled.result_values(expected_args, result)
+            outcome.reason = ("reference: the exact emulation of the unscheduled kernel (GPU-only: no llvm "
+                              "build, no numpy meaning)")
         else:
             native = _native_reference(reference if reference is not None else func)
             inputs = _inputs(native.params, seed, name)

@@ -4,8 +4,9 @@ Each covers operators a real model has: an MLP and an LM head (GEMV), causal att
 cache and grouped-query attention, RoPE, token and position embeddings, norms (layer, RMS, group,
 float16), softmax and log-softmax, convolutions (strided, dilated depthwise, 1-D) and pooling,
 reductions over several axes, elementwise math, argmax/argmin, sort/argsort/topk and scans over
-any axis, float16, bfloat16 and int8 (quantise, integer matmul, shifts), slicing and layout ops, a
-float16 LM head over 1,000 words, and symbolic sizes (``n``, ``m``).  Sizes are small: the zoo runs in CI.
+any axis, multinomial sampling, float16, bfloat16 and int8 (quantise, integer matmul, shifts), slicing
+and layout ops, a float16 LM head over 1,000 words, and symbolic sizes (``n``, ``m``).  Sizes are small:
+the zoo runs in CI.
 """
 from __future__ import annotations
 
@@ -46,6 +47,12 @@ def models() -> list:
             probs = op.softmax(scores + mask, axis=-1)
             out = op.permute_dims(op.matmul(probs, v), [0, 2, 1, 3])
             return self.o(op.reshape(out, (b, n, 16)))
+
+    class Sampler(nn.Module):
+        """Token sampling: softmax, then multinomial_from_uniform (relax's GPU kernel for cuda)."""
+
+        def forward(self, logits, u, idx):
+            return op.multinomial_from_uniform(op.softmax(logits, axis=-1), u, idx)
 
     class RoPE(nn.Module):
         def forward(self, x, cos, sin):
@@ -272,6 +279,8 @@ def models() -> list:
         ("softmax", Softmaxes(), {"x": spec.Tensor((4, 24), f32)}),
         ("convnet", ConvNet(), {"x": spec.Tensor((1, 3, 8, 8), f32)}),
         ("sortscan", SortScan(), {"x": spec.Tensor((3, 10), f32)}),
+        ("sampler", Sampler(), {"logits": spec.Tensor((2, 24), f32), "u": spec.Tensor((3, 1), f32),
+                                "idx": spec.Tensor((3, 1), "int64")}),
         ("lowprec", LowPrecision(), {"a16": spec.Tensor((4, 16), "float16"), "b16": spec.Tensor((16, 8), "float16"),
                                      "a8": spec.Tensor((4, 16), "int8"), "b8": spec.Tensor((16, 8), "int8")}),
         ("embed", Embed(), {"ids": spec.Tensor((2, 5), "int32"), "pos": spec.Tensor((2, 5), "int32")}),

@@ -384,7 +384,7 @@ class ExpressionsMixin:
         args = list(node.args)
         if short == "if_then_else":
             return self._conditional(args[0], args[1], args[2], dtype, lazy=True)
-        if short == "likely":
+        if short in ("likely", "tvm_thread_invariant"):  # hints: the condition itself
             return self.visit_expr(args[0])
         special = self._exact_intrinsic(short, node, args)
         if special is not None:
