@@ -41,7 +41,7 @@ from .lanes import LanesMixin
 from .memory import MemoryAccessMixin
 from .sanitize import SanitizerMixin
 from .tensorcore import FLOAT_MMA_ATTR, FLOAT_MMA_NOTE
-from .plan import EmulationPlan, emit_with_plan, exact_plan_reason, per_call_rule, plan_emulation
+from .plan import EmulationPlan, _has_threads, emit_with_plan, exact_plan_reason, per_call_rule, plan_emulation
 from .state import GpuState, LaneState, ProgressHooks, Scope, SerialState
 
 
@@ -73,7 +73,7 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
         self.lanes = LaneState()
         self.serial = SerialState()
         self.hooks = ProgressHooks(enabled=progress)
-        self.gpu = GpuState(thread_extents=_thread_extents(func.body),
+        self.gpu = GpuState(thread_extents=_thread_extents(func.body), device_code=_has_threads(func.body),
                             thread_races=synced or _has_storage_sync(func),
                             module_functions=dict(module_functions or {}))
         helper_names = {n for n in vars(runtime) if not n.startswith("__")}

@@ -103,6 +103,8 @@ class GpuState:
 
     #: Constant extent of each thread tag launched in the function (for per-thread memory).
     thread_extents: dict[str, int] = field(default_factory=dict)
+    #: Whether the function binds threads (device code: CUDA C's float ``!=``, not LLVM's ``fcmp one``).
+    device_code: bool = False
     #: Threads race only where barriers are explicit: after s_tir.ThreadSync, or written by the user.
     #: Before that pass the IR implies a barrier wherever one is needed.
     thread_races: bool = False

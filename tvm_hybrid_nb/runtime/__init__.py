@@ -36,7 +36,7 @@ from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floo
                         float_floordiv, float_floormod, _float_to_int32_or_64, _float_to_int, _float_to_float,
                         cast, reinterpret)
 from ._lanes import ramp, broadcast, shuffle
-from ._numerics import select, minimum, maximum
+from ._numerics import select, minimum, maximum, ordered_ne
 from ._memory import _as_dtype, alloc, view
 from ._sort import _stable_order, contrib_sort
 from ._lanes import vector_lane_index

@@ -5,7 +5,7 @@ Owns integer wrapping and division (``wrap``, ``truncdiv``, ``truncmod``, ``floo
 fixed-point ``q_multiply_shift``/``q_multiply_shift_per_axis`` as TVM legalizes them), the value a
 function returns as the packed API hands it over (``packed_return``),
 conversions as the native x86-64 kernel computes them (``cast``, ``reinterpret`` and the
-``_float_to_*`` helpers), ``select``/``minimum``/``maximum``, and math in the operand's dtype
+``_float_to_*`` helpers), ``select``/``minimum``/``maximum``/``ordered_ne``, and math in the operand's dtype
 (``rsqrt``, ``sigmoid``, ``erf``, ``clz``, ``popcount``, ``in_double``, ``nan_through``).
 """
 from __future__ import annotations
@@ -261,6 +261,13 @@ def select(condition, true_value, false_value):
     """TIR ``Select``: both sides are already evaluated; pick per lane."""
     out = np.where(condition, true_value, false_value)
     return out[()] if out.ndim == 0 else out
+
+
+def ordered_ne(a, b):
+    """TIR ``NE`` on floats as TVM's llvm backend emits it, ``fcmp one``: false where a side is NaN
+    (C's, CUDA's and numpy's ``!=`` say true)."""
+    out = np.less(a, b) | np.greater(a, b)
+    return out[()] if np.ndim(out) == 0 else out
 
 
 def minimum(a, b):
