@@ -1,0 +1,252 @@
+"""How a zoo kernel fared (:class:`KernelOutcome`), the documented bugs of TVM that explain a failure,
+with their evidence, and how an outcome is matched to one.
+
+A wrong answer or sanitizer alarm is the emulator's failure unless one of these tables explains it:
+races and uninitialised reads in TVM's output (:data:`TVM_FINDINGS`), dlight rules that raise
+(:data:`TVM_SCHEDULE_FINDINGS`), operators whose kernels touch memory outside their buffers
+(:data:`TVM_KERNEL_FINDINGS`), passes that break a kernel (:data:`TVM_PASS_FINDINGS`) or change what it
+computes (:data:`TVM_MEANING_FINDINGS`), and code generators that cannot build it
+(:data:`TVM_CODEGEN_FINDINGS`).  A failure of TVM's own build needs no entry: :func:`tvm_compile_failure`
+is the evidence.  :func:`tvm_finding` matches an outcome to its entry.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass
+class KernelOutcome:
+    """How one kernel fared in one flavour."""
+
+    flavour: str
+    kernel: str
+    outcome: str  # "ok" | "refused" | "crash" | "wrong"
+    stage: str = ""
+    reason: str = ""
+    seconds: float = 0.0
+    stages_checked: int = 0
+    #: Of ``stages_checked``, the stages whose generated program repeats an earlier checked stage's
+    #: (the same text, so the same result on the same inputs): counted, not run again.
+    stages_repeated: int = 0
+    #: Set when TVM itself fails on the kernel, so that nothing can be emulated: a dlight rule that
+    #: raises instead of declining, or a pipeline that ``tvm.compile`` cannot get through either.
+    tvm_failure: str = ""
+
+
+#: Refusals allowed by the zoo test: (flavour, kernel name prefix, construct substring) -> why.
+#: Only constructs the emulator cannot run exactly yet belong here; the zoo test fails on any other.
+ALLOWED_REFUSALS: dict[tuple[str, str, str], str] = {}
+
+#: Marks a wrong answer where the sanitizers show that TVM's pass, not the emulator, is at fault.
+TVM_FINDING = "TVM finding"
+
+#: Sanitizer alarms (``check=True``) on kernels whose TVM output really is racy or reads
+#: uninitialised memory: (flavour, operator prefix, message substring) -> the evidence.  The operator
+#: is the kernel's PrimFunc name without its model (``cumsum`` of ``shapes.cumsum``,
+#: :func:`kernel_op`): the same TVM bug shows in any model that uses the operator.
+#: Every other alarm in the zoo is a false alarm, and a bug of the sanitizers.
+TVM_FINDINGS: dict[tuple[str, str, str], str] = {
+    ("dlight-gpu", "gpu_2d_continuous_cumsum", "data race on shared_buf"):
+        "relax/backend/gpu_generic/cumsum.py scans a warp Hillis-Steele style, "
+        "`shared_buf[idx + j] += shared_buf[idx - (1 << i) * N + N - 1]` under `tx >= 1 << i`: thread tx reads "
+        "the last element of thread tx - 2**i while that thread writes it in the same statement; "
+        "s_tir.ThreadSync puts barriers only between the steps, so the race stays at every stage down to "
+        "the CUDA source (warp-synchronous code without __syncwarp: a data race in CUDA's memory model).",
+}
+TVM_FINDINGS[("dlight-gpu", "parallel_sampling_from_prob", "data race on cumsum")] = (
+    "relax/backend/gpu_generic/sampling.py (gpu_multinomial_from_uniform, relax's GPU multinomial_from_uniform) "
+    "scans a warp in block_cumsum as cumsum.py does: `output_shared[idx + j] += output_shared[idx - (1 << i) * "
+    "thread_elem + thread_elem - 1]` under `tx >= 1 << i`, thread tx reading the last element of thread "
+    "tx - 2**i while that thread writes it in the same statement, with no barrier (warp-synchronous code "
+    "without __syncwarp: a data race in CUDA's memory model).")
+_SCAN_LOCALS_RACE = (
+    "topi/gpu/scan.py (exclusive_scan_ir, the scan over a non-last axis) declares the per-thread "
+    "indices start_buf/middle_buf/end_buf (and tmp_buf) with scope='local' outside the thread_extent "
+    "frame; SplitHostDevice makes them kernel parameters, one int* for all threads: the CUDA source "
+    "has `_ptr[0] = threadIdx.x * 2; if (_ptr[0] < 2) ...` and every thread of every block writes and "
+    "reads the same element.  Stage 0 gives each thread its own (clean under check=True); from "
+    "ConvertSSA on, the emulation shares them as the CUDA kernel does and the result goes wrong.")
+for _scan in ("cumsum", "cumprod"):
+    TVM_FINDINGS[("dlight-gpu", _scan, "data race on v_")] = _SCAN_LOCALS_RACE
+
+
+#: dlight rules that raise on a kernel instead of declining it (a rule returns None for what it does not
+#: schedule), so that ``ApplyDefaultSchedule`` fails: (flavour, where and what, as
+#: :func:`schedule_failure` words it) -> the evidence.  There is no scheduled kernel to emulate.
+TVM_SCHEDULE_FINDINGS: dict[tuple[str, str], str] = {}
+_GEMV_UNIT_REDUCTION = (
+    "s_tir/dlight/analysis/gemv.py normalize() asserts that a GEMV-shaped kernel keeps a reduction loop; a "
+    "matmul whose reduction has extent 1 (the attention probabilities (1, h, 1, 1) @ v (1, h, 1, d) of a "
+    "one-token decoder step without a KV cache) has none once its unit loop is folded, and the GEMV rule "
+    "raises AssertionError instead of declining: ApplyDefaultSchedule fails for the whole module, with "
+    "dl.cpu.GEMV and with dl.gpu.GEMV.")
+_GEMV_BATCH_ONLY = (
+    "s_tir/dlight/analysis/gemv.py normalize() asserts that a GEMV-shaped kernel has a spatial loop that is "
+    "not a batch loop (a loop whose variable every buffer uses); the sum over the last axis of "
+    "exp(logits - max) with keepdims (a log-sum-exp written out, (4, 10) -> (4, 1)) has only batch loops "
+    "and a unit one, and the GEMV rule raises AssertionError instead of declining: ApplyDefaultSchedule "
+    "fails for the whole module, with dl.cpu.GEMV and with dl.gpu.GEMV.")
+for _flavour in ("dlight-cpu", "dlight-gpu"):
+    TVM_SCHEDULE_FINDINGS[(_flavour, "dlight/analysis/gemv.py:158: assert r_loops")] = _GEMV_UNIT_REDUCTION
+    TVM_SCHEDULE_FINDINGS[(_flavour, "dlight/analysis/gemv.py:157: assert s_loops")] = _GEMV_BATCH_ONLY
+
+#: Operators that TVM lowers into kernels touching memory outside their buffers on valid inputs, so
+#: that there is no native reference (``run_native`` refuses a run the emulation shows would do it):
+#: (operator prefix, what the emulation reports) -> the evidence.
+TVM_KERNEL_FINDINGS: dict[tuple[str, str], str] = {
+    ("slice_scatter", "out-of-bounds read of"):
+        "topi/slice_scatter.py gathers src for every column of the output before `where` keeps the sliced "
+        "ones: the gather index is clipped into the input's axis (dim_size - 1), not src's, and topi.take "
+        "runs in its default mode 'fast' (no bounds), so each column past src's extent reads src out of "
+        "bounds (relax.op.slice_scatter legalizes to it).",
+}
+
+#: Passes of TVM that break a kernel so that its emulation traps from their stage on (earlier stages
+#: clean): (flavour, pass name, what the emulation reports) -> the evidence.
+TVM_PASS_FINDINGS: dict[tuple[str, str, str], str] = {}
+_BF16_SORT_ARRAYS = (
+    "tirx.BF16ComputeLegalize promotes every bfloat16 expression to float32, the dtype hint of "
+    "tvm_stack_make_array included: relax's sort/argsort/topk of bfloat16 on a CPU then hand "
+    "tvm.contrib.sort a DLTensor of float32 over bfloat16 storage, twice its size: the library sorts "
+    "garbage and writes past the output (the process aborts: free(): invalid next size).  The stages "
+    "before the pass hand over bfloat16 and emulate to numpy's sort.")
+for _flavour in ("none", "dlight-cpu"):
+    TVM_PASS_FINDINGS[(_flavour, "BF16ComputeLegalize", "exceeds its storage")] = _BF16_SORT_ARRAYS
+TVM_PASS_FINDINGS[("dlight-gpu", "LowerCrossThreadReduction", "out-of-bounds write of")] = (
+    "s_tir/transform/lower_cross_thread_reduction.cc builds the predicate of the write-back block from the "
+    "clauses it finds under an `And` of the reduction block's predicate (a StructuralWalk over And nodes "
+    "only): a predicate of one comparison has no And, so the write-back block loses it.  dlight's GPU "
+    "reduction of a 1x1 convolution on a 1x1 map (MobileNetV3/EfficientNet squeeze-excite: 8 or 24 output "
+    "channels, 16 rows of threadIdx.y) guards its rows with `ty < 8` alone, and from this stage on threads "
+    "ty = 8..15 store their (garbage) sums past the end of the reduction buffer.  CompactBufferAllocation "
+    "later shrinks a local or shared buffer to each thread's or block's region, which hides it; a global "
+    "write-back buffer keeps the store in the CUDA source: a plain 1x1 conv2d (1, 24, 1, 1) -> (1, 8, 1, 1) "
+    "compiles to `if (threadIdx.x == 0) conv2d_nchw[threadIdx.y] = ...` for 16 rows, 8 past the output "
+    "(the emulation traps at every stage down to ConvertSSA).  A predicate of two clauses keeps the "
+    "spatial one.")
+
+
+#: The words :func:`meaning_change` adds to a wrong answer's reason, before the stage it names.
+MEANING_CHANGE = "the emulated result changes at stage"
+
+#: Passes of TVM that change what a kernel computes (no sanitizer can see it: every stage is clean, the
+#: stages before the pass all give one result and the stages from it on all give another, the native
+#: build's): pass name -> the evidence.  A wrong answer :func:`meaning_change` pins on one is TVM's.
+TVM_MEANING_FINDINGS: dict[str, str] = {
+    "StmtSimplify":
+        "arith's rewrite rules, written for integers, fold float expressions too: `x - x` to 0, `x == x` to "
+        "true, `!(x < c)` to `x >= c`, `(x + c) - c` to `x`; IEEE gives NaN for x = NaN or +-inf, false for "
+        "x == x with a NaN, true for !(NaN < c), and 0 for (-1 + 1e30) - 1e30 in float32.  A fused kernel "
+        "with `where(x == x, x, 0)` (nan_to_num), `x != x` (isnan) or `(s < t) | (s >= t)` of a sqrt that "
+        "may be NaN computes something else natively than its TIR says (numpy is the truth).",
+}
+
+
+def schedule_failure(exc: BaseException) -> str:
+    """One line for an exception a schedule rule raised: its type, then the innermost frame of TVM's
+    Python code (``dlight/analysis/gemv.py:158: assert r_loops``)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/tvm/" in f.filename.replace("\\", "/")]
+    where = ""
+    if frames:
+        f = frames[-1]
+        path = f.filename.replace("\\", "/").split("/tvm/s_tir/", 1)[-1]
+        where = f" at {path}:{f.lineno}: {(f.line or '').strip()}"
+    message = str(exc).splitlines()[0] if str(exc) else ""
+    return f"dlight could not schedule it: {type(exc).__name__}{': ' + message if message else ''}{where}"
+
+
+def _bool_comparisons_as_int8(func):
+    """``func`` with every ``==``/``!=`` of two bools compared as int8 (the same meaning)."""
+    import tvm_ffi
+    from tvm import tirx
+
+    def widen(node):
+        if str(node.a.ty) != "bool":
+            return node
+        return type(node)(tirx.Cast("int8", node.a), tirx.Cast("int8", node.b))
+
+    return tvm_ffi.structural_map(func, ((tirx.EQ, tirx.NE), widen))
+
+
+#: Bugs of TVM's code generators that stop a kernel from building at all: (regular expression on TVM's
+#: message) -> (the evidence, a rewrite of the PrimFunc to the same meaning without the construct).
+#: Every stage is captured before code generation, so the zoo still emulates them all, against the
+#: native build of the rewritten reference.
+TVM_CODEGEN_FINDINGS: dict[str, tuple[str, Callable]] = {
+    r"fcmp \w+ i1 ": (
+        "codegen_llvm compares two bools (`(a < b) == T.bool(False)`, `A[i] == B[i]` of bool buffers) with "
+        "LLVM's fcmp, which i1 operands make invalid IR: the module fails to verify and nothing builds "
+        "(llvm, and the host code of cuda).  relax's renormalize_top_p_top_k_prob (get_renorm_cutoff, "
+        "nn.op.renormalize_top_p_top_k_prob) writes such comparisons, so TVM cannot build it for a CPU.",
+        _bool_comparisons_as_int8),
+}
+
+
+def codegen_finding(message: str) -> tuple[str, Callable] | None:
+    """The :data:`TVM_CODEGEN_FINDINGS` entry that explains a failed code generation, or None."""
+    import re
+
+    return next((entry for pattern, entry in TVM_CODEGEN_FINDINGS.items() if re.search(pattern, message)), None)
+
+
+def tvm_compile_failure(mod, target) -> str:
+    """The evidence that TVM itself cannot build ``mod`` for ``target`` (``tvm.compile`` raises), or
+    "" when it can: a failure of the staged build is then the emulator's."""
+    import tvm
+
+    try:
+        tvm.compile(mod, target=target)
+    except Exception as exc:  # noqa: BLE001 - any failure of TVM's own build is the evidence
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        return f"TVM cannot build it: tvm.compile raises {type(exc).__name__}: {(lines or [''])[-1][:300]}"
+    return ""
+
+
+def kernel_op(kernel: str) -> str:
+    """The PrimFunc name of a zoo kernel name ``model.function`` (``cumsum`` of ``moe.cumsum``)."""
+    return kernel.split(".", 1)[-1]
+
+
+def finding_matches(outcome: KernelOutcome, flavour: str, prefix: str, message: str) -> bool:
+    """Whether ``outcome`` is the alarm of the :data:`TVM_FINDINGS` entry ``(flavour, prefix, message)``."""
+    return outcome.flavour == flavour and kernel_op(outcome.kernel).startswith(prefix) and message in outcome.reason
+
+
+def refusal_allowed(outcome: KernelOutcome) -> bool:
+    """Whether a refusal is on the documented allow-list (:data:`ALLOWED_REFUSALS`)."""
+    return any(outcome.flavour == flavour and outcome.kernel.startswith(prefix) and construct in outcome.reason
+               for flavour, prefix, construct in ALLOWED_REFUSALS)
+
+
+def tvm_finding(outcome: KernelOutcome) -> str | None:
+    """The evidence when a sanitizer alarm (``check=True``: a crash) or a wrong answer that the
+    sanitizers flag at its stage but not at stage 0 (:func:`explain_wrong`) is a documented bug of
+    TVM's output (:data:`TVM_FINDINGS`).  An undocumented one stays a failure of the zoo: the
+    sanitizers and the emulation share code, so their agreement alone proves nothing.  A failure
+    of TVM itself (``outcome.tvm_failure``: dlight raises, ``tvm.compile`` raises) needs no document:
+    TVM's own code is the evidence."""
+    if outcome.outcome == "crash":  # emulate_stages stops at the first failing stage: earlier ones are clean
+        found = next((why for (flavour, pass_name, message), why in TVM_PASS_FINDINGS.items()
+                      if outcome.flavour == flavour and outcome.stage.endswith(pass_name) and message in outcome.reason),
+                     None)
+        if found is not None:
+            return found
+    if outcome.outcome == "crash" and outcome.stage == "schedule":
+        return next((why for (flavour, message), why in TVM_SCHEDULE_FINDINGS.items()
+                     if outcome.flavour == flavour and message in outcome.reason), None) or outcome.tvm_failure
+    if outcome.outcome == "crash" and outcome.tvm_failure:
+        return outcome.tvm_failure
+    if outcome.outcome == "crash" and "native run refused" in outcome.reason:
+        return next((why for (prefix, message), why in TVM_KERNEL_FINDINGS.items()
+                     if kernel_op(outcome.kernel).startswith(prefix) and message in outcome.reason), None)
+    if outcome.outcome == "wrong" and MEANING_CHANGE in outcome.reason:
+        changed_at = outcome.reason.rsplit(MEANING_CHANGE, 1)[1]
+        return next((why for pass_name, why in TVM_MEANING_FINDINGS.items()
+                     if changed_at.split(" and stays")[0].endswith(pass_name)), None)
+    if outcome.outcome == "wrong" and TVM_FINDING not in outcome.reason:
+        return None
+    if outcome.outcome not in ("crash", "wrong"):
+        return None
+    return next((why for key, why in TVM_FINDINGS.items() if finding_matches(outcome, *key)), None)
