@@ -3,6 +3,7 @@ allreduce, kernel launches and cross-thread reduction blocks."""
 from __future__ import annotations
 
 import ast
+import copy
 
 from tvm import tirx
 import tvm
@@ -257,11 +258,18 @@ class GpuMixin:
         finally:
             self.namer._names, self.scope.var_kinds, self.lanes.axes = saved
             self.gpu.serial_thread_lanes, self.gpu.accumulator_tags = saved_serial, saved_accumulators
+        # With no lanes in the block, every index is a number: each store to an accumulator is copied
+        # to the other threads' copies right after it, rather than the whole buffer after the block.
+        shared = None
+        if loops and not any(not ax.is_thread for ax in saved[2]):
+            shared = self._share_stored_elements(body, accumulators, across)
+        if shared is not None:
+            body = shared
         for lane, ax in reversed(loops):
             bounds = ([ax.extent] if isinstance(ax.lo, ast.Constant) and ax.lo.value == 0
                       else [ax.lo, ast.BinOp(ax.lo, ast.Add(), ax.extent)])
             body = [ast.For(_store_name(lane), ast.Call(_name("range"), bounds, []), body, [])]
-        return body + self._share_accumulators(accumulators, across)
+        return body if shared is not None else body + self._share_accumulators(accumulators, across)
 
     def _per_thread_writes(self, block) -> list[_BufferInfo]:
         """The per-thread buffers (allocated outside ``block``) that ``block`` stores to."""
@@ -276,6 +284,57 @@ class GpuMixin:
             if info is not None and info.per_thread:
                 infos[info.name] = info
         return list(infos.values())
+
+    def _share_stored_elements(self, body: list[ast.stmt], accumulators: list[_BufferInfo],
+                               across: set[str]) -> list[ast.stmt] | None:
+        """``body`` with ``acc[every thread reduced across, i] = acc[thread 0, i]`` after each store
+        ``acc[thread 0, i] = ...`` to an accumulator; None when a store takes another form (a helper
+        call, a view, a sanitizer's written-marks), and the whole buffer is shared instead."""
+        names = {info.name for info in accumulators}
+        if not names or any(info.shadow is not None for info in accumulators):
+            return None
+        reduced = {self.THREAD_AXES["vthread" if t.startswith("vthread") else t] for t in across}
+        handled: set[int] = set()
+
+        def share(target: ast.Subscript) -> ast.stmt | None:
+            parts = target.slice.elts if isinstance(target.slice, ast.Tuple) else []
+            if len(parts) < len(self.THREAD_AXES) or any(
+                    not (isinstance(parts[k], ast.Constant) and parts[k].value == 0) for k in reduced):
+                return None
+            every = [ast.Slice(None, None, None) if k in reduced else p for k, p in enumerate(parts)]
+            first = [ast.Slice(ast.Constant(0), ast.Constant(1), None) if k in reduced else p
+                     for k, p in enumerate(parts)]
+            return ast.Assign([ast.Subscript(target.value, ast.Tuple(every, ast.Load()), ast.Store())],
+                              ast.Subscript(target.value, ast.Tuple(first, ast.Load()), ast.Load()))
+
+        def process(stmts: list[ast.stmt]) -> list[ast.stmt]:
+            out = []
+            for stmt in stmts:
+                for field in ("body", "orelse"):
+                    if isinstance(getattr(stmt, field, None), list):
+                        setattr(stmt, field, process(getattr(stmt, field)))
+                out.append(stmt)
+                if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                        and isinstance(stmt.targets[0], ast.Subscript)
+                        and isinstance(stmt.targets[0].value, ast.Name) and stmt.targets[0].value.id in names):
+                    shared = share(stmt.targets[0])
+                    if shared is not None:
+                        handled.update({id(stmt.targets[0]), id(shared.targets[0])})
+                        out.append(shared)
+            return out
+
+        body = process([copy.deepcopy(stmt) for stmt in body])
+        for node in (n for stmt in body for n in ast.walk(stmt)):
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+                if isinstance(node.value, ast.Name) and node.value.id in names and id(node) not in handled:
+                    return None
+            elif isinstance(node, ast.Call) and any(isinstance(a, ast.Name) and a.id in names for a in node.args):
+                if not (isinstance(node.func, ast.Name) and node.func.id == "load"):
+                    return None  # a store, view or sanitizer helper writing the accumulator
+            elif isinstance(node, ast.AugAssign) or (
+                    isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Store)):
+                return None
+        return body
 
     def _share_accumulators(self, accumulators: list[_BufferInfo], across: set[str]) -> list[ast.stmt]:
         """``acc[all threads] = acc[thread 0]`` along the thread axes reduced across."""
