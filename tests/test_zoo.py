@@ -458,3 +458,31 @@ def test_shift_counts_read_from_an_input_are_drawn_within_the_bit_width():
     for flavour in zoo.FLAVOURS:
         outcome = zoo.check_kernel("t.shifts", shifts, flavour)
         assert outcome.outcome == "ok", outcome
+
+
+def test_a_model_dividing_by_an_integer_tensor_runs_on_inputs_without_zeros():
+    # Seeded int8 inputs include 0: the native run of `a // b` is refused (it would crash the process),
+    # and the kernel was reported as a crash in every flavour.
+    from tvm import relax
+    from tvm.relax.frontend.nn import spec
+    from tvm.relax.frontend.nn.core import wrap_nested
+
+    kernels = _nn_kernels("intdiv", lambda self, a, b: wrap_nested(relax.op.floor_divide(a._expr, b._expr), "div"),
+                          {"a": spec.Tensor((4, 9), "int8"), "b": spec.Tensor((4, 9), "int8")})
+    report = zoo.run_zoo(["none", "dlight-cpu"], kernels=kernels)
+    assert [o.outcome for o in report.outcomes] == ["ok", "ok"], report.outcomes
+    assert all("without 0" in o.reason for o in report.outcomes)
+
+
+def test_tvms_runtime_failing_on_the_reference_is_tvms_failure():
+    # tvm.contrib.sort has no int8 sort: the native run of the unscheduled kernel raises in TVM.
+    from tvm import relax
+    from tvm.relax.frontend.nn import spec
+    from tvm.relax.frontend.nn.core import wrap_nested
+
+    kernels = _nn_kernels("sort8", lambda self, a: wrap_nested(relax.op.sort(a._expr, axis=-1), "sort"),
+                          {"a": spec.Tensor((3, 11), "int8")})
+    report = zoo.run_zoo(["none"], kernels=kernels)
+    (outcome,) = report.outcomes
+    assert outcome.outcome == "crash" and "int8" in outcome.tvm_failure, outcome
+    assert zoo.tvm_finding(outcome) == outcome.tvm_failure
