@@ -486,3 +486,22 @@ def test_tvms_runtime_failing_on_the_reference_is_tvms_failure():
     (outcome,) = report.outcomes
     assert outcome.outcome == "crash" and "int8" in outcome.tvm_failure, outcome
     assert zoo.tvm_finding(outcome) == outcome.tvm_failure
+
+
+def test_a_float16_sum_that_overflows_in_any_order_compares_as_overflowed():
+    # dlight's GPU reduction adds in another order than the serial reference: past 65504 a row of
+    # float16 sums overflowed to -inf one way and +inf the other (probe of float16 reductions;
+    # replaying dlight's order in numpy gives the emulator's result).  Both overflowed: no order is
+    # the right one.  A finite value against an infinity, or different finite values, still differ.
+    import numpy as np
+
+    eps16 = float(np.finfo(np.float16).eps)
+    want = np.array([np.inf, 1.0], np.float16)
+    overflowed = np.array([-np.inf, 1.0], np.float16)
+    assert zoo._outputs_equal([overflowed], [want], reordered=True, arithmetic_eps=eps16) is None
+    assert zoo._outputs_equal([np.array([np.nan, 1.0], np.float16)], [want], reordered=True,
+                              arithmetic_eps=eps16) is None
+    assert zoo._outputs_equal([overflowed], [want]) is not None  # not reordered: the same order
+    assert zoo._outputs_equal([overflowed.astype(np.float32)], [want.astype(np.float32)], reordered=True) is not None
+    assert zoo._outputs_equal([-want], [want], reordered=True, arithmetic_eps=eps16) is not None  # 1 vs -1
+    assert zoo._outputs_equal([np.array([6e4, 1], np.float16)], [want], reordered=True, arithmetic_eps=eps16)
