@@ -112,19 +112,11 @@ def test_tvm_thread_invariant_is_its_condition():
         np.testing.assert_array_equal(got, want, err_msg=mode)
 
 
-@T.prim_func(s_tir=True)
-def _gpu_only_row_sum(A: T.Buffer((4, 32), "float32"), B: T.Buffer((4,), "float32")):
-    for bx in T.thread_binding(4, thread="blockIdx.x"):
-        for tx in T.thread_binding(32, thread="threadIdx.x"):
-            with T.sblock("sum"):
-                vi, vk = T.axis.remap("SR", [bx, tx])
-                with T.init():
-                    B[vi] = T.float32(0)
-                B[vi] = B[vi] + A[vi, vk]
-
-
 def test_a_gpu_only_kernel_without_twin_or_numpy_meaning_is_checked_against_its_stage_0():
     # It was built for llvm as its own reference, which fails, and reported as "TVM cannot build it".
-    outcome = zoo.check_kernel("x.row_sum", _gpu_only_row_sum, "dlight-gpu", reference=_gpu_only_row_sum)
+    from tvm_hybrid_nb.examples import gpu_row_sum
+
+    row_sum = gpu_row_sum().obj.mod["main"]  # bound to blockIdx.x and threadIdx.x: llvm cannot build it
+    outcome = zoo.check_kernel("x.row_sum", row_sum, "dlight-gpu", reference=row_sum)
     assert outcome.outcome == "ok" and outcome.stages_checked > 5 and not outcome.tvm_failure, outcome
     assert "exact emulation of the unscheduled kernel" in outcome.reason
