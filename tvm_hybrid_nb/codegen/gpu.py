@@ -301,11 +301,7 @@ class GpuMixin:
             if len(parts) < len(self.THREAD_AXES) or any(
                     not (isinstance(parts[k], ast.Constant) and parts[k].value == 0) for k in reduced):
                 return None
-            every = [ast.Slice(None, None, None) if k in reduced else p for k, p in enumerate(parts)]
-            first = [ast.Slice(ast.Constant(0), ast.Constant(1), None) if k in reduced else p
-                     for k, p in enumerate(parts)]
-            return ast.Assign([ast.Subscript(target.value, ast.Tuple(every, ast.Load()), ast.Store())],
-                              ast.Subscript(target.value, ast.Tuple(first, ast.Load()), ast.Load()))
+            return _copy_from_thread_0(target.value, parts, reduced)
 
         def process(stmts: list[ast.stmt]) -> list[ast.stmt]:
             out = []
@@ -339,16 +335,9 @@ class GpuMixin:
     def _share_accumulators(self, accumulators: list[_BufferInfo], across: set[str]) -> list[ast.stmt]:
         """``acc[all threads] = acc[thread 0]`` along the thread axes reduced across."""
         reduced = {self.THREAD_AXES["vthread" if t.startswith("vthread") else t] for t in across}
-        out = []
-        for info in accumulators:
-            for name in [info.name] + ([info.shadow] if info.shadow else []):
-                every = ast.Tuple([ast.Slice(None, None, None)] * len(self.THREAD_AXES), ast.Load())
-                first = ast.Tuple([ast.Slice(ast.Constant(0), ast.Constant(1), None) if axis in reduced
-                                   else ast.Slice(None, None, None) for axis in range(len(self.THREAD_AXES))],
-                                  ast.Load())
-                out.append(ast.Assign([ast.Subscript(_name(name), every, ast.Store())],
-                                      ast.Subscript(_name(name), first, ast.Load())))
-        return out
+        every = [ast.Slice(None, None, None)] * len(self.THREAD_AXES)
+        return [_copy_from_thread_0(_name(name), every, reduced)
+                for info in accumulators for name in [info.name] + ([info.shadow] if info.shadow else [])]
 
     def _writes_only_per_thread(self, block) -> bool:
         """Whether every store in ``block`` goes to memory private to each thread."""
@@ -358,3 +347,11 @@ class GpuMixin:
         tvm_ffi.structural_walk(block.body, lambda n: stores.append(n) or True
                                 if _type_key(n) == "tirx.BufferStore" else True, order="post")
         return all(_key(st.buffer) in private for st in stores)
+
+
+def _copy_from_thread_0(buffer: ast.expr, parts: list, reduced: set[int]) -> ast.stmt:
+    """``buffer[parts, every thread on the reduced axes] = buffer[parts, thread 0 there]``."""
+    every = [ast.Slice(None, None, None) if k in reduced else p for k, p in enumerate(parts)]
+    first = [ast.Slice(ast.Constant(0), ast.Constant(1), None) if k in reduced else p for k, p in enumerate(parts)]
+    return ast.Assign([ast.Subscript(buffer, ast.Tuple(every, ast.Load()), ast.Store())],
+                      ast.Subscript(copy.deepcopy(buffer), ast.Tuple(first, ast.Load()), ast.Load()))
