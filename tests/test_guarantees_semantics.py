@@ -19,7 +19,7 @@ from tvm import te, tirx
 from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
-from tvm_hybrid_nb.errors import EmulationError
+from tvm_hybrid_nb.errors import EmulationError, UndefinedResultError
 
 MODES = ("exact", "fast")
 SIGNED = ("int8", "int16", "int32", "int64")
@@ -60,7 +60,7 @@ _TRAP_SCRIPT = """
 import numpy as np, tvm, sys
 from tvm import te, tirx
 import tvm_hybrid_nb as thn
-from tvm_hybrid_nb.errors import EmulationError
+from tvm_hybrid_nb.errors import EmulationError, UndefinedResultError
 a = te.placeholder((4,), "int32", name="A"); b = te.placeholder((4,), "int32", name="B")
 c = te.compute((4,), lambda i: tirx.truncdiv(a[i], b[i]), name="C")
 hm = thn.build([a, b, c])
@@ -185,20 +185,30 @@ _SPECIAL_FLOATS = [np.nan, -np.nan, np.inf, -np.inf, -3e9, 3e9, 5e9, -1.5, 1.5, 
 
 @pytest.mark.parametrize("src", ["float16", "float32", "float64"])
 @pytest.mark.parametrize("dst", ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"])
-def test_float_to_int_casts_of_special_values_are_one_semantics_the_natives(src, dst):
+def test_float_to_int_casts_of_special_values_are_undefined_results(src, dst):
     """NaN, infinities and out-of-range floats: LLVM calls such casts poison, and the native values
-    depend on how LLVM vectorises the loop (its scalar remainder iterations differ).  The emulator
-    has one semantics in both modes, bit for bit: that of the native 16-lane vectorised loop."""
+    depend on how LLVM vectorises the loop (its scalar remainder iterations differ).  The emulation
+    says which results are undefined (exactly those elements) and keeps one model of the values in
+    both modes, bit for bit: that of the native 16-lane vectorised loop."""
     for n, against_native in ((16, True), (100, False)):
         a = te.placeholder((n,), src, name="A")
         c = te.compute((n,), lambda i: a[i].astype(dst), name="C")
         hm = thn.build([a, c])
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):
             x = np.resize(np.array(_SPECIAL_FLOATS, src), n)
-        outs = [hm.emulate(x, np.zeros(n, dst), mode=mode) for mode in MODES]
+            t = np.trunc(x.astype("float64"))
+        info = np.iinfo(dst)
+        undefined = ~((t >= float(info.min)) & (t < float(info.max + 1)))  # 2**63 is out of int64
+        outs = []
+        for mode in MODES:
+            with pytest.raises(UndefinedResultError, match=f"C\\[{np.flatnonzero(undefined)[0]}\\] is undefined") as caught:
+                hm.emulate(x, np.zeros(n, dst), mode=mode)
+            np.testing.assert_array_equal(caught.value.undefined[0], undefined)
+            outs.append(caught.value.results[0])
         np.testing.assert_array_equal(outs[0].view(f"u{outs[0].itemsize}"), outs[1].view(f"u{outs[1].itemsize}"))
         if against_native:
             np.testing.assert_array_equal(outs[0], hm.run_native(x, np.zeros(n, dst)))
+        np.testing.assert_array_equal(outs[0][~undefined], t[~undefined].astype(dst))
 
 
 def _matmul_kernel(n=8):

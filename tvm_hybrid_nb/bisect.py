@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from .errors import EmulationError
+from .errors import EmulationError, UndefinedResultError
 
 
 @dataclass
@@ -37,6 +37,9 @@ class Divergence:
     repeated : list of (Stage, Stage)
         Stages of ``checked`` whose generated program is the text of an earlier checked stage's (the
         second), so the same on the same inputs: that stage's comparison, not run again.
+    undefined : bool
+        ``error`` says that the results are undefined on these inputs (an
+        :class:`~tvm_hybrid_nb.errors.UndefinedResultError`): no reference can be right or wrong there.
     """
 
     stage: Any
@@ -47,6 +50,7 @@ class Divergence:
     skipped: list = field(default_factory=list)
     reference: str = "native"
     repeated: list = field(default_factory=list)
+    undefined: bool = False
 
     @property
     def repeated_note(self) -> str:
@@ -133,7 +137,8 @@ def find_first_divergence(hm: Any, *arrays, reference: str | Callable = "native"
             result = hm.compare(*arrays, reference=reference, stage=stage.index, rtol=rtol, atol=atol,
                                 mode=mode, check=check)
         except EmulationError as exc:
-            return Divergence(stage, None, str(exc), previous, checked, skipped, ref_name, repeated)
+            return Divergence(stage, None, str(exc), previous, checked, skipped, ref_name, repeated,
+                              undefined=isinstance(exc, UndefinedResultError))
         checked.append((stage, result))
         if not result.ok:
             return Divergence(stage, result, None, previous, checked, skipped, ref_name, repeated)

@@ -44,6 +44,17 @@ class EmulationError(HybridError):
     """The emulated kernel failed at run time (out-of-bounds access, division by zero, assert)."""
 
 
+class UndefinedResultError(EmulationError):
+    """Results that depend on a value the native kernel leaves undefined: an out-of-range float →
+    integer conversion (LLVM poison).  ``results`` holds the emulated result values (the native x86-64
+    model's, in ``result_names`` order) and ``undefined`` a boolean mask of the undefined elements of each."""
+
+    def __init__(self, message: str, results: list, undefined: list):
+        super().__init__(message)
+        self.results = results
+        self.undefined = undefined
+
+
 class StageNotEmulatableError(HybridError):
     """The requested stage cannot be emulated; the message says why."""
 

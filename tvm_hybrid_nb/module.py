@@ -34,10 +34,11 @@ from .codegen.names import _type_key
 from .compare import CompareResult, check_tolerance, compare_outputs, reference_outputs
 from .errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError, BuildError, CompareError,
                      DeviceUnavailableError, EmulationError, HybridError, StageLookupError,
-                     StageNotEmulatableError, UnsupportedConstructError)
+                     StageNotEmulatableError, UndefinedResultError, UnsupportedConstructError)
 from .native import _TRAPPING_HELPERS, _aliased_arguments, _native_tensor
 from .signature import ParamSpec, bind_arguments, strided_argument, check_native_transfer, random_arguments
 from .specialize import _bind_sizes, _element_reader, _specialized
+from .runtime import OUT_OF_RANGE_CONVERSIONS, OutOfRangeConversions
 from .stage import EMULATION_MODES, Stage, _run_kernel
 from .tir_info import _mark_outputs, _python_function_name, _returned_dtype, _select_function
 
@@ -190,17 +191,56 @@ class HybridModule:
         bound = bind_arguments(self.params, arrays)
         # Raises StageNotEmulatableError; fast mode: cheap sizes run the exact plan.
         kernel = s.kernel(mode, check, sizes=bound.sizes)
+        pristine = _copies(arrays) if getattr(kernel, "converts_float_to_int", False) else None
+        record = OutOfRangeConversions()
+        result = self._outputs_of(arrays, self._run_bound(kernel, s, bound, arrays, progress, record))
+        if record.first is not None:
+            self._refuse_undefined_results(kernel, s, pristine, self.result_values(arrays, result), record)
+        return result
+
+    def _run_bound(self, kernel, s: Stage, bound, arrays, progress, record: OutOfRangeConversions):
+        """Run ``kernel`` on the arguments ``bound`` from ``arrays``, out-of-range conversions given
+        ``record``'s values; returns what the kernel returns."""
         values = list(bound.values)
         aliased = _aliased_arguments(self.params, arrays)
         for k in aliased:  # as run_native: each parameter sees its own copy of what it was given
             values[k] = (strided_argument(self.params[k], values[k], True, bound.layouts[k]) if self.params[k].is_strided
                          else np.array(values[k], copy=True))
-        returned = _run_kernel(kernel, values, s, progress)
+        token = OUT_OF_RANGE_CONVERSIONS.set(record)
+        try:
+            returned = _run_kernel(kernel, values, s, progress)
+        finally:
+            OUT_OF_RANGE_CONVERSIONS.reset(token)
         for k in aliased:  # outputs written back in parameter order, as run_native does
             if self.params[k].is_output:
                 bound.values[k][...] = values[k]
         bound.finish()
-        return self._outputs_of(arrays, returned)
+        return returned
+
+    def _refuse_undefined_results(self, kernel, s: Stage, pristine: list, results: list,
+                                  record: OutOfRangeConversions) -> None:
+        """A run converted floats out of an integer type's range: run again from ``pristine`` with
+        those values at the type's min, max and zero, and raise :class:`UndefinedResultError` when a
+        result element changes (it depends on LLVM poison; a discarded value changes none)."""
+        undefined = [np.zeros(np.shape(r), bool) for r in results]
+        for policy in OutOfRangeConversions.POLICIES[1:]:
+            args = _copies(pristine)
+            returned = self._run_bound(kernel, s, bind_arguments(self.params, args), args, None,
+                                       OutOfRangeConversions(policy))
+            for mask, a, b in zip(undefined, results, self.result_values(args, self._outputs_of(args, returned))):
+                mask |= _bits_differ(a, b)
+        counts = [int(m.sum()) for m in undefined]
+        if not any(counts):
+            return
+        k = next(i for i, c in enumerate(counts) if c)
+        index = [int(i) for i in np.argwhere(undefined[k])[0]] if undefined[k].ndim else []
+        value, src, dst = record.first
+        raise UndefinedResultError(
+            f"emulation of stage {s.label}: {self.result_names[k]}{index if index else ''} is undefined on these "
+            f"inputs ({sum(counts)} result element{'s' if sum(counts) != 1 else ''} in all): it depends on a "
+            f"{src} -> {dst} conversion of a value out of {dst}'s range (first seen: {value!r}), which is poison "
+            f"in LLVM - the native kernel's value depends on how the loop was compiled",
+            results, undefined)
 
     def _outputs_of(self, arrays, returned=None):
         outs = [a for a, p in zip(arrays, self.params) if p.is_output]
@@ -461,6 +501,20 @@ class HybridModule:
 
         return module_html(self)
 
+
+
+def _copies(arrays) -> list:
+    """``arrays`` with every numpy array copied (scalars are immutable)."""
+    return [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in arrays]
+
+
+def _bits_differ(a, b) -> np.ndarray:
+    """Where two results of one dtype differ bit for bit (NaNs of one payload are equal)."""
+    a, b = np.array(a, copy=True, order="C"), np.array(b, copy=True, order="C")
+    if a.dtype == np.bool_ or a.dtype.itemsize not in (1, 2, 4, 8):
+        return a != b
+    kind = f"u{a.dtype.itemsize}"
+    return a.view(kind) != b.view(kind)
 
 
 def as_ir_module(obj: Any, name: str | None = None) -> tuple[str, "tvm.IRModule"]:

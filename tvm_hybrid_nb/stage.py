@@ -27,10 +27,13 @@ from .codegen.tensorcore import wmma_as_computed
 from .errors import (EmulationError, HybridError, InsufficientMemoryError, StageNotEmulatableError,
                      UnsupportedConstructError)
 from .loader import hybrid_line, load_kernel
+from .runtime import OUT_OF_RANGE_CONVERSIONS
 
 EMULATION_MODES = ("exact", "fast")
 #: The name under which a script calls its progress hook (a dunder: user names never are one).
 _PROGRESS_HOOK = "__progress__"
+#: The name under which a script finds the record of out-of-range float → int conversions (runtime).
+_OUT_OF_RANGE_HOOK = "__out_of_range__"
 #: Seconds between two progress reports of loops nested more than two deep (the outermost loop and
 #: the first inside it report every iteration).
 PROGRESS_INTERVAL = 0.05
@@ -454,7 +457,7 @@ class Stage:
                 raise _ProgressCallbackError(exc) from None
 
         fn = load_kernel(gen.source, self._owner.name, label=f"{self.label} {mode}",
-                         namespace={_PROGRESS_HOOK: report})
+                         namespace={_PROGRESS_HOOK: report, _OUT_OF_RANGE_HOOK: OUT_OF_RANGE_CONVERSIONS})
         # Its lines stay in linecache (for tracebacks) as long as the kernel lives, not for good.
         weakref.finalize(fn, linecache.cache.pop, fn.__code__.co_filename, None)
 
@@ -483,6 +486,7 @@ class Stage:
 
         run.source = gen.source
         run.plan = gen.plan
+        run.converts_float_to_int = "_float_to_int" in gen.helpers
         return run
 
     def __repr__(self) -> str:

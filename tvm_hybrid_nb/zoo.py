@@ -33,7 +33,7 @@ import numpy as np
 from .zoo_outcomes import (ALLOWED_REFUSALS, KernelOutcome, MEANING_CHANGE, TVM_CODEGEN_FINDINGS, TVM_FINDING,  # noqa: F401
                            TVM_FINDINGS, TVM_KERNEL_FINDINGS, TVM_MEANING_FINDINGS, TVM_PASS_FINDINGS,
                            TVM_SCHEDULE_FINDINGS, codegen_finding, finding_matches, kernel_op, refusal_allowed,
-                           schedule_failure, tvm_compile_failure, tvm_finding)
+                           UNDEFINED_NOT_COMPARED, schedule_failure, tvm_compile_failure, tvm_finding)
 
 #: Sizes bound to the symbolic dimensions of the models.
 SYMBOLIC_SIZES = {"n": 5, "m": 3}
@@ -376,7 +376,7 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
     stage's (a pass that changed only what the emulation does not read) has that stage's result and
     is not run again.  Exceptions other than refusals reach the caller."""
     from .codegen import program_text
-    from .errors import StageNotEmulatableError, UnsupportedConstructError
+    from .errors import StageNotEmulatableError, UndefinedResultError, UnsupportedConstructError
     from .signature import bind_arguments
 
     # The sizes the inputs bind: a kernel with symbolic loop extents that is cheap at these sizes
@@ -410,10 +410,17 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
         args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
         try:
             result = hm.emulate(*args, stage=stage.index, mode=mode, check=check)
+            got = hm.result_values(args, result)  # the outputs, and the value the kernel returns
         except (UnsupportedConstructError, StageNotEmulatableError) as exc:
             outcome.outcome, outcome.reason = "refused", str(exc)
             return
-        got = hm.result_values(args, result)  # the outputs, and the value the kernel returns
+        except UndefinedResultError as exc:
+            # The native reference is undefined there too: compare the defined elements only.
+            got = [np.where(mask, want, have) for have, want, mask in zip(exc.results, expected, exc.undefined)]
+            if UNDEFINED_NOT_COMPARED not in outcome.reason:
+                count = sum(int(m.sum()) for m in exc.undefined)
+                outcome.reason = "; ".join(filter(None, [outcome.reason, f"{UNDEFINED_NOT_COMPARED}: {count} "
+                                                         f"(out-of-range float -> int conversions, LLVM poison)"]))
         problem = _outputs_equal(got, expected, bf16_native, reordered=outcome.flavour != "none",
                                  arithmetic_eps=arithmetic_eps)
         outcome.stages_checked += 1

@@ -39,6 +39,10 @@ class KernelOutcome:
 #: Only constructs the emulator cannot run exactly yet belong here; the zoo test fails on any other.
 ALLOWED_REFUSALS: dict[tuple[str, str, str], str] = {}
 
+#: Starts the note of an outcome whose results are partly undefined on the seeded inputs (the emulation
+#: raised :class:`~tvm_hybrid_nb.errors.UndefinedResultError`): those elements are not compared.
+UNDEFINED_NOT_COMPARED = "result elements undefined on the seeded inputs, not compared"
+
 #: Marks a wrong answer where the sanitizers show that TVM's pass, not the emulator, is at fault.
 TVM_FINDING = "TVM finding"
 

@@ -33,8 +33,9 @@ from ._lanes import lanes_view, parallel_chunks
 from ._gpu import (_lane_array, _threads_first, thread_allreduce, thread_allreduce_values, warp_shuffle,
                    warp_activemask, sblock)
 from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floormod, shift_count, packed_return,
-                        float_floordiv, float_floormod, _float_to_int32_or_64, _float_to_int, _float_to_float,
-                        cast, reinterpret)
+                        float_floordiv, float_floormod, _float_to_int32_or_64, OutOfRangeConversions,
+                        OUT_OF_RANGE_CONVERSIONS, _float_to_int, _float_to_int_native, _float_to_float, cast,
+                        reinterpret)
 from ._lanes import ramp, broadcast, shuffle
 from ._numerics import select, minimum, maximum, ordered_ne
 from ._memory import _as_dtype, alloc, view
@@ -50,7 +51,8 @@ from ._numerics import _fixed_point_shift, q_multiply_shift, q_multiply_shift_pe
 #: modules included: a script is one flat namespace).
 HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "cast": ("_float_to_int", "_float_to_float"),
-    "_float_to_int": ("_float_to_int32_or_64",),
+    "_float_to_int": ("_float_to_int_native",),
+    "_float_to_int_native": ("_float_to_int32_or_64",),
     "truncdiv": ("_check_divisor",),
     "truncmod": ("_check_divisor",),
     "floordiv": ("_check_divisor",),

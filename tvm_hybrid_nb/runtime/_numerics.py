@@ -5,11 +5,13 @@ Owns integer wrapping and division (``wrap``, ``truncdiv``, ``truncmod``, ``floo
 fixed-point ``q_multiply_shift``/``q_multiply_shift_per_axis`` as TVM legalizes them), the value a
 function returns as the packed API hands it over (``packed_return``),
 conversions as the native x86-64 kernel computes them (``cast``, ``reinterpret`` and the
-``_float_to_*`` helpers), ``select``/``minimum``/``maximum``/``ordered_ne``, and math in the operand's dtype
+``_float_to_*`` helpers) and the record of out-of-range float → integer conversions, whose native
+value is undefined (:class:`OutOfRangeConversions`, :data:`OUT_OF_RANGE_CONVERSIONS`), ``select``/``minimum``/``maximum``/``ordered_ne``, and math in the operand's dtype
 (``rsqrt``, ``sigmoid``, ``erf``, ``clz``, ``popcount``, ``in_double``, ``nan_through``).
 """
 from __future__ import annotations
 
+import contextvars
 import math
 
 import numpy as np
@@ -186,11 +188,64 @@ def _float_to_int32_or_64(x, bits):
     return np.where(ok, t, -limit).astype(np.int64)
 
 
+class OutOfRangeConversions:
+    """The float → integer conversions of one emulation run whose value is outside the integer type
+    (NaN, infinities, too large).  ``fptosi``/``fptoui`` make them poison in LLVM IR: the native
+    value depends on how the loop was compiled (saturated in one vectorised loop, wrapped in another,
+    ``INT_MIN`` in a scalar tail).  ``policy`` is the value a run gives them: ``"native"`` (the x86-64
+    sequences :func:`_float_to_int` models), or the type's ``"min"``, ``"max"`` or ``"zero"``; a run
+    under each that changes an output shows that the output depends on an undefined value.
+    ``first`` is the first such conversion seen: (value, source dtype, destination dtype)."""
+
+    POLICIES = ("native", "min", "max", "zero")
+
+    def __init__(self, policy: str = "native"):
+        if policy not in self.POLICIES:
+            raise ValueError(f"policy must be one of {self.POLICIES}, got {policy!r}")
+        self.policy = policy
+        self.first = None
+
+    def convert(self, x, native, dtype):
+        """``native`` (the converted ``x``), with this run's value where ``x`` is out of ``dtype``'s range."""
+        info = np.iinfo(dtype)
+        t = np.trunc(np.asarray(x, np.float64))
+        bad = ~((t >= float(info.min)) & (t < float(info.max + 1)))  # NaN included; both bounds exact
+        if not bad.any():
+            return native
+        if self.first is None:
+            self.first = (np.asarray(x)[bad].reshape(-1)[0].item(), str(np.asarray(x).dtype), str(np.dtype(dtype)))
+        if self.policy == "native":
+            return native
+        value = {"min": info.min, "max": info.max, "zero": 0}[self.policy]
+        return np.where(bad, np.asarray(value, dtype), native)
+
+
+#: The :class:`OutOfRangeConversions` of the run in progress (None: none recorded, the native model).
+#: The loader puts it into each script's namespace as ``__out_of_range__``; worker threads of parallel
+#: loops run in a copy of the caller's context, so they see the same record.
+OUT_OF_RANGE_CONVERSIONS: contextvars.ContextVar = contextvars.ContextVar("out_of_range_conversions", default=None)
+
+
 def _float_to_int(x, dtype):
     """Float → integer as the native LLVM kernel computes it on x86-64 (measured, vectorised
     loops): in-range values truncate; NaN, infinities and out-of-range values follow the
     instruction sequences LLVM emits (``fptosi``/``fptoui`` of such values are poison in LLVM
-    IR, so scalar remainder iterations of a native loop may differ)."""
+    IR, so scalar remainder iterations of a native loop may differ).  Under an emulation run
+    those values go through its :class:`OutOfRangeConversions` (a script run alone has none)."""
+    arr = np.asarray(x)
+    if arr.dtype in (np.float16, np.float32, np.float64):  # the common case first: every value in range
+        info = np.iinfo(dtype)
+        t = np.trunc(arr.astype(np.float32) if arr.dtype == np.float16 else arr)  # f16 cannot hold 2**31
+        if np.all((t >= float(info.min)) & (t < float(info.max + 1))):  # both bounds exact in the dtype
+            return t.astype(dtype)
+    record = globals().get("__out_of_range__")
+    record = record.get() if record is not None else None
+    out = _float_to_int_native(x, dtype)
+    return out if record is None else record.convert(x, out, dtype)
+
+
+def _float_to_int_native(x, dtype):
+    """:func:`_float_to_int` without a record: the x86-64 model alone."""
     dtype = np.dtype(dtype)
     src = np.asarray(x).dtype
     if dtype.itemsize == 8:

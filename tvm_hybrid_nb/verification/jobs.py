@@ -108,6 +108,9 @@ def _verify_kernel(name: str, func, target, spec: dict, job: dict) -> KernelResu
     div = find_first_divergence(hm, *arrays, reference=reference, stages=candidates,
                                 only_changed=job["stages"] == "changed", mode=job["mode"], check=job["check"])
     checked, skipped = len(div.checked), len(div.skipped)
+    if div.undefined:
+        return KernelResult(name, "refused", None, _shorten(f"not checked on these inputs: {div.error}", 400),
+                            0.0, checked, skipped)
     if div.found:
         checked += 1 if div.result is None else 0
         if div.result is not None:
