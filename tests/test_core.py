@@ -269,6 +269,23 @@ def test_stage_records_have_names_times_and_changes():
     assert "T.Buffer" in hm.stage("tirx.FlattenBuffer").script
 
 
+def test_a_stage_that_only_adds_function_attributes_shares_the_earlier_script_under_its_own_label():
+    from tvm_hybrid_nb.codegen import program_text
+
+    _, hm = built("matmul_parallel_vectorize")
+    first, bind, flatten = hm.stage(0), hm.stage("BindTarget"), hm.stage("tirx.FlattenBuffer")
+    assert bind.changed and "target" in bind.function.attrs and "target" not in first.function.attrs
+    for mode in ("exact", "fast"):
+        sources = [s.kernel(mode).source for s in (first, bind, flatten)]
+        assert f" at stage {bind.label}." in sources[1] and f" at stage {first.label}." not in sources[1]
+        assert program_text(sources[1]) == program_text(sources[0])
+        assert program_text(sources[2]) != program_text(sources[0])  # a pass that changes the body
+    a, b = hm.random_inputs(seed=3)[:2]
+    expected = hm.run_native(a, b, np.zeros((a.shape[0], b.shape[1]), "float32"))
+    out = hm.emulate(a, b, np.zeros_like(expected), stage=bind.index, mode="fast")
+    np.testing.assert_allclose(out, expected, rtol=1e-5)
+
+
 def test_compare_reports_mismatch_with_first_index():
     example, hm = built("matmul_split_reorder")
     args = example.inputs(hm, seed=7)

@@ -70,6 +70,9 @@ class HybridModule:
         self.func_name = func_name
         self.target = target
         self.stages: list[Stage] = [Stage(self, i, r.name, r.mod, r.seconds) for i, r in enumerate(raw_stages)]
+        #: Generated scripts by program and options, shared by stages that differ only in function
+        #: attributes (see :meth:`Stage._generate_kernel`).
+        self._generated_by_program: dict = {}
         self._native = native
         self.build_seconds = build_seconds
         self.name = name or _python_function_name(func_name)

@@ -9,7 +9,9 @@ owner) duck-typed, so this module sits below :mod:`tvm_hybrid_nb.module` and imp
 """
 from __future__ import annotations
 
+import dataclasses
 import linecache
+import re
 import threading
 import time
 import weakref
@@ -23,7 +25,8 @@ from . import capture as _capture
 from .codegen import generate_kernel
 from .codegen.cost import serial_cost
 from .codegen.plan import exact_plan_reason
-from .codegen.tensorcore import wmma_as_computed
+from .codegen.names import GeneratedKernel
+from .codegen.tensorcore import FLOAT_MMA_ATTR, wmma_as_computed
 from .errors import (EmulationError, HybridError, InsufficientMemoryError, StageNotEmulatableError,
                      UnsupportedConstructError)
 from .loader import hybrid_line, load_kernel
@@ -34,6 +37,8 @@ EMULATION_MODES = ("exact", "fast")
 _PROGRESS_HOOK = "__progress__"
 #: The name under which a script finds the record of out-of-range float → int conversions (runtime).
 _OUT_OF_RANGE_HOOK = "__out_of_range__"
+#: A function-attribute line of a printed module (see :meth:`Stage._program_key`).
+_FUNC_ATTR_LINE = re.compile(r"^[ \t]*T\.func_attr\(.*\)[ \t]*\n", re.M)
 #: Seconds between two progress reports of loops nested more than two deep (the outermost loop and
 #: the first inside it report every iteration).
 PROGRESS_INTERVAL = 0.05
@@ -295,6 +300,34 @@ class Stage:
                 self._computed = (func, others)
             return self._computed
 
+    def _generate_kernel(self, **options) -> GeneratedKernel:
+        """:func:`~tvm_hybrid_nb.codegen.generate_kernel` of this stage with ``options``.  A stage whose
+        module differs from an earlier stage's only in function attributes that the code generator does
+        not read (BindTarget's target, AnnotateEntryFunc's entry mark) gets that stage's script under its
+        own label: code generation is most of a stage's cost."""
+        generated_by_program = getattr(self._owner, "_generated_by_program", None)
+        key = None
+        if generated_by_program is not None:
+            key = (self._program_key(), tuple(sorted((name, tuple(sorted(value.items())) if isinstance(value, dict)
+                                                      else value) for name, value in options.items())))
+            earlier = generated_by_program.get(key)
+            if earlier is not None:
+                label, generated = earlier
+                return dataclasses.replace(generated, source=generated.source.replace(
+                    f" at stage {label}.", f" at stage {self.label}.", 1))
+        generated = generate_kernel(self.computed_function, self._owner.name, stage=self.label,
+                                    module_functions=self.computed_module_functions, **options)
+        if key is not None:
+            generated_by_program[key] = (self.label, generated)
+        return generated
+
+    def _program_key(self) -> str:
+        """The module's script without its function attributes, but with the one the code generator
+        reads (:data:`~tvm_hybrid_nb.codegen.tensorcore.FLOAT_MMA_ATTR`, a header note)."""
+        functions = [self.computed_function, *self.computed_module_functions.values()]
+        mma = any(f is not None and f.attrs is not None and FLOAT_MMA_ATTR in f.attrs for f in functions)
+        return f"{mma}\n" + _FUNC_ATTR_LINE.sub("", self.script)
+
     def _generate(self):
         with self._lock:
             return self._generate_locked()
@@ -314,8 +347,7 @@ class Stage:
             self._reason = self._static_reason()
             if self._reason is None:
                 try:
-                    generated = generate_kernel(self.computed_function, self._owner.name, stage=self.label,
-                                                module_functions=self.computed_module_functions)
+                    generated = self._generate_kernel()
                     compile(generated.source, f"<hybrid:{self.label}>", "exec")  # emulatable means it loads
                     self._generated = generated
                 except UnsupportedConstructError as exc:
@@ -348,8 +380,7 @@ class Stage:
             raise StageNotEmulatableError(f"stage {self.label} cannot be emulated: {self.reason}")
         with self._lock:
             if self._fast is None:
-                self._fast = generate_kernel(self.computed_function, self._owner.name, stage=self.label, mode="fast",
-                                             module_functions=self.computed_module_functions)
+                self._fast = self._generate_kernel(mode="fast")
         return self._fast.source
 
     def plan(self, mode: str = "fast", check: bool = False):
@@ -370,8 +401,7 @@ class Stage:
             return self._fast.plan
         if mode == "exact" and not check:
             return self._generated.plan
-        return generate_kernel(self.computed_function, self._owner.name, stage=self.label, mode=mode, check=check,
-                               module_functions=self.computed_module_functions).plan
+        return self._generate_kernel(mode=mode, check=check).plan
 
     def kernel(self, mode: str = "exact", check: bool = False, sizes: dict | None = None) -> Callable:
         """The executed function of this stage: its hybrid source (``mode`` "exact" or "fast") with
@@ -417,9 +447,7 @@ class Stage:
 
     def _load_kernel(self, mode: str, check: bool, sizes: dict | None = None) -> Callable:
         synced = any(st.name == "s_tir.ThreadSync" for st in self._owner.stages[:self.index + 1])
-        gen = generate_kernel(self.computed_function, self._owner.name, stage=self.label, mode=mode, progress=True,
-                              module_functions=self.computed_module_functions, check=check, synced=synced,
-                              sizes=sizes)
+        gen = self._generate_kernel(mode=mode, progress=True, check=check, synced=synced, sizes=sizes)
         # One callback per calling thread, so that threads emulating this stage at once each get
         # their own reports.  Chunks of a parallel loop run on other threads (no callback there)
         # and progress alike; the caller's chunk reports.
