@@ -223,10 +223,21 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
             strides, offset = layout if layout is not None else (None, 0)
             extent = index_extents.get(_key(p))
             if extent is not None and not isinstance(extent, int):
-                extent = self.namer.lookup(extent)  # a size that a plain dimension defines, or None
+                extent = self._extent_text(extent)
             specs.append(ParamSpec(name, str(p.dtype), tuple(shape), strides=strides, elem_offset=offset,
                                    index_extent=extent))
         return args, prologue, specs
+
+    def _extent_text(self, extent):
+        """The text of a symbolic ``index_extent``: a size that a plain dimension defines (``n``), or an
+        expression over such sizes (``n * 12``: the length of a reshape that flattens a symbolic
+        shape); None where the shape expressions cannot write it (the inputs then stay random)."""
+        if _type_key(extent) == "ir.Var":
+            return self.namer.lookup(extent)
+        try:
+            return ast.unparse(self._shape_expr(extent, f"index extent {extent}"))
+        except UnsupportedConstructError:
+            return None
 
     def _constant_layout(self, p) -> tuple[tuple[int, ...] | None, int] | None:
         """``(strides or None, elem_offset)`` of a parameter buffer whose strides and offset are
@@ -447,8 +458,9 @@ def _copies_of(func, params: set[int]) -> dict[int, int]:
 
 def _index_extents(func) -> dict[int, object]:
     """Integer input buffers whose elements index a dimension of another buffer as they are (an
-    embedding's token ids, a gather's indices), by key: the smallest constant extent they index, or
-    else the first symbolic one (the size var of ``batch`` in ``(batch, vocab)``); else, where they
+    embedding's token ids, a gather's indices), by key: the smallest extent they index (a constant,
+    a size var such as ``batch`` in ``(batch, vocab)``, an expression such as ``n * 12``, or the
+    ``min`` of such where they index several); else, where they
     take part in an index expression that does not clamp them (``idx + (idx < 0) * 6``), the smallest
     constant extent there.
     Random inputs for them lie in [0, extent): values outside would make the kernel read outside
@@ -494,12 +506,25 @@ def _index_extents(func) -> dict[int, object]:
                     add(nested, source_of(load), extent)
 
     def add(found: dict, key: int, extent) -> None:
+        known = found.get(key)
         if _type_key(extent) == "ir.IntImm":
-            known = found.get(key)
-            value = int(extent.value)
-            found[key] = value if not isinstance(known, int) else min(known, value)
-        elif _type_key(extent) == "ir.Var" and key not in found:
-            found[key] = extent
+            extent = int(extent.value)
+        if known is None or (isinstance(known, int) and isinstance(extent, int)):
+            found[key] = extent if known is None else min(known, extent)
+        elif found is not extents:  # inside arithmetic: the constant extents only, as before
+            if isinstance(extent, int):
+                found[key] = extent
+        elif not isinstance(extent, int) and tvm_ffi.structural_equal(known, extent):
+            pass
+        else:
+            # Indices of several dimensions, one symbolic at least (gather_nd's (k, 2) tuples into
+            # (n, m, 4), or into (n, 8)): the smallest of them, min(n, m) or min(8, n), as an
+            # expression of sizes (a symbolic one alone: the size var of ``batch`` in ``(batch, vocab)``).
+            a, b = (known, extent) if not isinstance(known, int) else (extent, known)
+            if isinstance(b, int):
+                b = tirx.IntImm(_dtype(a), b)
+            if _dtype(a) == _dtype(b):
+                found[key] = tirx.min(a, b)
 
     # Values that index inside arithmetic (scatter's and gather's negative-index wrap) count only where
     # none indexes as it is: their range is then the smallest extent they take part in.
