@@ -53,7 +53,7 @@ def view(data, dtype, shape, elem_offset=0):
     if elem_offset < 0 or elem_offset + size > flat.size:
         raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {flat.size}")
     out = flat[elem_offset:elem_offset + size].reshape(shape)
-    if not np.shares_memory(out, data):
+    if out.size and not np.shares_memory(out, data):  # an empty view shares no memory, and copies none
         raise RuntimeError("buffer view would copy its storage")
     return out
 
@@ -131,7 +131,7 @@ def flat_view(data, dtype, size, elem_offset=0):
     if elem_offset < 0 or elem_offset + size > flat.size:
         raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {flat.size}")
     out = flat[elem_offset:]
-    if not np.shares_memory(out, data):
+    if out.size and not np.shares_memory(out, data):  # an empty view shares no memory, and copies none
         raise RuntimeError("buffer view would copy its storage")
     return out
 
@@ -144,7 +144,7 @@ def rows_view(data, lead, dtype, shape, elem_offset=0):
     if elem_offset < 0 or elem_offset + size > rows.shape[-1]:
         raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {rows.shape[-1]}")
     out = rows[..., elem_offset:elem_offset + size].reshape(data.shape[:lead] + tuple(shape))
-    if not np.shares_memory(out, data):
+    if out.size and not np.shares_memory(out, data):  # an empty view shares no memory, and copies none
         raise RuntimeError("buffer view would copy its storage")
     return out
 
@@ -204,6 +204,10 @@ def load(buffer, index, name="buffer", mask=None):
         return buffer[index]
     if not np.all(ok | ~np.asarray(mask, dtype=bool)):
         raise _bounds_error("read", name, buffer, index, mask)
+    if buffer.size == 0:  # no element to stand in for the masked-out lanes (a (4, 0) slice): all read 0
+        shape = np.broadcast_shapes(np.shape(ok), *(np.shape(i) for i in index))
+        out = np.zeros(shape + tuple(buffer.shape[len(index):]), buffer.dtype)
+        return out[()] if out.ndim == 0 else out
     safe = tuple(np.where(ok, i, 0) for i in index)
     out = np.where(ok, buffer[safe], np.zeros((), buffer.dtype))
     return out[()] if out.ndim == 0 else out
