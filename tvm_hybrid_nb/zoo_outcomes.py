@@ -66,7 +66,7 @@ TVM_FINDINGS[("dlight-gpu", "parallel_sampling_from_prob", "data race on cumsum"
     "tx - 2**i while that thread writes it in the same statement, with no barrier (warp-synchronous code "
     "without __syncwarp: a data race in CUDA's memory model).")
 _SCAN_LOCALS_RACE = (
-    "topi/gpu/scan.py (exclusive_scan_ir, the scan over a non-last axis) declares the per-thread "
+    "topi/gpu/scan.py (exclusive_scan_ir: a scan over a non-last axis, any cumprod, an exclusive cumsum) declares the per-thread "
     "indices start_buf/middle_buf/end_buf (and tmp_buf) with scope='local' outside the thread_extent "
     "frame; SplitHostDevice makes them kernel parameters, one int* for all threads: the CUDA source "
     "has `_ptr[0] = threadIdx.x * 2; if (_ptr[0] < 2) ...` and every thread of every block writes and "
