@@ -581,6 +581,20 @@ def _unwritten_outputs(native, inputs: list, first: list) -> str:
                      if p.is_output and isinstance(a, np.ndarray) and a.tobytes() != b.tobytes())
 
 
+def _in_parameter_order(params, reference_params, inputs: list) -> list:
+    """``inputs`` (in the order of ``reference_params``) in the order of ``params``: buffers in their order,
+    scalar parameters matched by name.  The two lowerings of a model may list a kernel's scalar size
+    parameters in different orders (cuda ``(n, m)``, llvm ``(m, n)``, from run to run): the kernels then differ
+    structurally, and a cuda-only kernel is checked against its llvm twin (:func:`collect_kernels`), whose
+    scalar inputs must be passed by name, not position (buffer names may differ between the lowerings)."""
+    scalars = {p.name: v for p, v in zip(reference_params, inputs) if not p.is_buffer}
+    wanted = [p.name for p in params if not p.is_buffer]
+    if (len(params) != len(reference_params) or sorted(wanted) != sorted(scalars)
+            or [p.is_buffer for p in params] != [p.is_buffer for p in reference_params]):
+        return inputs
+    return [v if p.is_buffer else scalars[p.name] for p, v in zip(params, inputs)]
+
+
 def _binds_threads(func) -> bool:
     from .codegen.plan import _has_threads
 
@@ -633,6 +647,7 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
             native = _native_reference(reference if reference is not None else func)
             inputs = _inputs(native.params, seed, name)
             inputs, expected = _reference_run(native, inputs, outcome)
+            inputs = _in_parameter_order(hm.params, native.params, inputs)
         emulate_stages(hm, inputs, expected, outcome, mode=mode, check=check)
         if outcome.outcome == "wrong" and not check:
             first = explain_wrong(hm, inputs, outcome, mode)
