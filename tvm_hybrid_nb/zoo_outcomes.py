@@ -39,6 +39,16 @@ class KernelOutcome:
 #: Only constructs the emulator cannot run exactly yet belong here; the zoo test fails on any other.
 ALLOWED_REFUSALS: dict[tuple[str, str, str], str] = {}
 
+#: FuseTIR (RenewDefs) fails with this message on a fused group that begins with a PrimFunc taking a
+#: symbolic size as a scalar parameter, ``arange(m, m + n)`` of two symbolic sizes: the group's Relax
+#: function has ``m`` as a PrimValue parameter and ``n`` in its ``tir_vars``, and the fused PrimFunc
+#: defines ``m`` twice.  TVM's default pipelines (``relax.get_default_pipeline`` for llvm and cuda, so
+#: ``tvm.compile`` for cuda) fail alike; ``_lower`` then lowers the model without FuseOps/FuseTIR, so
+#: that its kernels are still checked rather than the whole zoo run ending in TVM's exception.
+FUSE_TIR_FINDING_MESSAGE = "VarRemapGet(source) == nullptr"
+FUSE_TIR_FINDING = ("relax.transform.FuseTIR raises InternalError (renew_defs.cc: "
+                    f"{FUSE_TIR_FINDING_MESSAGE}) on a fused arange(m, m + n) of two symbolic sizes")
+
 #: Starts the note of an outcome whose results are partly undefined on the seeded inputs (the emulation
 #: raised :class:`~tvm_hybrid_nb.errors.UndefinedResultError`): those elements are not compared.
 UNDEFINED_NOT_COMPARED = "result elements undefined on the seeded inputs, not compared"
