@@ -462,7 +462,7 @@ def _index_extents(func) -> dict[int, object]:
     a size var such as ``batch`` in ``(batch, vocab)``, an expression such as ``n * 12``, or the
     ``min`` of such where they index several); else, where they
     take part in an index expression that does not clamp them (``idx + (idx < 0) * 6``), the smallest
-    constant extent there.
+    extent there, constant or symbolic, likewise.
     Random inputs for them lie in [0, extent): values outside would make the kernel read outside
     its buffers, so an emulation (or a native run) on them would test nothing."""
     params = {_key(p) for p in func.params if tirx.is_buffer_var(p) and _is_int(str(p.dtype))
@@ -511,9 +511,6 @@ def _index_extents(func) -> dict[int, object]:
             extent = int(extent.value)
         if known is None or (isinstance(known, int) and isinstance(extent, int)):
             found[key] = extent if known is None else min(known, extent)
-        elif found is not extents:  # inside arithmetic: the constant extents only, as before
-            if isinstance(extent, int):
-                found[key] = extent
         elif not isinstance(extent, int) and tvm_ffi.structural_equal(known, extent):
             pass
         else:
@@ -527,10 +524,12 @@ def _index_extents(func) -> dict[int, object]:
                 found[key] = tirx.min(a, b)
 
     # Values that index inside arithmetic (scatter's and gather's negative-index wrap) count only where
-    # none indexes as it is: their range is then the smallest extent they take part in.
+    # none indexes as it is: their range is then the smallest extent they take part in, symbolic ones
+    # included (scatter_elements into (b, m) stores at `(i * m + (idx + (idx < 0) * m)) // m, ... % m`:
+    # min(b, m); without it the indices stayed random and the native reference was refused).
     nested: dict[int, object] = {}
     tvm_ffi.structural_walk(func.body, visit, order="post")
-    return {**{k: v for k, v in nested.items() if isinstance(v, int)}, **extents}
+    return {**nested, **extents}
 
 
 _HEADER_START = '"""Hybrid script of '
