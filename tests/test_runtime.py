@@ -316,3 +316,24 @@ def test_a_view_of_a_wider_dtype_over_storage_its_itemsize_does_not_divide():
     assert rows.shape == (2, 2)
     with pytest.raises(IndexError, match="exceeds its storage of 10"):
         flat_view(store, "int64", 11, 0)
+
+
+def test_unmasked_sanitizer_access_reads_and_writes_as_numpy_indexing():
+    # check=True's access() without a mask or race log indexes directly; what it reports goes the long way.
+    rng = np.random.default_rng(0)
+    buf = rng.standard_normal((4, 5)).astype("float32")
+    written = np.zeros((4, 5), bool)
+    rows, cols = np.arange(4)[:, None], np.array([[0, 2, 4]])
+    runtime.access(buf, (rows, cols), "B", write=True, value=np.float32(7), shadow=written)
+    assert (buf[:, [0, 2, 4]] == 7).all() and written[:, [0, 2, 4]].all() and not written[:, [1, 3]].any()
+    got = runtime.access(buf, (rows, cols), "B", shadow=written)
+    np.testing.assert_array_equal(got, buf[rows, cols])
+    got[...] = 0  # a copy, not a view of the buffer
+    assert (buf[:, [0, 2, 4]] == 7).all()
+    assert runtime.access(buf, (np.int64(2), 4), "B", shadow=written) == np.float32(7)
+    with pytest.raises(RuntimeError, match=r"read of B\[0, 1\], an element .* never written"):
+        runtime.access(buf, (rows, np.array([[1]])), "B", shadow=written)
+    with pytest.raises(IndexError, match=r"out-of-bounds write of B\[0, 5\]"):
+        runtime.access(buf, (rows, np.array([[5]])), "B", write=True, value=np.float32(1))
+    with pytest.raises(IndexError, match=r"out-of-bounds read of B\[-1, 0\]"):
+        runtime.access(buf, (np.int64(-1), 0), "B")

@@ -152,6 +152,24 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
         buffer, index = buffer[np.newaxis], (0,)
         shadow = None if shadow is None else shadow[np.newaxis]
     index = tuple(np.asarray(i) for i in index)
+    if mask is None and log is None and not (write and poison is not None and poison.pending is not None):
+        # The common case (a thread's own memory, every lane kept): numpy indexes with the index arrays
+        # as they broadcast, without materialising them; anything to report takes the general path.
+        in_bounds = all((0 <= i < n) if i.ndim == 0 else (i.size == 0 or (i.min() >= 0 and i.max() < n))
+                        for i, n in zip(index, buffer.shape))
+        vshape = np.shape(value)[:np.ndim(value) - (buffer.ndim - len(index))] if write else ()
+        if in_bounds and (not write or np.broadcast_shapes(*(i.shape for i in index), vshape)
+                          == np.broadcast_shapes(*(i.shape for i in index))):
+            if write:
+                buffer[index] = value
+                if shadow is not None:
+                    shadow[index] = True
+                if poison is not None:
+                    poison.pending = None
+                return None
+            if shadow is None or np.all(shadow[index]):
+                out = np.array(buffer[index])
+                return out[()] if out.ndim == 0 else out
     # A buffer of vectors (float32x3 after StorageRewrite): each element is a row of lanes.
     extra = tuple(buffer.shape[len(index):])
     lane_shape = [1] * 12
