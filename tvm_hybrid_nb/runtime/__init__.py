@@ -33,7 +33,7 @@ from ._lanes import lanes_view, parallel_chunks
 from ._gpu import (_lane_array, _threads_first, thread_allreduce, thread_allreduce_values, warp_shuffle,
                    warp_activemask, sblock)
 from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floormod, shift_count, packed_return,
-                        float_floordiv, float_floormod, _float_to_int32_or_64, OutOfRangeConversions,
+                        float_floordiv, float_floormod, _float_to_int32_or_64, _in_int_range, OutOfRangeConversions,
                         OUT_OF_RANGE_CONVERSIONS, _float_to_int, _float_to_int_native, _float_to_float, cast,
                         reinterpret)
 from ._lanes import ramp, broadcast, shuffle
@@ -51,7 +51,8 @@ from ._numerics import _fixed_point_shift, q_multiply_shift, q_multiply_shift_pe
 #: modules included: a script is one flat namespace).
 HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "cast": ("_float_to_int", "_float_to_float"),
-    "_float_to_int": ("_float_to_int_native",),
+    "_float_to_int": ("_float_to_int_native", "_in_int_range"),
+    "OutOfRangeConversions": ("_in_int_range",),
     "_float_to_int_native": ("_float_to_int32_or_64",),
     "truncdiv": ("_check_divisor",),
     "truncmod": ("_check_divisor",),

@@ -188,6 +188,13 @@ def _float_to_int32_or_64(x, bits):
     return np.where(ok, t, -limit).astype(np.int64)
 
 
+def _in_int_range(t, dtype):
+    """Where the truncated floats ``t`` lie inside integer ``dtype``'s range (False for NaN).  The
+    bounds, zero or powers of two, are exact in ``t``'s dtype (float16 values: compare as float32)."""
+    info = np.iinfo(dtype)
+    return (t >= float(info.min)) & (t < float(info.max + 1))
+
+
 class OutOfRangeConversions:
     """The float → integer conversions of one emulation run whose value is outside the integer type
     (NaN, infinities, too large).  ``fptosi``/``fptoui`` make them poison in LLVM IR: the native
@@ -207,15 +214,14 @@ class OutOfRangeConversions:
 
     def convert(self, x, native, dtype):
         """``native`` (the converted ``x``), with this run's value where ``x`` is out of ``dtype``'s range."""
-        info = np.iinfo(dtype)
-        t = np.trunc(np.asarray(x, np.float64))
-        bad = ~((t >= float(info.min)) & (t < float(info.max + 1)))  # NaN included; both bounds exact
+        bad = ~_in_int_range(np.trunc(np.asarray(x, np.float64)), dtype)
         if not bad.any():
             return native
         if self.first is None:
             self.first = (np.asarray(x)[bad].reshape(-1)[0].item(), str(np.asarray(x).dtype), str(np.dtype(dtype)))
         if self.policy == "native":
             return native
+        info = np.iinfo(dtype)
         value = {"min": info.min, "max": info.max, "zero": 0}[self.policy]
         return np.where(bad, np.asarray(value, dtype), native)
 
@@ -234,9 +240,8 @@ def _float_to_int(x, dtype):
     those values go through its :class:`OutOfRangeConversions` (a script run alone has none)."""
     arr = np.asarray(x)
     if arr.dtype in (np.float16, np.float32, np.float64):  # the common case first: every value in range
-        info = np.iinfo(dtype)
-        t = np.trunc(arr.astype(np.float32) if arr.dtype == np.float16 else arr)  # f16 cannot hold 2**31
-        if np.all((t >= float(info.min)) & (t < float(info.max + 1))):  # both bounds exact in the dtype
+        t = np.trunc(arr.astype(np.float32) if arr.dtype == np.float16 else arr)
+        if np.all(_in_int_range(t, dtype)):
             return t.astype(dtype)
     record = globals().get("__out_of_range__")
     record = record.get() if record is not None else None
