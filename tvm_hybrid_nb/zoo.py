@@ -562,31 +562,7 @@ def _reference_run(native, inputs: list, outcome: KernelOutcome) -> tuple[list, 
             outcome.tvm_failure = (f"TVM's runtime fails on the native build of the unscheduled kernel: "
                                    f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
         raise
-    expected = native.result_values(args, result)
-    unwritten = _unwritten_outputs(native, inputs, args)
-    if unwritten:
-        outcome.tvm_failure = (
-            f"the native build of the unscheduled kernel leaves elements of {unwritten} unwritten (a second run "
-            f"on outputs filled with another value returns that value there): TVM runs a reduction block's "
-            f"init in the first iteration of its reduction loops, never when they are empty (a max over a "
-            f"zero-size axis), so the reference is whatever the output memory held")
-        raise RuntimeError(f"no reference: {unwritten} left unwritten by the native build")
-    return inputs, expected
-
-
-def _unwritten_outputs(native, inputs: list, first: list) -> str:
-    """The names of the outputs that the native build leaves (partly) unwritten: ``first`` holds the
-    arguments of a run on zero-filled outputs; a second run on outputs filled with another value
-    differs from it exactly where the kernel wrote nothing (TVM's kernels never read their outputs
-    before writing them; the run is deterministic)."""
-    values = []
-    for a, p in zip(inputs, native.params):
-        if isinstance(a, np.ndarray) and p.is_output and a.size:
-            a = np.full_like(a, True if a.dtype == np.bool_ else 91)
-        values.append(a.copy() if isinstance(a, np.ndarray) else a)
-    native.run_native(*values)
-    return ", ".join(p.name for a, b, p in zip(first, values, native.params)
-                     if p.is_output and isinstance(a, np.ndarray) and a.tobytes() != b.tobytes())
+    return inputs, native.result_values(args, result)
 
 
 def _in_parameter_order(params, reference_params, inputs: list) -> list:
