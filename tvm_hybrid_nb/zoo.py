@@ -33,7 +33,7 @@ import numpy as np
 from .zoo_outcomes import (ALLOWED_REFUSALS, KernelOutcome, MEANING_CHANGE, TVM_CODEGEN_FINDINGS, TVM_FINDING,  # noqa: F401
                            TVM_FINDINGS, TVM_KERNEL_FINDINGS, TVM_MEANING_FINDINGS, TVM_PASS_FINDINGS,
                            TVM_SCHEDULE_FINDINGS, codegen_finding, finding_matches, kernel_op, refusal_allowed,
-                           UNDEFINED_NOT_COMPARED, FUSE_TIR_FINDING_MESSAGE, schedule_failure, tvm_compile_failure,
+                           UNDEFINED_NOT_COMPARED, UNWRITTEN_NOT_COMPARED, FUSE_TIR_FINDING_MESSAGE, schedule_failure, tvm_compile_failure,
                            tvm_finding)
 
 #: Sizes bound to the symbolic dimensions of the models.
@@ -376,13 +376,15 @@ def crash_reason(exc: BaseException) -> str:
 
 
 def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fast", check: bool = False,
-                   on_stage: Callable[[str], None] | None = None) -> None:
+                   on_stage: Callable[[str], None] | None = None, unwritten: list | None = None) -> None:
     """Emulate every changed stage of ``hm`` before MakePackedAPI on copies of ``inputs`` and compare
     its outputs with ``expected``; the first stage that is refused, cannot be generated or differs
     sets ``outcome`` (its stage, reason and kind) and ends the walk.  ``on_stage(label)`` is called
     before each stage runs.  A stage whose generated program is the text of an earlier checked
     stage's (a pass that changed only what the emulation does not read) has that stage's result and
-    is not run again.  Exceptions other than refusals reach the caller."""
+    is not run again.  ``unwritten``: per result, the mask of the reference elements its native run
+    left unwritten (:func:`_unwritten_elements`), which are not compared.  Exceptions other than
+    refusals reach the caller."""
     from .codegen import program_text
     from .errors import StageNotEmulatableError, UndefinedResultError, UnsupportedConstructError
     from .signature import bind_arguments
@@ -391,6 +393,9 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
     # runs the exact plan in fast mode (its analysis would cost more than the serial run).
     sizes = bind_arguments(hm.params, [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]).sizes
 
+    if unwritten is not None:
+        outcome.reason = "; ".join(filter(None, [outcome.reason, f"{UNWRITTEN_NOT_COMPARED}: "
+                                                 f"{sum(int(m.sum()) for m in unwritten)}"]))
     checked_programs: set[str] = set()
     bf16_native = _bf16_native(hm)
     arithmetic_eps = _arithmetic_eps(hm) if outcome.flavour != "none" else 0.0
@@ -429,6 +434,8 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
                 count = sum(int(m.sum()) for m in exc.undefined)
                 outcome.reason = "; ".join(filter(None, [outcome.reason, f"{UNDEFINED_NOT_COMPARED}: {count} "
                                                          f"(out-of-range float -> int conversions, LLVM poison)"]))
+        if unwritten is not None:
+            got = [np.where(mask, want, have) for have, want, mask in zip(got, expected, unwritten)]
         problem = _outputs_equal(got, expected, bf16_native, reordered=outcome.flavour != "none",
                                  arithmetic_eps=arithmetic_eps)
         outcome.stages_checked += 1
@@ -530,10 +537,12 @@ def _without_integer_zeros(params, inputs: list) -> list:
             and a.dtype.kind in "iu" else a for a, p in zip(inputs, params)]
 
 
-def _reference_run(native, inputs: list, outcome: KernelOutcome) -> tuple[list, list]:
-    """The inputs used and the values the native build of the reference computes on them.  Seeded
-    integer arrays whose zeros the kernel divides by (the run is refused: it would crash the process)
-    are run again without zeros; a failure of TVM's own runtime (its sort library has no int8) is TVM's."""
+def _reference_run(native, inputs: list, outcome: KernelOutcome) -> tuple[list, list, list | None]:
+    """The inputs used, the values the native build of the reference computes on them and the masks of
+    the elements it leaves unwritten (:func:`_unwritten_elements`; None when the reference is not a
+    native run).  Seeded integer arrays whose zeros the kernel divides by (the run is refused: it would
+    crash the process) are run again without zeros; a failure of TVM's own runtime (its sort library
+    has no int8) is TVM's."""
     from .errors import ArgumentTypeError, EmulationError
 
     def run(values):
@@ -557,12 +566,41 @@ def _reference_run(native, inputs: list, outcome: KernelOutcome) -> tuple[list, 
         outcome.reason = f"reference: the emulation of the unscheduled kernel ({exc})"
         args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
         result = native.emulate(*args, stage=0, mode="exact")
+        return inputs, native.result_values(args, result), None
     except Exception as exc:  # noqa: BLE001
         if type(exc).__module__.split(".")[0] in ("tvm", "tvm_ffi"):
             outcome.tvm_failure = (f"TVM's runtime fails on the native build of the unscheduled kernel: "
                                    f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
         raise
-    return inputs, native.result_values(args, result)
+    expected = native.result_values(args, result)
+    return inputs, expected, _unwritten_elements(native, inputs, expected)
+
+
+def _unwritten_elements(native, inputs: list, expected: list) -> list | None:
+    """Per result of ``native`` (its :meth:`~HybridModule.result_values`), the mask of the elements
+    that its run on ``inputs`` left unwritten, or None where it wrote them all.
+
+    TVM's llvm build runs a reduction block's init in the first iteration of its reduction loop,
+    never when the loop is empty: a max over a zero-size axis leaves its output as the memory held
+    it, where a GPU schedule writes the identity; roi_align's max over a bin without samples writes
+    nothing at all.  Such reference elements mean nothing and are not compared.  ``inputs`` give the
+    pure outputs as zeros; a second run on outputs filled with another value finds the elements where
+    each run kept its own fill (a written value cannot equal both, unless the kernel reads it from
+    the output: such an element is counted as written)."""
+    values, fills = [], {}
+    for index, (a, p) in enumerate(zip(inputs, native.params)):
+        if isinstance(a, np.ndarray) and p.is_output and a.size and not a.any():
+            fills[index] = True if a.dtype == np.bool_ else 91
+            a = np.full_like(a, fills[index])
+        values.append(a.copy() if isinstance(a, np.ndarray) else a)
+    if not fills:
+        return None
+    native.run_native(*values)
+    outputs = [index for index, p in enumerate(native.params) if p.is_output]
+    masks = [(first == inputs[index]) & (values[index] == fills[index]) if index in fills
+             else np.zeros(first.shape, np.bool_) for index, first in zip(outputs, expected)]
+    masks += [np.zeros(value.shape, np.bool_) for value in expected[len(outputs):]]  # the returned value
+    return masks if any(m.any() for m in masks) else None
 
 
 def _in_parameter_order(params, reference_params, inputs: list) -> list:
@@ -612,6 +650,7 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
                                            and codegen_finding(hm.failure.message)):
             outcome.tvm_failure = tvm_compile_failure(mod, target)
             raise BuildError(hm.failure.summary)
+        unwritten = None
         if reference is not None and not isinstance(reference, tvm.tirx.PrimFunc):  # a numpy function
             inputs = _inputs(hm.params, seed, name)
             outs = reference(*[a for a, p in zip(inputs, hm.params) if not p.is_output],
@@ -630,9 +669,9 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
         else:
             native = _native_reference(reference if reference is not None else func)
             inputs = _inputs(native.params, seed, name)
-            inputs, expected = _reference_run(native, inputs, outcome)
+            inputs, expected, unwritten = _reference_run(native, inputs, outcome)
             inputs = _in_parameter_order(hm.params, native.params, inputs)
-        emulate_stages(hm, inputs, expected, outcome, mode=mode, check=check)
+        emulate_stages(hm, inputs, expected, outcome, mode=mode, check=check, unwritten=unwritten)
         if outcome.outcome == "wrong" and not check:
             first = explain_wrong(hm, inputs, outcome, mode)
             if first is not None:

@@ -53,6 +53,11 @@ FUSE_TIR_FINDING = ("relax.transform.FuseTIR raises InternalError (renew_defs.cc
 #: raised :class:`~tvm_hybrid_nb.errors.UndefinedResultError`): those elements are not compared.
 UNDEFINED_NOT_COMPARED = "result elements undefined on the seeded inputs, not compared"
 
+#: Starts the note of an outcome whose native reference leaves output elements unwritten (a reduction
+#: over an empty axis: TVM's llvm build runs the init in the loop's first iteration; roi_align's bins
+#: without samples): those elements hold whatever the memory held and are not compared.
+UNWRITTEN_NOT_COMPARED = "reference elements the native build leaves unwritten, not compared"
+
 #: Marks a wrong answer where the sanitizers show that TVM's pass, not the emulator, is at fault.
 TVM_FINDING = "TVM finding"
 
