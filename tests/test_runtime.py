@@ -337,3 +337,53 @@ def test_unmasked_sanitizer_access_reads_and_writes_as_numpy_indexing():
         runtime.access(buf, (rows, np.array([[5]])), "B", write=True, value=np.float32(1))
     with pytest.raises(IndexError, match=r"out-of-bounds read of B\[-1, 0\]"):
         runtime.access(buf, (np.int64(-1), 0), "B")
+
+
+def test_masked_and_tainted_sanitizer_accesses_without_a_race_log():
+    # A thread's own memory read under a mask, or while a never-written value is carried
+    # (MemorySanitizer's rule), is indexed directly; what the numbers say is the truth.
+    lane = np.arange(8)
+    buf = np.arange(8, dtype=np.float32) * 10
+    written = lane < 5
+    # masked-out lanes read 0, kept lanes the buffer, even past the written part when masked out
+    got = runtime.access(buf, (lane,), "R", mask=lane < 5, shadow=written)
+    np.testing.assert_array_equal(got, np.where(lane < 5, buf, 0))
+    assert got.dtype == np.float32
+    with pytest.raises(RuntimeError, match=r"read of R\[5\], an element .* never written"):
+        runtime.access(buf, (lane,), "R", mask=lane < 7, shadow=written)
+    # with a poison log the never-written kept lanes are remembered, the others are not
+    log = runtime.RaceLog()
+    runtime.access(buf, (lane,), "R", mask=lane < 7, shadow=written, poison=log)
+    np.testing.assert_array_equal(log.pending, (lane >= 5) & (lane < 7))
+    # ... and a write of that value keeps those elements "never written"
+    out, out_written = np.zeros(8, np.float32), np.zeros(8, bool)
+    runtime.access(out, (lane,), "O", write=True, value=np.ones(8, np.float32), shadow=out_written, poison=log)
+    np.testing.assert_array_equal(out_written, ~((lane >= 5) & (lane < 7)))
+    assert log.pending is None and (out == 1).all()
+    # an unmasked read of partly written memory taints the unwritten lanes
+    runtime.access(buf, (lane,), "R", shadow=written, poison=log)
+    np.testing.assert_array_equal(log.pending, ~written)
+
+
+def test_a_masked_write_of_many_lanes_to_one_element_keeps_the_kept_lanes_value():
+    # LowerThreadAllreduce's `red_result[0] = red_buf0[tx]` where tx == 0: all lanes index element 0.
+    lane = np.arange(8)
+    res, res_written = np.full(1, -1.0, np.float32), np.zeros(1, bool)
+    runtime.access(res, (np.zeros(8, np.int64),), "res", write=True, value=lane.astype(np.float32) + 3,
+                   mask=lane == 0, shadow=res_written)
+    assert res[0] == 3 and res_written[0]
+
+
+def test_one_access_of_two_lanes_writing_one_element_is_a_race_unless_the_values_agree():
+    lanes = ((0, 4, "threadIdx.x"),)
+    lane = np.arange(4).reshape(4, *[1] * 11)  # the generated code's lane array for threadIdx.x on axis 0
+    log = runtime.RaceLog()
+    runtime.access(np.zeros(4, np.float32), (lane,), "S", write=True, value=lane.astype(np.float32), log=log,
+                   lanes=lanes)  # each lane its own element
+    runtime.access(np.zeros(4, np.float32), (lane,), "S", write=True, value=np.float32(0), mask=lane < 2, log=log,
+                   lanes=lanes)
+    runtime.access(np.zeros(2, np.float32), (lane // 2,), "S2", write=True, value=np.float32(1), log=log,
+                   lanes=lanes)  # two lanes an element, one value: harmless
+    with pytest.raises(RuntimeError, match=r"data race on S3\[0\]: lanes \(threadIdx.x=0\) and \(threadIdx.x=1\)"):
+        runtime.access(np.zeros(2, np.float32), (lane // 2,), "S3", write=True, value=lane.astype(np.float32),
+                       log=log, lanes=lanes)

@@ -182,8 +182,13 @@ def _all(ok) -> bool:
 
 
 def _in_bounds(buffer, index):
-    if all(isinstance(i, (int, np.integer)) for i in index):  # one element: no arrays to build
-        return all(0 <= i < n for i, n in zip(index, buffer.shape))
+    ok = True
+    for i, n in zip(index, buffer.shape):  # one element: no arrays to build
+        if not isinstance(i, (int, np.integer)):
+            break
+        ok = ok and 0 <= i < n
+    else:
+        return ok
     ok = True
     for i, n in zip(index, buffer.shape):
         i = np.asarray(i)

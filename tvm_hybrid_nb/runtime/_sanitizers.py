@@ -90,6 +90,8 @@ class RaceLog:
         return np.concatenate(keys)
 
     def _check(self, name, shape, lanes, items, where="one statement"):
+        if len(items) == 1 and np.unique(items[0][0]).size == items[0][0].size:
+            return  # one access touching each element once: no two lanes meet
         elems = np.concatenate([item[0] for item in items])
         ids = np.concatenate([item[1] for item in items])
         writes = np.concatenate([np.full(item[0].shape, item[2]) for item in items])
@@ -138,6 +140,49 @@ class RaceLog:
 
 
 # --------------------------------------------------------------------------- checked accesses
+def _direct_access(buffer, index, write, value, mask, shadow, lanes, poison):
+    """:func:`access` without a race record where every lane's index is in bounds, masked-out lanes'
+    too (the common case: a thread's own memory): numpy indexes with the index arrays as they
+    broadcast, without materialising them.  ``NotImplemented`` where the general path decides:
+    an error to report, a masked write (lanes that write one element in some order), a value or
+    taint with more lanes than the index, a buffer of vectors with a mask or taint."""
+    ishape = np.broadcast_shapes(*(i.shape for i in index))
+    per_lane = len(index) == buffer.ndim and not lanes  # masks and taints line up with the index lanes
+    if write:
+        tainted = None if poison is None else poison.pending
+        if mask is not None or (tainted is not None and not per_lane):
+            return NotImplemented
+        vshape = np.shape(value)[:np.ndim(value) - (buffer.ndim - len(index))]
+        if np.broadcast_shapes(ishape, vshape, np.shape(tainted)) != ishape:
+            return NotImplemented
+        buffer[index] = value
+        if shadow is not None:
+            shadow[index] = True if tainted is None else ~np.broadcast_to(tainted, ishape)
+        if poison is not None:
+            poison.pending = None
+        return None
+    if mask is None:
+        if shadow is not None:
+            written = shadow[index]
+            if not written.all():
+                if poison is None or not per_lane:
+                    return NotImplemented
+                poison.taint(~written)
+        out = np.array(buffer[index])
+        return out[()] if out.ndim == 0 else out
+    if not per_lane:
+        return NotImplemented
+    keep = np.asarray(mask, dtype=bool)
+    if shadow is not None:
+        unset = keep & ~shadow[index]
+        if unset.any():
+            if poison is None:
+                return NotImplemented
+            poison.taint(unset)
+    out = np.where(keep, buffer[index], buffer.dtype.type(0))
+    return out[()] if out.ndim == 0 else out
+
+
 def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=(),
            statement=False, poison=None):
     """Sanitizer access (``check=True``): bounds, reads of never-written allocation elements, and
@@ -148,28 +193,33 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     yet; the lanes carrying it are remembered and the stored element stays "never written", so the
     error comes if and when the value reaches shared or global memory, a branch or an address.
     """
-    if not index:  # a 0-d buffer: as a buffer of one element, which many lanes may access
-        buffer, index = buffer[np.newaxis], (0,)
-        shadow = None if shadow is None else shadow[np.newaxis]
-    index = tuple(np.asarray(i) for i in index)
-    if mask is None and log is None and not (write and poison is not None and poison.pending is not None):
-        # The common case (a thread's own memory, every lane kept): numpy indexes with the index arrays
-        # as they broadcast, without materialising them; anything to report takes the general path.
-        in_bounds = all((0 <= i < n) if i.ndim == 0 else (i.size == 0 or (i.min() >= 0 and i.max() < n))
-                        for i, n in zip(index, buffer.shape))
-        vshape = np.shape(value)[:np.ndim(value) - (buffer.ndim - len(index))] if write else ()
-        if in_bounds and (not write or np.broadcast_shapes(*(i.shape for i in index), vshape)
-                          == np.broadcast_shapes(*(i.shape for i in index))):
-            if write:
+    if (mask is None and log is None and index and len(index) == buffer.ndim
+            and not (write and poison is not None and poison.pending is not None)):
+        # One element of a thread's own memory (a serial loop's scalar indices): no arrays to build.
+        for i, n in zip(index, buffer.shape):
+            if not (isinstance(i, (int, np.integer)) and 0 <= i < n):
+                break
+        else:
+            if not write:
+                if shadow is None or shadow[index]:
+                    return buffer[index]
+            elif np.ndim(value) == 0:
                 buffer[index] = value
                 if shadow is not None:
                     shadow[index] = True
                 if poison is not None:
                     poison.pending = None
                 return None
-            if shadow is None or np.all(shadow[index]):
-                out = np.array(buffer[index])
-                return out[()] if out.ndim == 0 else out
+    if not index:  # a 0-d buffer: as a buffer of one element, which many lanes may access
+        buffer, index = buffer[np.newaxis], (0,)
+        shadow = None if shadow is None else shadow[np.newaxis]
+    index = tuple(np.asarray(i) for i in index)
+    in_bounds = all((0 <= i < n) if i.ndim == 0 else (i.size == 0 or (i.min() >= 0 and i.max() < n))
+                    for i, n in zip(index, buffer.shape))  # every lane, kept or not
+    if log is None and in_bounds:
+        done = _direct_access(buffer, index, write, value, mask, shadow, lanes, poison)
+        if done is not NotImplemented:
+            return done
     # A buffer of vectors (float32x3 after StorageRewrite): each element is a row of lanes.
     extra = tuple(buffer.shape[len(index):])
     lane_shape = [1] * 12
@@ -186,13 +236,14 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     shape = np.broadcast_shapes(*shapes)
     full = [np.broadcast_to(i, shape) for i in index]
     keep = np.broadcast_to(np.asarray(True if mask is None else mask, dtype=bool), shape)
-    ok = np.ones(shape, bool)
-    for i, n in zip(full, buffer.shape):
-        ok = ok & (i >= 0) & (i < n)
-    if np.any(keep & ~ok):
-        first = tuple(int(f[keep & ~ok][0]) for f in full)
-        raise IndexError(f"out-of-bounds {'write' if write else 'read'} of {name}{list(first)} "
-                         f"(shape {tuple(buffer.shape)})")
+    if not in_bounds:
+        ok = np.ones(shape, bool)
+        for i, n in zip(full, buffer.shape):
+            ok = ok & (i >= 0) & (i < n)
+        if np.any(keep & ~ok):
+            first = tuple(int(f[keep & ~ok][0]) for f in full)
+            raise IndexError(f"out-of-bounds {'write' if write else 'read'} of {name}{list(first)} "
+                             f"(shape {tuple(buffer.shape)})")
     sel = tuple(f[keep] for f in full)
     written = np.broadcast_to(value, shape + extra)[keep] if write else None
     if log is not None and lanes:
