@@ -376,15 +376,17 @@ def crash_reason(exc: BaseException) -> str:
 
 
 def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fast", check: bool = False,
-                   on_stage: Callable[[str], None] | None = None, unwritten: list | None = None) -> None:
+                   on_stage: Callable[[str], None] | None = None,
+                   unwritten: list | Callable[[], list | None] | None = None) -> None:
     """Emulate every changed stage of ``hm`` before MakePackedAPI on copies of ``inputs`` and compare
     its outputs with ``expected``; the first stage that is refused, cannot be generated or differs
     sets ``outcome`` (its stage, reason and kind) and ends the walk.  ``on_stage(label)`` is called
     before each stage runs.  A stage whose generated program is the text of an earlier checked
     stage's (a pass that changed only what the emulation does not read) has that stage's result and
     is not run again.  ``unwritten``: per result, the mask of the reference elements its native run
-    left unwritten (:func:`_unwritten_elements`), which are not compared.  Exceptions other than
-    refusals reach the caller."""
+    left unwritten (:func:`_unwritten_elements`), which are not compared; or a function that finds
+    them, called when a stage first differs (a second native run, only where it can matter).
+    Exceptions other than refusals reach the caller."""
     from .codegen import program_text
     from .errors import StageNotEmulatableError, UndefinedResultError, UnsupportedConstructError
     from .signature import bind_arguments
@@ -393,9 +395,13 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
     # runs the exact plan in fast mode (its analysis would cost more than the serial run).
     sizes = bind_arguments(hm.params, [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]).sizes
 
-    if unwritten is not None:
+    def leave_out_unwritten(masks):
         outcome.reason = "; ".join(filter(None, [outcome.reason, f"{UNWRITTEN_NOT_COMPARED}: "
-                                                 f"{sum(int(m.sum()) for m in unwritten)}"]))
+                                                 f"{sum(int(m.sum()) for m in masks)}"]))
+        return masks
+
+    find_unwritten = unwritten if callable(unwritten) else None
+    unwritten = None if find_unwritten is not None or unwritten is None else leave_out_unwritten(unwritten)
     checked_programs: set[str] = set()
     bf16_native = _bf16_native(hm)
     arithmetic_eps = _arithmetic_eps(hm) if outcome.flavour != "none" else 0.0
@@ -434,10 +440,15 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
                 count = sum(int(m.sum()) for m in exc.undefined)
                 outcome.reason = "; ".join(filter(None, [outcome.reason, f"{UNDEFINED_NOT_COMPARED}: {count} "
                                                          f"(out-of-range float -> int conversions, LLVM poison)"]))
-        if unwritten is not None:
-            got = [np.where(mask, want, have) for have, want, mask in zip(got, expected, unwritten)]
         problem = _outputs_equal(got, expected, bf16_native, reordered=outcome.flavour != "none",
                                  arithmetic_eps=arithmetic_eps)
+        if problem and find_unwritten is not None:
+            masks, find_unwritten = find_unwritten(), None
+            unwritten = None if masks is None else leave_out_unwritten(masks)
+        if problem and unwritten is not None:
+            got = [np.where(mask, want, have) for have, want, mask in zip(got, expected, unwritten)]
+            problem = _outputs_equal(got, expected, bf16_native, reordered=outcome.flavour != "none",
+                                     arithmetic_eps=arithmetic_eps)
         outcome.stages_checked += 1
         if problem:
             outcome.outcome, outcome.reason = "wrong", problem
@@ -537,10 +548,10 @@ def _without_integer_zeros(params, inputs: list) -> list:
             and a.dtype.kind in "iu" else a for a, p in zip(inputs, params)]
 
 
-def _reference_run(native, inputs: list, outcome: KernelOutcome) -> tuple[list, list, list | None]:
-    """The inputs used, the values the native build of the reference computes on them and the masks of
-    the elements it leaves unwritten (:func:`_unwritten_elements`; None when the reference is not a
-    native run).  Seeded integer arrays whose zeros the kernel divides by (the run is refused: it would
+def _reference_run(native, inputs: list, outcome: KernelOutcome) -> tuple[list, list, Callable | None]:
+    """The inputs used, the values the native build of the reference computes on them and a function
+    that finds the elements it leaves unwritten (:func:`_unwritten_elements`; None when the reference
+    is not a native run).  Seeded integer arrays whose zeros the kernel divides by (the run is refused: it would
     crash the process) are run again without zeros; a failure of TVM's own runtime (its sort library
     has no int8) is TVM's."""
     from .errors import ArgumentTypeError, EmulationError
@@ -573,7 +584,7 @@ def _reference_run(native, inputs: list, outcome: KernelOutcome) -> tuple[list, 
                                    f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
         raise
     expected = native.result_values(args, result)
-    return inputs, expected, _unwritten_elements(native, inputs, expected)
+    return inputs, expected, lambda: _unwritten_elements(native, inputs, expected)
 
 
 def _unwritten_elements(native, inputs: list, expected: list) -> list | None:
