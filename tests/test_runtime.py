@@ -387,3 +387,20 @@ def test_one_access_of_two_lanes_writing_one_element_is_a_race_unless_the_values
     with pytest.raises(RuntimeError, match=r"data race on S3\[0\]: lanes \(threadIdx.x=0\) and \(threadIdx.x=1\)"):
         runtime.access(np.zeros(2, np.float32), (lane // 2,), "S3", write=True, value=lane.astype(np.float32),
                        log=log, lanes=lanes)
+
+
+def test_a_large_allocation_starts_at_zero_and_keeps_what_is_written():
+    # alloc() maps buffers of 16 MiB and more without transparent huge pages (a sparse touch zeroes
+    # 4 KiB, not 2 MiB): the buffer must behave exactly as np.zeros' would.
+    shape = (1024, 1024, 5)  # 20 MiB of float32
+    buf = runtime.alloc(shape, "float32")
+    assert buf.shape == shape and buf.dtype == np.float32 and buf.flags.writeable and buf.flags.c_contiguous
+    lane = np.arange(1024)
+    buf[lane, lane, 3] = lane  # each lane its own row, as per-thread copies are used
+    expected = np.zeros(shape, np.float32)
+    expected[lane, lane, 3] = lane
+    np.testing.assert_array_equal(buf, expected)
+    flat = runtime.view(buf, "float32", (1024 * 1024 * 5,))
+    flat[7] = 2.5  # a view shares the storage
+    assert buf[0, 1, 2] == 2.5
+    assert runtime.alloc((4, 2**22), "bool").sum() == 0

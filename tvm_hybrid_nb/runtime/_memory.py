@@ -43,6 +43,19 @@ def alloc(shape, dtype):
         raise MemoryError(f"buffer of shape {tuple(int(d) for d in np.atleast_1d(shape))} ({dtype}) would need "
                           f"{nbytes / 2**30:.3g} GiB but this machine has {limit / 2**30:.3g} GiB of memory; "
                           f"nothing was allocated")
+    if nbytes >= 1 << 24:
+        # A large buffer is often touched sparsely (each thread's copy of a local buffer that
+        # CompactBufferAllocation has not shrunk yet, each thread using its own row).  The OS zeroes
+        # np.zeros' memory at first touch, but with transparent huge pages 2 MiB at a time: 1,024
+        # threads' rows cost 2 GiB of zeroing.  Mapped without huge pages, a touch zeroes 4 KiB.
+        import mmap
+
+        try:
+            storage = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            storage.madvise(mmap.MADV_NOHUGEPAGE)
+        except (AttributeError, OSError, ValueError):  # no madvise (not Linux): numpy's zeroed memory
+            return np.zeros(shape, dtype=dtype)
+        return np.frombuffer(storage, dtype=dtype).reshape(tuple(int(d) for d in np.atleast_1d(shape)))
     return np.zeros(shape, dtype=dtype)
 
 
