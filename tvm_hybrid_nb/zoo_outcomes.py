@@ -58,6 +58,11 @@ UNDEFINED_NOT_COMPARED = "result elements undefined on the seeded inputs, not co
 #: without samples): those elements hold whatever the memory held and are not compared.
 UNWRITTEN_NOT_COMPARED = "reference elements the native build leaves unwritten, not compared"
 
+#: Notes an outcome of a schedule that reorders float arithmetic whose outputs differed beyond the
+#: tolerances and were compared again within the reference's sensitivity to rounding-sized input
+#: changes (zoo._rounding_noise): a sum with heavy cancellation.
+ROUNDING_NOISE_COMPARED = "compared within the reference's sensitivity to rounding-sized input changes"
+
 #: Marks a wrong answer where the sanitizers show that TVM's pass, not the emulator, is at fault.
 TVM_FINDING = "TVM finding"
 
