@@ -5,6 +5,7 @@ import ast
 import builtins
 import keyword
 import math
+import re
 import unicodedata
 from dataclasses import dataclass, field
 
@@ -48,8 +49,9 @@ def _is_float(dtype: str) -> bool:
 
 
 def _float_bits(dtype: str) -> int:
-    digits = "".join(c for c in _scalar_dtype(dtype) if c.isdigit())
-    return int(digits) if digits else 0
+    """The bits of one lane of ``dtype``: the digits after its kind (``float8_e4m3fn`` is 8 bits, not 843)."""
+    digits = re.search(r"\d+", _scalar_dtype(dtype))
+    return int(digits.group()) if digits else 0
 
 
 def _is_int(dtype: str) -> bool:
