@@ -165,6 +165,14 @@ TVM_MEANING_FINDINGS: dict[str, str] = {
         "x == x with a NaN, true for !(NaN < c), and 0 for (-1 + 1e30) - 1e30 in float32.  A fused kernel "
         "with `where(x == x, x, 0)` (nan_to_num), `x != x` (isnan) or `(s < t) | (s >= t)` of a sqrt that "
         "may be NaN computes something else natively than its TIR says (numpy is the truth).",
+    "FP8ComputeLegalize":
+        "on llvm (no native fp8) tirx.FP8ComputeLegalize promotes float8 compute to float32 and gets both ends "
+        "wrong: a float8 buffer the kernel allocates becomes a float32 buffer, so `T.Cast(\"float8_e4m3fn\", x)` "
+        "stored there no longer rounds (0.2739 stays 0.2739, e4m3fn gives 0.28125; 1000 stays 1000, e4m3fn has "
+        "no such value: NaN), and a float8_e4m3fn input is decoded with `exp + 120` for every exponent field, "
+        "subnormals and zero included (0x00 decodes to 2**-7 = 0.0078125, 0x01 to 0.0088 instead of 0.00195, "
+        "the NaN 0x7F to 480).  Any relax `astype` to or from float8_e4m3fn (fp8 weight dequantize, fp8 "
+        "fake-quantize) computes something else natively than its TIR says (ml_dtypes is the truth).",
 }
 
 
