@@ -3,7 +3,6 @@ and the emulator's wrong answer under --check: check_kernel looked for the pass 
 sanitizers.  Under check=True every stage up to the one that differs ran clean, so the search applies."""
 from __future__ import annotations
 
-import numpy as np
 from tvm.script import tirx as T
 
 from tvm_hybrid_nb import zoo
