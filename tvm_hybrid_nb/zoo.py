@@ -23,6 +23,7 @@ model (:func:`kernel_op`).  Symbolic sizes other than :data:`SYMBOLIC_SIZES` get
 """
 from __future__ import annotations
 
+import re
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -350,9 +351,25 @@ def _prob_rows_inputs(arrays: dict, rng) -> None:
     rows[...] = rng.integers(0, prob.shape[0], rows.shape).astype(rows.dtype)
 
 
+def _sorted_prob_inputs(arrays: dict, rng) -> None:
+    """relax's ``get_renorm_cutoff`` (``renormalize_top_p_top_k_prob``) and ``get_renorm_prob``
+    (``sample_top_p_top_k_from_sorted_prob``) write one element per row from the one position j where
+    ``cumsum_sorted[j] < top_p and j + 1 < top_k`` stops holding: on a nondecreasing cumulative sum of
+    probabilities sorted in descending order.  On random rows the condition flips several times, and in
+    parallel their threads race on the one output element (the serial run keeps the last)."""
+    cumsum = arrays["cumsum_sorted"]
+    probs = -np.sort(-rng.uniform(0.01, 1, cumsum.shape), axis=-1)
+    probs /= probs.sum(axis=-1, keepdims=True)
+    cumsum[...] = np.cumsum(probs.astype(cumsum.dtype), axis=-1, dtype=cumsum.dtype)
+    if "sorted_prob" in arrays:
+        arrays["sorted_prob"][...] = probs.astype(arrays["sorted_prob"].dtype)
+
+
 #: Kernels that mean something only on inputs of a form random values lack: (operator prefix,
 #: the parameters it fills) -> a function filling them (in place) from a seeded generator.
 INPUT_CONTRACTS: dict[tuple[str, tuple[str, ...]], Callable] = {
+    ("get_renorm_cutoff", ("sorted_prob", "cumsum_sorted")): _sorted_prob_inputs,
+    ("get_renorm_prob", ("cumsum_sorted",)): _sorted_prob_inputs,
     ("get_index_from_sorted", ("cumsum_sorted", "renorm_prob", "usample")): _sorted_cumsum_inputs,
     ("parallel_sampling_from_prob", ("prob", "uniform_samples", "row_indices")): _prob_rows_inputs,
 }
@@ -364,11 +381,16 @@ def _inputs(params, seed: int, kernel: str = "") -> list:
     token ids and other index arrays in range (:func:`~tvm_hybrid_nb.signature.in_range_indices`)."""
     from .signature import dim_symbols, dim_value, in_range_indices, seeded_values
 
-    # Operators bring their own symbolic names (``batch``, ``vocab_size`` of the sampling ops).
+    # Operators bring their own symbolic names (``batch``, ``vocab_size`` of the sampling ops).  Distinct
+    # variables that share a name are told apart as TVMScript prints them (``m``, ``m_1``): a model's
+    # ``nn.Linear("m", 8)`` over an input of shape ``("n", "m")`` has two, and the model means them equal
+    # (relax's matmul checks nothing), so a renamed one gets the size of its name.
     sizes = dict(SYMBOLIC_SIZES)
     for p in params:
         for name in [s for d in (p.shape or ()) for s in dim_symbols(d)] + ([] if p.is_buffer else [p.name]):
-            sizes.setdefault(name, OTHER_SYMBOLIC_SIZE)
+            base = re.fullmatch(r"(.+)_[0-9]+", name)
+            sizes.setdefault(name, SYMBOLIC_SIZES.get(base.group(1), OTHER_SYMBOLIC_SIZE) if base
+                             else OTHER_SYMBOLIC_SIZE)
     specs = []
     for p in params:
         shape = [dim_value(d, sizes) for d in p.shape] if p.is_buffer else None
