@@ -127,6 +127,24 @@ TVM_KERNEL_FINDINGS: dict[tuple[str, str], str] = {
         "bounds (relax.op.slice_scatter legalizes to it).",
 }
 
+#: Operators whose kernels touch memory outside their buffers at sizes outside the operator's domain that
+#: relax nevertheless accepts (a symbolic axis cannot be checked when the model compiles, and no runtime
+#: check is emitted): (operator prefix, what the emulation reports) -> the evidence.  A model run at such
+#: sizes (``SYMBOLIC_SIZES`` of 1) has no defined result; the emulation (or ``run_native``'s refusal) finds
+#: the out-of-bounds access, in any flavour and at any stage.
+TVM_DOMAIN_FINDINGS: dict[tuple[str, str], str] = {
+    ("reflect_pad", "out-of-bounds read of"):
+        "topi/nn/pad.py reflect_pad maps an output index to `m - abs(m - abs(i - before))` with m = size - 1 "
+        "(reflect-101), which stays in the input only while the pad width is below the axis extent; "
+        "relax.op.nn.pad(pad_mode='reflect') accepts any width on a symbolic axis and emits no runtime check, "
+        "so at extent <= pad (n=1, pad 1: x[..., -1, ...]) the native kernel reads outside the input "
+        "(PyTorch's reflection pad raises for these sizes).",
+    ("topk", "out-of-bounds read of values_buf"):
+        "topi/gpu/sort.py topk sorts the whole axis into values_buf/indices_buf and slices the first k with "
+        "strided_slice; relax.op.topk accepts k above the extent of a symbolic axis (no runtime check), and "
+        "for k > n the slice reads rows n..k-1 of values_buf, outside it (torch.topk raises for these sizes).",
+}
+
 #: Passes of TVM that break a kernel so that its emulation traps from their stage on (earlier stages
 #: clean): (flavour, pass name, what the emulation reports) -> the evidence.
 TVM_PASS_FINDINGS: dict[tuple[str, str, str], str] = {}
@@ -270,6 +288,11 @@ def tvm_finding(outcome: KernelOutcome) -> str | None:
                      if outcome.flavour == flavour and message in outcome.reason), None) or outcome.tvm_failure
     if outcome.outcome == "crash" and outcome.tvm_failure:
         return outcome.tvm_failure
+    if outcome.outcome == "crash" and "out-of-bounds" in outcome.reason:
+        found = next((why for (prefix, message), why in TVM_DOMAIN_FINDINGS.items()
+                      if kernel_op(outcome.kernel).startswith(prefix) and message in outcome.reason), None)
+        if found is not None:
+            return found
     if outcome.outcome == "crash" and "native run refused" in outcome.reason:
         return next((why for (prefix, message), why in TVM_KERNEL_FINDINGS.items()
                      if kernel_op(outcome.kernel).startswith(prefix) and message in outcome.reason), None)
