@@ -35,6 +35,8 @@ def _check_divisor(a, b, dtype=None, mask=None):
     if (mask is None and isinstance(b, (int, np.integer)) and isinstance(a, (int, np.integer))
             and b != 0 and b != -1):
         return b  # scalars that cannot trap (the common case of exact mode, once per statement)
+    if isinstance(b, (int, np.integer)) and b > 0:
+        return b  # a positive scalar divisor traps on no dividend (an index expression over lanes)
     taken = True if mask is None else np.asarray(mask, dtype=bool)
     zero = np.asarray(b) == 0
     if np.any(zero & taken):
