@@ -206,7 +206,7 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
                 outcome.outcome, outcome.stage, outcome.reason = "crash", "native", crash_reason(exc)
             return outcome
         runs.append(hm.result_values(args, result))  # the outputs, and the value the kernel returns
-    from ..zoo import _outputs_equal
+    from ..zoo_reference import _outputs_equal
     if _outputs_equal(runs[1], runs[0]):
         outcome.outcome = "no native reference"
         outcome.reason = "two native runs on the same inputs differ" + (f" ({outcome.reason})" if outcome.reason else "")

@@ -1,0 +1,185 @@
+"""What the zoo compares an emulated stage with, and how closely (used by :mod:`tvm_hybrid_nb.zoo`).
+
+Owns the tolerances of a comparison with the native reference (:func:`_outputs_equal`: integers
+exactly, floats within their units, a reordered sum within its partial sums' rounding), what the
+kernel computes in (:func:`_bf16_native`, :func:`_arithmetic_eps`), and the two facts about the
+reference that a second look at the native build establishes when a stage differs: the elements it
+leaves unwritten (:func:`_unwritten_elements`) and how far it moves under rounding-sized input changes
+(:func:`_rounding_noise`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+#: bfloat16's machine epsilon (2**-7).
+_BF16_EPS = 2.0 ** -7
+
+
+def _outputs_equal(got, want, bf16_native: bool = False, reordered: bool = False,
+                   arithmetic_eps: float = 0.0, noise: list | None = None) -> str | None:
+    """None when every output matches the reference (integers exactly, float32 within 1e-5 relative,
+    float16 and bfloat16 within 8 units in the last place: a schedule may reduce in another order than
+    the unscheduled kernel), else the first difference.
+
+    ``bf16_native``: the kernel computes bfloat16 as bfloat16, rounding every operation (cuda from
+    sm_80 on), while the llvm reference computes it in float32 (``BF16ComputeLegalize``), and no
+    native build here rounds per operation: every float output is then compared within 8 bfloat16
+    units of its largest value, which finds a wrong element, not a wrong last bit.
+
+    ``reordered``: a schedule may sum in another order than the reference (dlight's GEMV splits a
+    reduction over threads): the rounding of a reordered sum scales with its partial sums, not with
+    its result, so an element near zero is compared within the relative tolerance of the output's
+    largest value (a float16 GEMV row of 96 products: partial sums near 8, a float16 unit there is
+    2**-7).  ``arithmetic_eps``: the machine epsilon of the kernel's narrowest float arithmetic
+    (:func:`_arithmetic_eps`); a reordered sum rounds in its units even when the output is wider
+    (a float16 GEMV cast to a float32 output).  A float16 or bfloat16 sum that overflows in both orders
+    may overflow to either infinity (or NaN, past both): non-finite against non-finite is then equal.
+    ``noise``: per output, how far each element of the reference moves when the inputs move by
+    rounding-sized amounts (:func:`_rounding_noise`); a difference within it is the kernel's own
+    ill-conditioning (a reordered sum with heavy cancellation), not a wrong answer."""
+    from .compare import float_info
+
+    for index, (g, w) in enumerate(zip(got, want)):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return f"output {g.dtype}{list(g.shape)} vs native {w.dtype}{list(w.shape)}"
+        info = float_info(g.dtype)
+        if info is not None:
+            # 1e-5 relative for float32; narrower floats a few units in their last place (float16's
+            # is 8,192 times float32's), as a schedule's other order of a reduction rounds.
+            g32, w32 = g.astype(np.float64), w.astype(np.float64)
+            if info.bits <= 8:
+                # float8 (and narrower) is a storage type: nothing sums in it, and a value is a rounding
+                # of one computed wider.  One unit in its last place (8 would be 100% for e4m3fn, 200% for
+                # e5m2), and its subnormal step absolutely (its smallest normal would pass 0 for 0.0137).
+                rtol, atol = float(info.eps), float(info.smallest_subnormal)
+            else:
+                rtol = max(1e-5, 8 * float(info.eps))
+                atol = max(1e-6, float(info.smallest_normal))
+            largest = float(np.nanmax(np.abs(w32), initial=0.0, where=np.isfinite(w32)))
+            if bf16_native:
+                rtol = max(rtol, 8 * _BF16_EPS)
+                atol = rtol * largest
+            elif reordered:
+                rtol = max(rtol, 8 * arithmetic_eps)
+                atol = max(atol, rtol * largest)
+            close = np.isclose(g32, w32, rtol=rtol, atol=atol, equal_nan=True)
+            if reordered and arithmetic_eps >= float(np.finfo(np.float16).eps):
+                close |= ~np.isfinite(g32) & ~np.isfinite(w32)  # a float16 sum past 65504 either way
+        else:
+            close = g == w
+        if noise is not None and not close.all():
+            close = close | (np.abs(g.astype(np.float64) - w.astype(np.float64)) <= noise[index])
+        if not close.all():
+            where = np.argwhere(~close)[0]
+            return f"differs from native at {tuple(int(i) for i in where)}: {g[tuple(where)]} vs {w[tuple(where)]}"
+    return None
+
+
+def _bf16_native(hm) -> bool:
+    """Whether ``hm``'s kernel has bfloat16 and its target computes bfloat16 as bfloat16."""
+    from .stage import _has_bf16_arithmetic
+
+    stage0 = hm.stages[0].function if hm.stages else None
+    return (stage0 is not None and "bfloat16" in stage0.script(show_meta=False)
+            and _has_bf16_arithmetic(hm.target))
+
+
+def _arithmetic_eps(hm) -> float:
+    """The machine epsilon of the narrowest float type that stage 0 of ``hm`` computes in (every
+    expression's type), 0.0 for a kernel without float arithmetic."""
+    import tvm_ffi
+
+    from .codegen.names import _type_key
+    from .compare import float_info
+    from .signature import numpy_dtype
+
+    dtypes: set[str] = set()
+
+    def visit(node) -> None:
+        if _type_key(node) == "ir.PrimType" and "float" in str(node.dtype):
+            dtypes.add(str(node.dtype).split("x")[0])
+
+    if hm.stages:
+        tvm_ffi.structural_walk(hm.stages[0].function.body, visit, order="post")
+    infos = [float_info(numpy_dtype(d)) for d in dtypes]
+    # float8 and narrower are storage types (FP8ComputeLegalize computes them in float16/float32): a
+    # float8 cast in the kernel does not make its sums round in float8 units.
+    return max((float(i.eps) for i in infos if i is not None and i.bits > 8), default=0.0)
+
+
+#: The relative input change of :func:`_rounding_noise` (8 float32 units in the last place) and the
+#: factor on the reference's change: a reordered sum of N terms rounds by about sqrt(N) units of its
+#: terms' root sum of squares (a random walk of roundings), a random input change of s moves it by
+#: s times that root: 4 x 8 units cover a sum's reordering to beyond 1,000 terms.
+_NOISE_STEP = 2.0 ** -20
+_NOISE_FACTOR = 4
+
+
+def _rounding_noise(native, inputs: list, expected: list, runs: int = 2, seed: int = 1) -> list:
+    """Per result of ``native``, how far each reference element moves (the most of ``runs`` native
+    runs, times :data:`_NOISE_FACTOR`) when every float input element moves by
+    :data:`_NOISE_STEP` of itself (or two units in its last place, if more), up or down at random.
+
+    A schedule that reorders a float sum (dlight's thread trees) rounds differently from the serial
+    reference, by up to about N units in the last place of the sum of the terms' magnitudes.  After
+    heavy cancellation that is far more than the result's own units: a row sum of 314 normal values
+    that comes to 0.039 (the magnitudes sum to 167) differs by 4.6e-5 relative between the serial
+    and the exact sum.  How much the reference moves under small input changes measures exactly
+    that ill-conditioning, element by element; an element where a change made a NaN or flipped a
+    decision (a comparison, an argmax) moves by an infinite or large amount and is so excused too.
+    A wrong element (another index, a lost term) differs by far more than a millionth of its inputs
+    makes."""
+    from .compare import float_info
+    from .errors import EmulationError
+
+    rng = np.random.default_rng(seed)
+    noise = [np.zeros(np.shape(e), np.float64) for e in expected]
+    for _ in range(runs):
+        values = []
+        for a, p in zip(inputs, native.params):
+            info = float_info(a.dtype) if isinstance(a, np.ndarray) and not p.is_output else None
+            if info is not None and a.size:
+                step = max(_NOISE_STEP, 2 * float(info.eps))
+                # np.asarray: on a 0-d array (a per-tensor scale) numpy's arithmetic gives a scalar
+                a = np.asarray(a.astype(np.float64) * (1 + step * rng.choice([-1.0, 1.0], a.shape))).astype(a.dtype)
+            values.append(a.copy() if isinstance(a, np.ndarray) else a)
+        try:
+            result = native.run_native(*values)
+        except EmulationError:  # the moved inputs trap (a float used as an index): no allowance from them
+            continue
+        for k, (moved, reference) in enumerate(zip(native.result_values(values, result), expected)):
+            m64, r64 = np.asarray(moved).astype(np.float64), np.asarray(reference).astype(np.float64)
+            with np.errstate(invalid="ignore"):
+                change = np.abs(m64 - r64)
+            change[np.isnan(change) & ~(np.isnan(m64) & np.isnan(r64))] = np.inf  # a NaN appeared or vanished
+            change[np.isnan(change)] = 0.0  # NaN in both
+            noise[k] = np.maximum(noise[k], _NOISE_FACTOR * change)
+    return noise
+
+
+def _unwritten_elements(native, inputs: list, expected: list) -> list | None:
+    """Per result of ``native`` (its :meth:`~HybridModule.result_values`), the mask of the elements
+    that its run on ``inputs`` left unwritten, or None where it wrote them all.
+
+    TVM's llvm build runs a reduction block's init in the first iteration of its reduction loop,
+    never when the loop is empty: a max over a zero-size axis leaves its output as the memory held
+    it, where a GPU schedule writes the identity; roi_align's max over a bin without samples writes
+    nothing at all.  Such reference elements mean nothing and are not compared.  ``inputs`` give the
+    pure outputs as zeros; a second run on outputs filled with another value finds the elements where
+    each run kept its own fill (a written value cannot equal both, unless the kernel reads it from
+    the output: such an element is counted as written)."""
+    values, fills = [], {}
+    for index, (a, p) in enumerate(zip(inputs, native.params)):
+        if isinstance(a, np.ndarray) and p.is_output and a.size and not a.any():
+            fills[index] = True if a.dtype == np.bool_ else 91
+            a = np.full_like(a, fills[index])
+        values.append(a.copy() if isinstance(a, np.ndarray) else a)
+    if not fills:
+        return None
+    native.run_native(*values)
+    outputs = [index for index, p in enumerate(native.params) if p.is_output]
+    masks = [(first == inputs[index]) & (values[index] == fills[index]) if index in fills
+             else np.zeros(first.shape, np.bool_) for index, first in zip(outputs, expected)]
+    masks += [np.zeros(value.shape, np.bool_) for value in expected[len(outputs):]]  # the returned value
+    return masks if any(m.any() for m in masks) else None
