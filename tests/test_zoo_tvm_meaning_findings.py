@@ -70,3 +70,13 @@ def test_a_wrong_answer_that_no_stage_explains_stays_the_emulators(monkeypatch):
     hm = thn.build(_sub_self, target="llvm")
     zoo.meaning_change(hm, [np.ones(8, np.float32), np.zeros(8, np.float32)], outcome, "fast")
     assert zoo.MEANING_CHANGE not in outcome.reason and zoo.tvm_finding(outcome) is None
+
+
+def test_a_documented_meaning_change_is_a_tvm_finding_under_the_sanitizers_too():
+    # check_kernel looked the pass up only without the sanitizers: under check=True the same TVM finding
+    # was the emulator's wrong answer (every stage up to the one that differs ran clean there).
+    func = _nan_to_num.with_attr("global_symbol", "main")
+    fast = zoo.check_kernel("t.nan_to_num", func, "none")
+    checked = zoo.check_kernel("t.nan_to_num", func, "none", check=True)
+    assert fast.outcome == checked.outcome == "wrong", (fast.reason, checked.reason)
+    assert zoo.tvm_finding(fast) == zoo.tvm_finding(checked) == zoo.TVM_MEANING_FINDINGS["StmtSimplify"], checked.reason
