@@ -143,7 +143,7 @@ class BuffersMixin:
     def _declare_buffer(self, buf, name: str, strided_ok: bool = False) -> None:
         if len(buf.strides) and not _contiguous_strides(buf) and not strided_ok:
             raise UnsupportedConstructError("strided buffer", str(buf.name))
-        self.scope.buffers[_key(buf)] = _BufferInfo(name, list(buf.shape), str(buf.dtype))
+        self.scope.buffers[_key(buf)] = _BufferInfo(name, list(buf.shape), str(buf.dtype), scope=str(buf.scope()))
 
     def visit_DeclBuffer(self, node) -> list[ast.stmt]:
         buf = node.buffer

@@ -305,6 +305,8 @@ class LanesMixin:
         self.lanes.vector_depth += 1
         race = race or (is_thread and self.gpu.thread_races)
         outermost_race = race and not self._race_lanes()
+        # Before ThreadSync: global memory's records are kept while the block's threads run.
+        outermost_thread = is_thread and not race and not any(ax.is_thread for ax in self.lanes.axes)
         self.lanes.axes.append(_Axis(name, lo.node, extent.node, is_thread, axis, tag, race, var, min_expr))
         lanes = 1
         for ax in self.lanes.axes:
@@ -318,7 +320,8 @@ class LanesMixin:
             self.lanes.vector_depth -= 1
             self.lanes.axes.pop()
         self.lanes.vectorized_loops.append(name)
-        if self.check and outermost_race:  # the lanes end together: check what they did since the last barrier
+        if self.check and (outermost_race or outermost_thread):
+            # The lanes end together: check what they did since the last barrier.
             body.append(ast.Expr(ast.Call(ast.Attribute(_name("race_log"), "flush", ast.Load()),
                                           [ast.Constant(f"the end of {tag}")], [])))
         return [ast.Assign([_store_name(name)], reshape)] + body

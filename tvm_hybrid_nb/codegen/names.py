@@ -128,6 +128,10 @@ class _BufferInfo:
     #: A warp's memory (tensor-core fragments, ``wmma.*``): per-thread memory whose ``threadIdx.x``
     #: index is 0, every thread of the warp (``threadIdx.x`` of extent 32) sharing the one copy.
     per_warp: bool = False
+    #: The memory scope (``global``, ``shared``, ``local``...): the sanitizer keeps race records of
+    #: memory that ``s_tir.ThreadSync`` synchronises (shared) for one statement before that pass,
+    #: of other memory until the threads end.
+    scope: str = "global"
 
 
 @dataclass

@@ -25,6 +25,13 @@ class SanitizerMixin:
             return []
         return [ax for ax in self.lanes.axes if ax.is_thread]
 
+    @staticmethod
+    def _synced_by_thread_sync(info: _BufferInfo) -> bool:
+        """Whether ``s_tir.ThreadSync`` puts barriers between conflicting accesses of ``info``'s
+        memory (shared memory and warp memory; global memory gets none: two threads of a block
+        touching one global element race whatever the statements between them)."""
+        return info.scope.startswith(("shared", "warp"))
+
     def _logged_lanes(self) -> list["_Axis"]:
         return self._race_lanes() or self._statement_lanes()
 
@@ -46,7 +53,7 @@ class SanitizerMixin:
             keywords["poison"] = _name("race_log")
         lanes = self._logged_lanes()
         if lanes and not info.per_thread:
-            if not self._race_lanes():
+            if not self._race_lanes() and self._synced_by_thread_sync(info):
                 keywords["statement"] = ast.Constant(True)
             keywords["log"] = _name("race_log")
             keywords["lanes"] = ast.Tuple([ast.Tuple([ast.Constant(ax.axis), ax.extent, ast.Constant(ax.tag)],
