@@ -225,6 +225,10 @@ class _LoopAccesses:
         elif key == "tirx.AssertStmt":
             self.expr(stmt.condition)
         elif key == "tirx.AttrStmt":
+            if stmt.attr_key in ("thread_extent", "virtual_thread"):
+                # The threads (blocks) launched inside run over [0, extent) like an inner loop.
+                self.expr(stmt.value)
+                self.inner.append((stmt.node.var, tirx.const(0, _dtype(stmt.node.var)), stmt.value))
             self.stmt(stmt.body)
         elif key == "tirx.DeclBuffer":
             if stmt.data is not None and _type_key(stmt.data) == "ir.Var" and any(
@@ -452,6 +456,8 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
         shifted, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
         shifted.bind(x, x_next + 1)
         same.bind(x, x_next)
+        at_zero = tvm.sym.Analyzer()
+        at_zero.bind(x_next, tirx.const(0, _dtype(x)))
         at_min, over_range = tvm.sym.Analyzer(), tvm.sym.Analyzer()
         # The loops around ``x`` hold their variables fixed while it runs, so every bound below is
         # taken for fixed values of them; bounding them by their ranges (the values they can hold)
@@ -462,6 +468,8 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
             at_min.bind(var, lo, allow_override=True)
             over_range.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
         step = None
+        symbolic = None  # the step, when it is an expression (the same for every access)
+        conditions: list = []  # with a symbolic step: the guards of each access, over x_next
         rests = []
         fresh: dict = {}
         for position, index in enumerate(indices):
@@ -492,18 +500,27 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
                 f = within.simplify(f)
                 f_same = same.simplify(f)
                 delta = tvm.sym.Analyzer().simplify(shifted.simplify(f) - f_same)
-            if _type_key(delta) != "ir.IntImm" or int(delta.value) == 0:
+            if _type_key(delta) != "ir.IntImm":
+                # A step known only at run time (a row of ``m`` elements per block: ``bx * m + t``).
+                if step is not None or not _invariant_step(delta, x_next, acc, lanes):
+                    return False
+                if symbolic is not None and not tvm.ir.structural_equal(delta, symbolic):
+                    return False
+                symbolic = delta
+                conditions.append([same.simplify(expand.simplify(c)) for c in (guards or [[]] * len(indices))[position]])
+            elif int(delta.value) == 0 or symbolic is not None or (step is not None and int(delta.value) != step):
                 return False
-            if step is not None and int(delta.value) != step:
-                return False
-            step = int(delta.value)
-            rest = tvm.sym.Analyzer().simplify(f_same - delta * x_next)
-            uses_x = []
-            tvm_ffi.structural_walk(rest, lambda n: uses_x.append(
-                _type_key(n) == "ir.Var" and n.same_as(x_next)) or True, order="post")
-            if any(uses_x):
+            else:
+                step = int(delta.value)
+            if symbolic is None:
+                rest = tvm.sym.Analyzer().simplify(f_same - delta * x_next)
+            else:  # f(x) = f(0) + delta * x, delta free of x (the simplifier does not cancel m * x - x * m)
+                rest = at_zero.simplify(f_same)
+            if _uses_var(rest, x_next):
                 return False
             rests.append(rest)
+        if symbolic is not None:
+            return _within_symbolic_step(rests, symbolic, conditions, over_range)
         base = at_min.simplify(rests[0])
         lows, highs = [], []
         for rest in rests:
@@ -530,6 +547,37 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
         return _mixed_radix_injective(rests[0], step, x_extent, acc, lanes, extra)
     except Exception:  # anything the analyzer cannot reason about: no claim of independence
         return False
+
+
+def _uses_var(expr, var) -> bool:
+    return _contains(expr, lambda n: _type_key(n) == "ir.Var" and n.same_as(var))
+
+
+def _invariant_step(delta, x_next, acc: "_LoopAccesses", lanes: list) -> bool:
+    """Whether the symbolic step ``delta`` is fixed while the loop runs: free of the loop's own
+    variable, of the loops inside it and of vector lanes (sizes and outer loop variables only)."""
+    moving = {_key(x_next)} | {_key(v) for v, _, _ in acc.inner} | {_key(v) for v, _, _ in lanes}
+    return not _reads_memory(delta) and not _contains(
+        delta, lambda n: _type_key(n) in ("ir.Var", "ir.Call") and (_type_key(n) == "ir.Call" or _key(n) in moving))
+
+
+def _within_symbolic_step(rests: list, step, conditions: list, over_range) -> bool:
+    """Iteration ``x`` touching ``step * x + rest`` (``step`` an expression fixed while the loop
+    runs) touches its own elements when every ``rest`` lies in ``[low, low + step)`` for one
+    constant ``low``: proven under each access's guards (``t < m`` for ``bx * m + t``), which also
+    make ``step`` positive wherever an access runs (``0 <= rest - low < step``)."""
+    low = min(over_range.const_int_bound(over_range.simplify(rest)).min_value for rest in rests)
+    if low < -(1 << 40):
+        return False
+    for rest, guards in zip(rests, conditions):
+        prover = over_range.clone()
+        condition = tirx.const(True, "bool")
+        for guard in guards:
+            condition = tirx.And(condition, guard)
+        with prover.constraint_scope(condition):
+            if not prover.can_prove(rest - tirx.const(low, _dtype(rest)) < step):
+                return False
+    return True
 
 
 def _conjuncts(cond) -> list:
