@@ -29,6 +29,10 @@ class ExpressionsMixin:
                     "prim.FloorMod": (ast.Mod, "floormod", "float_floormod")}
     #: Operators that can overflow the dtype of Python-int operands.
     OVERFLOWING = {"prim.Add", "prim.Sub", "prim.Mul", "prim.LShift"}
+    #: Sanitizer: the operators TVM's llvm code generator emits with ``nsw``/``nuw`` for 32- and 64-bit
+    #: integers (``CodeGenLLVM::CreateAdd``/``Sub``/``Mul``), whose overflow is poison, not a wrap
+    #: (see :meth:`~.sanitize.SanitizerMixin._poison_on_overflow` for the other targets).
+    POISON_ON_OVERFLOW = {"prim.Add": "+", "prim.Sub": "-", "prim.Mul": "*"}
     #: Math intrinsics computed by numpy in the operand dtype.
     NUMPY_MATH = {name: name for name in (
         "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "arcsin",
@@ -74,6 +78,15 @@ class ExpressionsMixin:
         except Exception:
             return False
         return bound.min_value >= lo and bound.max_value <= hi
+
+    def _may_overflow(self, expr, dtype: str) -> bool:
+        """Whether the analyzer cannot prove that integer ``expr`` fits ``dtype``.  Its bounds saturate at
+        the int64 range, which then means "unknown", not "fits" (``x * 2**40`` of an int64 ``x``)."""
+        lo, hi = _int_range(dtype)
+        low, high = self._bounds(expr)
+        if _float_bits(dtype) >= 64:
+            return low <= -_INT64_MAX or high >= _INT64_MAX or low < lo
+        return low < lo or high > hi
 
     def _bounds(self, expr) -> tuple[int, int]:
         try:
@@ -142,6 +155,13 @@ class ExpressionsMixin:
                 a = Value(ast.Call(_np(_scalar_dtype(dtype)), [a.node], []), "np", dtype, a.varying)
                 kind = "np"
         out = ast.BinOp(a.node, op, b.node)
+        if (self.check and key in self.POISON_ON_OVERFLOW and self._poison_on_overflow(dtype)
+                and self._may_overflow(node, dtype)):
+            # Compiled with nsw/nuw (or as C's signed arithmetic): a result that does not fit is
+            # poison (undefined), not a wrap.
+            mask = self._mask_expr(self.lanes.stmt_masks + self.lanes.lazy_masks)
+            out = self._call("checked_arith", a.node, b.node, ast.Constant(self.POISON_ON_OVERFLOW[key]),
+                             ast.Constant(_scalar_dtype(dtype)), kw={"mask": mask} if mask is not None else None)
         if kind == "py" and _is_int(dtype) and key in self.OVERFLOWING and not self._fits(node, dtype):
             out = self._call("wrap", out, ast.Constant(dtype))
         if _is_float(dtype):

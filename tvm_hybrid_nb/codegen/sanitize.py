@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .names import Value, _Axis, _BufferInfo, _name
+from .names import Value, _Axis, _BufferInfo, _float_bits, _is_int, _name
 
 
 class SanitizerMixin:
@@ -13,6 +13,29 @@ class SanitizerMixin:
     def _defers_poison(self, info: _BufferInfo) -> bool:
         """Whether uninitialised thread-local values may flow into ``info`` without an error yet."""
         return self.check and info.per_thread and info.shadow is not None
+
+    #: Target kinds whose code generator derives from TVM's ``CodeGenLLVM`` (``nsw``/``nuw`` on 32- and
+    #: 64-bit add, sub and mul) and those that print C, where signed overflow is undefined and
+    #: unsigned arithmetic wraps.
+    LLVM_KINDS = frozenset({"llvm", "rocm", "nvptx", "hexagon"})
+    C_KINDS = frozenset({"cuda", "opencl", "metal", "c"})
+
+    def _target_kind(self) -> str:
+        """The kind of target this function is compiled for: its ``target`` attribute, else (the
+        input, before BindTarget) ``cuda`` for a function with threads and ``llvm`` otherwise."""
+        target = self.func.attrs.get("target") if self.func.attrs is not None else None
+        if target is not None:
+            return str(target.kind.name)
+        return "cuda" if self.gpu.device_code else "llvm"
+
+    def _poison_on_overflow(self, dtype: str) -> bool:
+        """Sanitizer: whether an add, sub or mul of integer ``dtype`` that overflows has no defined
+        result where this function is compiled (32- and 64-bit: narrower C operands are promoted to
+        ``int``, and TVM's llvm code leaves them without ``nsw``)."""
+        if not _is_int(dtype) or _float_bits(dtype) < 32:
+            return False
+        kind = self._target_kind()
+        return kind in self.LLVM_KINDS or (kind in self.C_KINDS and not dtype.startswith("uint"))
 
     def _race_lanes(self) -> list["_Axis"]:
         return [ax for ax in self.lanes.axes if ax.race]

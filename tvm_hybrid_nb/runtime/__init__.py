@@ -32,7 +32,8 @@ from ._sanitizers import access, read_written
 from ._lanes import lanes_view, parallel_chunks
 from ._gpu import (_lane_array, _threads_first, thread_allreduce, thread_allreduce_values, warp_shuffle,
                    warp_activemask, sblock)
-from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floormod, shift_count, packed_return,
+from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floormod, shift_count, checked_arith,
+                        packed_return,
                         float_floordiv, float_floormod, _float_to_int32_or_64, _in_int_range, OutOfRangeConversions,
                         OUT_OF_RANGE_CONVERSIONS, _float_to_int, _float_to_int_native, _float_to_float, cast,
                         reinterpret)

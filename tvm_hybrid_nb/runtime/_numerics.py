@@ -96,6 +96,42 @@ def shift_count(count, bits, mask=None):
     return count
 
 
+def checked_arith(a, b, op, dtype, mask=None):
+    """Sanitizer: ``a op b`` (``"+"``, ``"-"``, ``"*"``) of 32- or 64-bit integers, computed as the
+    plain operator computes it (wrapping), after checking that the exact result fits ``dtype``.  TVM's
+    llvm code generator emits these with ``nsw`` (signed) or ``nuw`` (unsigned), so a result that does
+    not fit is poison, and LLVM folds what depends on it as it likes (``clz(x * K + C)`` to 0 for every
+    x once ``nuw`` says the sum is at least C).  Lanes where ``mask`` is false are not checked."""
+    fn = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}[op]
+    with np.errstate(over="ignore"):
+        out = fn(a, b)
+    info = np.iinfo(dtype)
+    if isinstance(a, int) and isinstance(b, int):
+        exact = fn(a, b)
+        bad = np.asarray(exact < info.min or exact > info.max)
+    elif info.bits <= 32:  # exact in int64
+        exact = fn(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64))
+        bad = (exact < info.min) | (exact > info.max)
+    else:  # 64 bits: candidates by a float64 estimate, decided exactly in Python ints
+        estimate = fn(np.asarray(a).astype(np.float64), np.asarray(b).astype(np.float64))
+        near = (estimate < float(info.min) * (1 - 2.0 ** -40)) | (estimate > float(info.max) * (1 - 2.0 ** -40))
+        bad = np.zeros(np.shape(near), bool)
+        if np.any(near):
+            wide_a = np.broadcast_to(np.asarray(a), np.shape(near))[near].astype(object)
+            wide_b = np.broadcast_to(np.asarray(b), np.shape(near))[near].astype(object)
+            exact_near = fn(wide_a, wide_b)
+            bad[near] = [v < info.min or v > info.max for v in exact_near]
+        exact = estimate
+    if mask is not None:
+        bad = bad & np.asarray(mask, dtype=bool)
+    if np.any(bad):
+        first = np.broadcast_to(np.asarray(exact), np.shape(bad))[np.asarray(bad, dtype=bool)].reshape(-1)[0]
+        raise ValueError(f"{np.dtype(dtype)} overflow: {op} gives {first}, outside [{info.min}, {info.max}]; TVM's "
+                         f"llvm code marks {np.dtype(dtype)} {op} {'nsw' if info.min < 0 else 'nuw'}, so the wrapped "
+                         f"value is poison (the native result depends on how LLVM folded it)")
+    return out
+
+
 def packed_return(value, dtype):
     """The value of ``return value`` (``tirx.Return``) as TVM's packed API hands it to the caller:
     MakePackedAPI stores an integer as int64 (a Python int; uint64 wraps), a float as float64 (a
