@@ -134,13 +134,16 @@ class ControlFlowMixin:
         self.serial.depth += 1
         self.serial.frames.append(frame)
         outer_chain, self.hooks.chain = self.hooks.chain, chain
+        tag = str(node.thread_binding.thread_tag) if kind == 4 and node.thread_binding is not None else ""
         try:
-            body = self.visit_stmt(node.body)
+            with self._serial_blocks(tag):
+                body = self.visit_stmt(node.body)
         finally:
             self.serial.depth -= 1
             self.serial.frames.pop()
             self.hooks.chain = outer_chain
-        return frame.hoisted + [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]
+        return frame.hoisted + self._block_ledger(tag, name, ast.For(_store_name(name), call,
+                                                                     hook + body or [ast.Pass()], []))
 
     def _cut_loop(self, node, cut: tuple):
         """Loop ``node`` over ``[lo, hi)`` only (the plan proved the other iterations do nothing):

@@ -107,13 +107,15 @@ class GpuMixin:
             self.serial.depth += 1
             outer_chain, self.hooks.chain = self.hooks.chain, chain
             try:
-                body = self.visit_stmt(node.body)
+                with self._serial_blocks(str(iv.thread_tag)):
+                    body = self.visit_stmt(node.body)
             finally:
                 self.serial.depth -= 1
                 self.hooks.chain = outer_chain
             call = ast.Call(self._use("thread_binding"), [extent.node],
                             [ast.keyword("thread", ast.Constant(str(iv.thread_tag)))])
-            return [ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])]
+            return self._block_ledger(str(iv.thread_tag), name,
+                                      ast.For(_store_name(name), call, hook + body or [ast.Pass()], []))
         return self.visit_stmt(node.body)
 
     def _grid_lanes(self, node, strategy: str) -> list[ast.stmt]:

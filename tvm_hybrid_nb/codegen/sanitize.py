@@ -3,6 +3,7 @@ uninitialised reads and checked for bounds."""
 from __future__ import annotations
 
 import ast
+import contextlib
 
 from .names import Value, _Axis, _BufferInfo, _float_bits, _is_int, _name
 
@@ -36,6 +37,34 @@ class SanitizerMixin:
             return False
         kind = self._target_kind()
         return kind in self.LLVM_KINDS or (kind in self.C_KINDS and not dtype.startswith("uint"))
+
+    #: The grid axis of each block tag (``RaceLog.at_block``).
+    BLOCK_AXES = {"blockIdx.x": 0, "blockIdx.y": 1, "blockIdx.z": 2}
+
+    @contextlib.contextmanager
+    def _serial_blocks(self, tag: str):
+        """While generating the body of a loop over GPU blocks that run one after another."""
+        counted = self.check and tag in self.BLOCK_AXES
+        self.gpu.serial_blocks += counted
+        try:
+            yield
+        finally:
+            self.gpu.serial_blocks -= counted
+
+    def _block_ledger(self, tag: str, name: str, loop: ast.For) -> list[ast.stmt]:
+        """Sanitizer: a loop over GPU blocks run one after another, telling the race log which
+        block runs (``at_block``); the outermost starts a grid and ends it (``new_grid``,
+        ``end_grid``).  The blocks of one launch run in no fixed order and never synchronise, so
+        an element of global memory one block writes and another touches is a race."""
+        if not (self.check and tag in self.BLOCK_AXES):
+            return [loop]
+        log = _name("race_log")
+        loop.body.insert(0, ast.Expr(ast.Call(ast.Attribute(log, "at_block", ast.Load()),
+                                              [ast.Constant(self.BLOCK_AXES[tag]), _name(name)], [])))
+        if self.gpu.serial_blocks:  # inside another block loop: the same grid
+            return [loop]
+        return [ast.Expr(ast.Call(ast.Attribute(log, "new_grid", ast.Load()), [], [])), loop,
+                ast.Expr(ast.Call(ast.Attribute(log, "end_grid", ast.Load()), [], []))]
 
     def _race_lanes(self) -> list["_Axis"]:
         return [ax for ax in self.lanes.axes if ax.race]
@@ -79,6 +108,8 @@ class SanitizerMixin:
             if not self._race_lanes() and self._synced_by_thread_sync(info):
                 keywords["statement"] = ast.Constant(True)
             keywords["log"] = _name("race_log")
+            if self.gpu.serial_blocks and info.scope == "global":
+                keywords["grid"] = ast.Constant(True)
             keywords["lanes"] = ast.Tuple([ast.Tuple([ast.Constant(ax.axis), ax.extent, ast.Constant(ax.tag)],
                                                      ast.Load()) for ax in lanes], ast.Load())
         index = ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load())

@@ -119,6 +119,9 @@ class GpuState:
     #: and the per-thread buffers that block reduces into -> the tags it reduces across.
     serial_thread_lanes: dict[str, str] = field(default_factory=dict)
     accumulator_tags: dict[str, set] = field(default_factory=dict)
+    #: Sanitizer: how many loops over GPU blocks that run one after another enclose the point being
+    #: generated (their global-memory accesses go to the grid ledger, see ``RaceLog.at_block``).
+    serial_blocks: int = 0
     #: The function's block-scoped allocations, by key (found on first use).
     shared: dict | None = None
     #: Loop variable of each grid loop run as lanes -> (the buffers allocated outside it, which the

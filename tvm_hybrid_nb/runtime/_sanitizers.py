@@ -1,6 +1,7 @@
 """Sanitizers (``check=True``): data races, reads of never-written memory, bounds.
 
-Owns :class:`RaceLog` (the per-lane accesses between barriers, and the race check) with
+Owns :class:`RaceLog` (the per-lane accesses between barriers, and the race check; the grid
+ledger of the GPU blocks that run one after another) with
 ``_lane_ids``/``_lane_text``, ``access`` (the checked read or write of exact mode, which feeds the
 log and the written-marks) and ``read_written`` (fast mode's check that a lane view was written).
 """
@@ -41,6 +42,9 @@ class RaceLog:
 
     ``statement=True`` records are kept for one statement only (threads before
     ``s_tir.ThreadSync``, where the IR implies a barrier between statements but none inside one).
+
+    Blocks of a GPU grid never synchronise: between them, global memory is checked by the grid
+    ledger (``new_grid``, ``at_block``, ``end_grid``) for the whole launch.
     """
 
     def __init__(self):
@@ -48,6 +52,37 @@ class RaceLog:
         self.statement = {}
         #: Lanes whose value in the statement being run came from never-written memory (see ``access``).
         self.pending = None
+        #: The grid ledger (GPU blocks run one after another): per global buffer, the block that last
+        #: wrote each element (-1: none), the block that read it (-1: none, -2: several) and the bits
+        #: written; None outside a grid.  ``block``: the running block's number in ``block_keys``.
+        self.grid = None
+        self.block = None
+        self.block_keys = []
+        self.block_axes = set()
+        self._block_numbers = {}
+        self._block_at = [0, 0, 0]
+
+    def new_grid(self):
+        """A kernel launch begins: its blocks share nothing with the blocks of other launches."""
+        self.grid, self.block, self.block_keys, self.block_axes = {}, None, [], set()
+        self._block_numbers, self._block_at = {}, [0, 0, 0]
+
+    def end_grid(self):
+        self.grid = self.block = None
+
+    def at_block(self, axis, value):
+        """Block ``value`` of grid axis ``axis`` (0, 1, 2: ``blockIdx.x``, ``.y``, ``.z``) runs."""
+        self._block_at[axis] = int(value)
+        self.block_axes.add(axis)
+        key = tuple(self._block_at)
+        if key not in self._block_numbers:
+            self._block_numbers[key] = len(self.block_keys)
+            self.block_keys.append(key)
+        self.block = self._block_numbers[key]
+
+    def _block_text(self, number):
+        key = self.block_keys[int(number)]
+        return ", ".join(f"blockIdx.{'xyz'[axis]}={key[axis]}" for axis in sorted(self.block_axes))
 
     def taint(self, lanes):
         """Mark ``lanes`` (a boolean lane array) as carrying an uninitialised value."""
@@ -56,8 +91,10 @@ class RaceLog:
     def new_statement(self):
         self.statement = {}
 
-    def record(self, name, shape, index, lane_ids, write, lanes, values=None, statement=False, previous=None):
-        """``values``: what a write stores; ``previous``: what the elements held before it."""
+    def record(self, name, shape, index, lane_ids, write, lanes, values=None, statement=False, previous=None,
+               grid=False):
+        """``values``: what a write stores; ``previous``: what the elements held before it;
+        ``grid``: global memory, also checked against the other blocks of the grid."""
         elems = np.ravel_multi_index(index, shape) if index else np.zeros(lane_ids.shape, np.int64)
         book = self.statement if statement else self.records
         entry = book.setdefault(name, (shape, lanes, []))
@@ -65,6 +102,56 @@ class RaceLog:
         entry[2].append(item)
         if write:
             self._check(name, shape, lanes, entry[2] if statement else [item])
+        if grid and self.block is not None:
+            self._check_blocks(name, shape, elems, write, values, previous)
+
+    def _check_blocks(self, name, shape, elems, write, values, previous):
+        """The grid ledger: an element one block wrote and another block touches is a race (the
+        blocks of a launch run in any order, at once); writes of the value the element already
+        holds change nothing and two blocks writing one value (bit for bit) agree."""
+        ledger = self.grid.get(name)
+        if ledger is None:
+            size = int(np.prod(shape))
+            ledger = self.grid[name] = (np.full(size, -1, np.int64), np.full(size, -1, np.int64),
+                                        np.zeros(size, np.uint64))
+        writer, reader, bits = ledger
+        me = self.block
+        elems = np.ravel(elems)
+        if not write:
+            other = writer[elems]
+            clash = (other >= 0) & (other != me)
+            if clash.any():
+                self._block_race(name, shape, elems, clash, other, "written by")
+            seen = reader[elems]
+            reader[elems] = np.where((seen == -1) | (seen == me), me, -2)
+            return
+        keys = self._value_keys([(elems, None, True, values, None)], [elems.size])
+        if keys is not None and previous is not None:
+            old = self._value_keys([(elems, None, True, previous, None)], [elems.size])
+            if old is not None:  # silent stores: the element keeps its value whichever block writes
+                changed = old != keys
+                elems, keys = elems[changed], keys[changed]
+        other = writer[elems]
+        clash = (other >= 0) & (other != me)
+        if keys is not None:
+            clash &= bits[elems] != keys
+        if clash.any():
+            self._block_race(name, shape, elems, clash, other, "written by")
+        seen = reader[elems]
+        clash = (seen == -2) | ((seen >= 0) & (seen != me))
+        if clash.any():
+            self._block_race(name, shape, elems, clash, seen, "read by")
+        writer[elems] = me
+        if keys is not None:
+            bits[elems] = keys
+
+    def _block_race(self, name, shape, elems, clash, other, how):
+        k = int(np.flatnonzero(clash)[0])
+        where_index = [int(i) for i in np.unravel_index(int(elems[k]), shape)]
+        them = "another block" if other[k] < 0 else f"block ({self._block_text(other[k])})"
+        raise RuntimeError(
+            f"data race on {name}{where_index}: {how} {them} and accessed by block ({self._block_text(self.block)}) "
+            f"of the same launch, at least one writing; blocks run in no fixed order and never synchronise")
 
     def flush(self, where="end of the parallel region"):
         try:
@@ -184,9 +271,12 @@ def _direct_access(buffer, index, write, value, mask, shadow, lanes, poison):
 
 
 def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=(),
-           statement=False, poison=None):
+           statement=False, poison=None, grid=False):
     """Sanitizer access (``check=True``): bounds, reads of never-written allocation elements, and
     the per-lane record for race detection; then the read (returned) or write itself.
+
+    ``grid``: an access of global memory by a GPU block run one after the others, checked
+    against the other blocks of the launch too (see ``RaceLog.at_block``).
 
     ``poison`` (a :class:`RaceLog`) follows MemorySanitizer's rule for a thread's registers: a
     never-written element read into a value that is only stored to thread-local memory is no error
@@ -248,7 +338,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     written = np.broadcast_to(value, shape + extra)[keep] if write else None
     if log is not None and lanes:
         log.record(name, buffer.shape[:len(index)], sel, _lane_ids(lanes, shape)[keep], write, lanes, written,
-                   statement, previous=buffer[sel] if write else None)
+                   statement, previous=buffer[sel] if write else None, grid=grid)
     if write:
         buffer[sel] = written
         if shadow is not None:
