@@ -74,3 +74,41 @@ def test_blocks_of_separate_launches_and_blocks_storing_one_value_do_not_race():
                                     stage=stage.index, mode=mode, check=True)
             np.testing.assert_array_equal(c, (a * np.float32(2))[::-1], err_msg=f"{stage.label} {mode}")
             assert flag[0] == 1
+
+
+@T.prim_func
+def every_block_stores_one_value_and_reads_it_back(A: T.Buffer((64,), "float32"), S: T.Buffer((2,), "float32"),
+                                                  C: T.Buffer((64,), "float32")):
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            S[0] = A[5]  # a loaded float32 ...
+            S[1] = T.float32(3)  # ... and a constant (a Python float in the script): one value each
+            C[bx * 32 + tx] = A[bx * 32 + tx] * S[0] + S[1]  # each block reads what it stored itself
+
+
+@T.prim_func
+def one_block_stores_what_the_other_reads(A: T.Buffer((64,), "float32"), S: T.Buffer((2,), "float32"),
+                                          C: T.Buffer((64,), "float32")):
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            if bx == 0:
+                S[0] = A[5]
+            C[bx * 32 + tx] = A[bx * 32 + tx] * S[0]
+
+
+def test_blocks_storing_one_value_read_it_back_without_a_race():
+    hm = thn.build(every_block_stores_one_value_and_reads_it_back, target="cuda")
+    a = np.arange(64, dtype=np.float32)
+    for stage in _stages(hm):
+        for mode in MODES:
+            s, c = hm.emulate(a, np.zeros(2, np.float32), np.zeros(64, np.float32), stage=stage.index, mode=mode,
+                              check=True)
+            np.testing.assert_array_equal(c, a * np.float32(5) + np.float32(3), err_msg=f"{stage.label} {mode}")
+    # A block that only reads what another stored may run before it: a race.
+    hm = thn.build(one_block_stores_what_the_other_reads, target="cuda")
+    for stage in _stages(hm):
+        for mode in MODES:
+            with pytest.raises(EmulationError, match=r"data race on S(_\d+)?\[0\]: written by block \(blockIdx.x=0\) "
+                                                     r"and accessed by block \(blockIdx.x=1\)"):
+                hm.emulate(a, np.zeros(2, np.float32), np.zeros(64, np.float32), stage=stage.index, mode=mode,
+                           check=True)

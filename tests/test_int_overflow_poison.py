@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tvm import te, tirx
+from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb.errors import EmulationError
@@ -101,3 +102,26 @@ def test_cuda_wraps_unsigned_arithmetic_and_leaves_signed_overflow_undefined():
                 hm.emulate(ok, np.zeros(64, "int32"), stage=stage.index, mode=mode, check=True), ok * 40000000)
             with pytest.raises(EmulationError, match="int32 overflow"):
                 hm.emulate(bad, np.zeros(64, "int32"), stage=stage.index, mode=mode, check=True)
+
+
+@T.prim_func
+def _select_of_an_overflowing_arm(A: T.Buffer((64,), "int32"), B: T.Buffer((64,), "int32")):
+    for i in T.parallel(8):
+        for j in T.vectorized(8):
+            B[i * 8 + j] = T.Select(A[i * 8 + j] < 1000, A[i * 8 + j] * 2000000, 0)
+
+
+def test_an_overflow_in_lanes_a_select_does_not_choose_is_harmless():
+    # LLVM's ``select c, poison, x`` is x where c is false: the native result is exact.
+    hm = thn.build(_select_of_an_overflowing_arm, target="llvm")
+    a = np.arange(64, dtype="int32") * 100
+    want = np.where(a < 1000, a.astype(np.int64) * 2000000, 0).astype("int32")
+    np.testing.assert_array_equal(hm.run_native(a.copy(), np.zeros(64, "int32")), want)
+    stages = [s for s in hm.stages[:hm.packed_api_index] if s.emulatable and (s.changed or s.index == 0)]
+    assert any(s.name == "tirx.VectorizeLoop" for s in stages)  # a vector Select from there on
+    for stage in stages:
+        for mode in MODES:
+            out = hm.emulate(a.copy(), np.zeros(64, "int32"), stage=stage.index, mode=mode, check=True)
+            np.testing.assert_array_equal(out, want, err_msg=f"{stage.label} {mode}")
+    with pytest.raises(EmulationError, match="int32 overflow"):  # where the Select chooses it, it is poison
+        hm.emulate(a - 3000, np.zeros(64, "int32"), stage=stages[-1].index, mode="fast", check=True)

@@ -88,6 +88,13 @@ class ExpressionsMixin:
             return low <= -_INT64_MAX or high >= _INT64_MAX or low < lo
         return low < lo or high > hi
 
+    def _used_lanes(self) -> list[ast.expr]:
+        """Sanitizer: the lane conditions under which the value being generated is used: a poison
+        value (an overflow, an out-of-range shift) in a lane that a branch does not take, an arm of
+        ``if_then_else`` does not evaluate or a ``Select`` does not choose is harmless (LLVM's
+        ``select c, poison, x`` is ``x`` where ``c`` is false)."""
+        return self.lanes.stmt_masks + self.lanes.masks
+
     def _bounds(self, expr) -> tuple[int, int]:
         try:
             b = self.analyzer.const_int_bound(expr)
@@ -147,7 +154,7 @@ class ExpressionsMixin:
                 # A shift by the bit width or more (or by a negative count) is poison in LLVM: the
                 # native result depends on how LLVM compiled it.  Without the sanitizer numpy's
                 # meaning (0, or the sign for >>) is used in both modes.
-                mask = self._mask_expr(self.lanes.stmt_masks + self.lanes.lazy_masks)
+                mask = self._mask_expr(self._used_lanes())
                 b = Value(self._call("shift_count", b.node, ast.Constant(bits),
                                      kw={"mask": mask} if mask is not None else None), b.kind, b.dtype, b.varying)
             elif kind == "py" and lo < 0:
@@ -159,7 +166,7 @@ class ExpressionsMixin:
                 and self._may_overflow(node, dtype)):
             # Compiled with nsw/nuw (or as C's signed arithmetic): a result that does not fit is
             # poison (undefined), not a wrap.
-            mask = self._mask_expr(self.lanes.stmt_masks + self.lanes.lazy_masks)
+            mask = self._mask_expr(self._used_lanes())
             out = self._call("checked_arith", a.node, b.node, ast.Constant(self.POISON_ON_OVERFLOW[key]),
                              ast.Constant(_scalar_dtype(dtype)), kw={"mask": mask} if mask is not None else None)
         if kind == "py" and _is_int(dtype) and key in self.OVERFLOWING and not self._fits(node, dtype):

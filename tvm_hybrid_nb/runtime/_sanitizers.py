@@ -130,6 +130,11 @@ class RaceLog:
             old = self._value_keys([(elems, None, True, previous, None)], [elems.size])
             if old is not None:  # silent stores: the element keeps its value whichever block writes
                 changed = old != keys
+                # A block storing the value another block wrote: its own reads after see that
+                # value in any order, as if it had written first.
+                again = elems[~changed]
+                again = again[writer[again] >= 0]
+                writer[again] = me
                 elems, keys = elems[changed], keys[changed]
         other = writer[elems]
         clash = (other >= 0) & (other != me)
@@ -335,7 +340,8 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
             raise IndexError(f"out-of-bounds {'write' if write else 'read'} of {name}{list(first)} "
                              f"(shape {tuple(buffer.shape)})")
     sel = tuple(f[keep] for f in full)
-    written = np.broadcast_to(value, shape + extra)[keep] if write else None
+    # In the buffer's dtype, as the store writes it: its bits are compared (a Python float is float64).
+    written = np.broadcast_to(np.asarray(value).astype(buffer.dtype, copy=False), shape + extra)[keep] if write else None
     if log is not None and lanes:
         log.record(name, buffer.shape[:len(index)], sel, _lane_ids(lanes, shape)[keep], write, lanes, written,
                    statement, previous=buffer[sel] if write else None, grid=grid)
