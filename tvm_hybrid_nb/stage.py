@@ -24,7 +24,7 @@ import tvm_ffi
 from . import capture as _capture
 from .codegen import generate_kernel
 from .codegen.cost import serial_cost
-from .codegen.plan import exact_plan_reason
+from .codegen.plan import exact_plan_reason, lanes_lose_reason
 from .codegen.names import GeneratedKernel
 from .codegen.tensorcore import FLOAT_MMA_ATTR, wmma_as_computed
 from .errors import (EmulationError, HybridError, InsufficientMemoryError, StageNotEmulatableError,
@@ -409,7 +409,8 @@ class Stage:
 
         ``sizes`` (symbolic size name -> value, from the arguments): in fast mode, a kernel whose loop
         extents are symbolic runs the exact plan when at these sizes its serial run is cheaper than
-        the lanes analysis (see :func:`~tvm_hybrid_nb.codegen.plan.exact_plan_reason`).
+        the lanes analysis (see :func:`~tvm_hybrid_nb.codegen.plan.exact_plan_reason`) or than the
+        planned lanes (:func:`~tvm_hybrid_nb.codegen.plan.lanes_lose_reason`).
         """
         if self._generated is None and self._reason is None and self._static_reason() is None:
             # The kernel asked for decides: generating the exact script first only to learn that
@@ -427,7 +428,9 @@ class Stage:
         key: tuple = (mode, check)
         if sizes and mode == "fast" and not check and self._cost_is_symbolic():
             sizes = {str(k): int(v) for k, v in sizes.items()}
-            if exact_plan_reason(self.computed_function, self.computed_module_functions, sizes):
+            func, functions = self.computed_function, self.computed_module_functions
+            if (exact_plan_reason(func, functions, sizes)
+                    or lanes_lose_reason(func, self._kernel(mode, check, None).plan, functions, sizes)):
                 key = (mode, check, tuple(sorted(sizes.items())))  # the exact plan, for these sizes
             else:
                 sizes = None

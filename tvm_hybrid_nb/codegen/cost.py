@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import Callable
 
 import tvm
 import tvm_ffi
@@ -33,7 +34,8 @@ class SerialCost:
     size: int
 
 
-def serial_cost(func, module_functions: dict | None = None, sizes: dict | None = None) -> SerialCost | None:
+def serial_cost(func, module_functions: dict | None = None, sizes: dict | None = None,
+                lanes: Callable[[object], bool] | None = None) -> SerialCost | None:
     """How many statements the serial (exact-mode) script of ``func`` executes: each statement
     counts once per iteration of the loops around it that run one iteration after another (serial
     loops and GPU block loops; threads of a block run in lockstep as lanes in both modes, so they
@@ -44,10 +46,14 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
     of no iteration costs nothing, whatever its body (TVM's sorts plan merge passes that do not run
     at small sizes, with extents of their own loop variable inside).  A ``while`` loop's body counts
     :data:`WHILE_ASSUMED_ITERATIONS` times: an estimate (a wrong one costs speed, never exactness:
-    both plans compute the same).  Cheap: one walk over the statements, no dependence test."""
+    both plans compute the same).  Cheap: one walk over the statements, no dependence test.
+
+    ``lanes`` (a loop or grid node -> whether a plan runs it as array lanes) counts a fast plan's
+    script instead: a lanes loop does not multiply what it holds, which becomes numpy calls on lanes."""
     functions = dict(module_functions or {})
     binds = {str(name): int(value) for name, value in (sizes or {}).items()}
     lets: dict[int, int] = {}  # let-bound variables (``cse_v1 = n * 32``) with a known value, by key
+    let_exprs: dict[int, object] = {}  # every let-bound integer variable's expression, by key
     memo: dict[str, tuple] = {}
     active: set[str] = set()
     sizes_seen = [0]
@@ -70,6 +76,15 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
         if _type_key(expr) == "ir.IntImm":
             return int(expr.value)
         free = tvm.tirx.analysis.undefined_vars(expr)
+        for _ in range(8):  # let-bound variables without one value (``cse_v60``): their expressions
+            inline = [var for var in free if _key(var) in let_exprs and _key(var) not in lets]
+            if not inline:
+                break
+            substitute = tvm.sym.Analyzer()
+            for var in inline:
+                substitute.bind(var, let_exprs[_key(var)])
+            expr = substitute.simplify(expr)
+            free = tvm.tirx.analysis.undefined_vars(expr)
         analyzer = tvm.sym.Analyzer()
         for var in free:
             value = lets.get(_key(var), binds.get(str(var.name)))
@@ -84,8 +99,10 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
         around = [ranges[_key(var)] for var in free if _key(var) in ranges]
         if around:
             with contextlib.suppress(Exception):
-                for var, lo, extent in around:
-                    analyzer.bind(var, tvm.ir.Range.from_min_extent(lo, extent))
+                for var, lo, extent in around:  # their own ranges with the sizes bound too
+                    dtype = _dtype(var)
+                    analyzer.bind(var, tvm.ir.Range.from_min_extent(tirx.const(extent_of(lo), dtype),
+                                                                    tirx.const(extent_of(extent), dtype)))
                 largest = analyzer.const_int_bound(value).max_value
                 if largest < 1 << 40:
                     return int(largest)
@@ -141,6 +158,9 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
                     and not str(node.thread_binding.thread_tag).startswith("blockIdx"):
                 with ranging(node.loop_var, node.min, node.extent):
                     return add(one(threads), stmt(node.body, True))  # threads: lanes in both modes
+            if lanes is not None and lanes(node):
+                with ranging(node.loop_var, node.min, node.extent):
+                    return add(one(threads), stmt(node.body, True))
             count = extent_of(node.extent)
             dead[0] += count <= 0
             try:
@@ -160,6 +180,8 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
                 with (ranging(var, tirx.const(0, str(var.ty.dtype)), node.value) if var is not None
                       else contextlib.nullcontext()):
                     if str(getattr(node.node, "thread_tag", "")).startswith("blockIdx"):
+                        if lanes is not None and lanes(node):
+                            return add(one(threads), stmt(node.body, True))
                         return times(max(extent_of(node.value), 0), add(stmt(node.body, threads), one(threads)))
                     return stmt(node.body, True)
             return stmt(node.body, threads)
@@ -176,6 +198,7 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
             with contextlib.suppress(_Unknown):
                 if not _is_int(_dtype(node.value)):  # a pointer (``T.address_of(A[0, 0])``), a float
                     raise _Unknown
+                let_exprs[_key(node.var)] = node.value  # varies with the loops around: bounded over them
                 lets[_key(node.var)] = extent_of(node.value, exact=True)  # a bound would be taken as its value
             return add(add(one(threads), launches(node.value, threads)), stmt(getattr(node, "body", None), threads))
         body = getattr(node, "body", None)

@@ -41,7 +41,8 @@ from .lanes import LanesMixin
 from .memory import MemoryAccessMixin
 from .sanitize import SanitizerMixin
 from .tensorcore import FLOAT_MMA_ATTR, FLOAT_MMA_NOTE
-from .plan import EmulationPlan, _has_threads, emit_with_plan, exact_plan_reason, per_call_rule, plan_emulation
+from .plan import (EmulationPlan, _has_threads, emit_with_plan, exact_plan_reason, lanes_lose_reason, per_call_rule,
+                   plan_emulation)
 from .state import GpuState, LaneState, ProgressHooks, Scope, SerialState
 
 
@@ -557,7 +558,8 @@ def generate_kernel(func, function_name: str, stage: str | None = None, mode: st
     the variant that is executed: each outermost loop iteration calls ``__progress__``.
 
     Fast mode never loses to exact: when the serial run is cheaper than the lanes analysis would be
-    (:func:`~.plan.exact_plan_reason`), it is the exact script, and its plan says why.  ``sizes``
+    (:func:`~.plan.exact_plan_reason`) or than the planned lanes (:func:`~.plan.lanes_lose_reason`),
+    it is the exact script, and its plan says why.  ``sizes``
     (name -> value) binds symbolic extents for that estimate: the script is then for those sizes.
     """
     exact_reason = exact_plan_reason(func, module_functions, sizes) if mode == "fast" and not check else ""
@@ -567,9 +569,14 @@ def generate_kernel(func, function_name: str, stage: str | None = None, mode: st
         return HybridCodegen(func, function_name, stage, emitted, progress, module_functions, check, synced,
                              plan=plan).generate()
 
-    generated, _ = emit_with_plan(func, mode, check, emit, exact_reason)
-    if mode == "fast" and not check and not exact_reason and not sizes:
-        generated.plan.per_call = per_call_rule(func, module_functions)
+    generated, plan = emit_with_plan(func, mode, check, emit, exact_reason)
+    if mode == "fast" and not check and not exact_reason:
+        exact_reason = lanes_lose_reason(func, plan, module_functions, sizes)
+        if exact_reason:  # the lanes were planned and emitted, and would lose: the exact plan
+            emitted = "exact"
+            generated, _ = emit_with_plan(func, mode, check, emit, exact_reason)
+        elif not sizes:
+            generated.plan.per_call = per_call_rule(func, module_functions)
     return generated
 
 

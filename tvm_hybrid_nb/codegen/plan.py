@@ -12,7 +12,8 @@ Fast mode must never be slower than exact.  Before any dependence test, :func:`e
 estimates from the loop extents what the serial run costs (:func:`~.cost.serial_cost`) and what
 the lanes analysis and its emission would cost; when the analysis alone would cost more than the
 whole serial run, fast mode's plan is the exact plan, with that reason (``EmulationPlan.exact_reason``),
-and the fast script is the exact script.
+and the fast script is the exact script.  After planning, :func:`lanes_lose_reason` prices the
+planned script the same way: lanes that would run slower than the serial run give the exact plan too.
 """
 from __future__ import annotations
 
@@ -50,6 +51,9 @@ FAST_MIN_LANES = 8
 SERIAL_SECONDS_PER_STATEMENT = 0.3e-6
 SERIAL_SECONDS_PER_LANES_STATEMENT = 10e-6
 ANALYSIS_SECONDS_PER_STATEMENT = 1e-3
+#: :func:`lanes_lose_reason` prices a statement on lanes at the measured median (34 µs, see
+#: :func:`exact_plan_reason`): it compares two runs, with no analysis to favour.
+LANES_SECONDS_PER_STATEMENT = 34e-6
 #: Whether fast mode runs the exact plan where its analysis cannot win (:func:`exact_plan_reason`).
 #: The test suite turns it off to exercise the lanes on small kernels (``tests/conftest.py``).
 EXACT_PLAN_WHEN_CHEAP = True
@@ -695,6 +699,36 @@ def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | 
             f"(about {analysis * 1e3:.2g} ms)")
 
 
+def lanes_lose_reason(func, plan: EmulationPlan, module_functions: dict | None = None,
+                      sizes: dict | None = None) -> str:
+    """Why the fast ``plan`` of ``func`` would run slower than the exact plan ("" when it may not):
+    its script, counted as :func:`~.cost.serial_cost` counts the exact one but with each lanes loop
+    run once as numpy calls on its lanes, costs more at the same per-statement prices.  Lanes over a
+    few iterations around long serial loops lose so: each statement inside becomes a numpy call on a
+    handful of elements (dlight.cpu's group norm after ``CompactBufferAllocation``: lanes of 3 rows
+    around a serial reduction over every element, 7 times slower than the exact run).  Unknown
+    costs (symbolic extents without ``sizes``) make no claim."""
+    if not EXACT_PLAN_WHEN_CHEAP or plan.mode != "fast" or plan.check or plan.exact_reason:
+        return ""
+    plans = [plan]
+    for sub in plans:
+        plans.extend(sub.launched.values())
+    fast = serial_cost(func, module_functions, sizes, lanes=lambda node: any(p.runs_as_lanes(node) for p in plans))
+    exact = serial_cost(func, module_functions, sizes)
+    if fast is None or exact is None:
+        return ""
+    seconds_fast = fast.scalar * SERIAL_SECONDS_PER_STATEMENT + fast.lanes * LANES_SECONDS_PER_STATEMENT
+    seconds_exact = exact.scalar * SERIAL_SECONDS_PER_STATEMENT + exact.lanes * LANES_SECONDS_PER_STATEMENT
+    if seconds_fast <= seconds_exact:
+        return ""
+    bound = ""
+    if sizes and serial_cost(func, module_functions) is None:
+        bound = " with " + ", ".join(f"{name} = {value}" for name, value in sorted(sizes.items()))
+    return (f"its lanes{bound} would run slower than the serial run ({fast.lanes} numpy statements on lanes and "
+            f"{fast.scalar} on scalars: about {seconds_fast * 1e3:.2g} ms, against {exact.scalar + exact.lanes} "
+            f"statement executions: about {seconds_exact * 1e3:.2g} ms)")
+
+
 def per_call_rule(func, module_functions: dict | None = None) -> str:
     """What fast mode's plan of ``func`` shown without arguments cannot tell ("" when nothing): with
     symbolic loop extents, whether the exact plan is cheaper (:func:`exact_plan_reason`) is decided
@@ -702,7 +736,7 @@ def per_call_rule(func, module_functions: dict | None = None) -> str:
     if not EXACT_PLAN_WHEN_CHEAP or serial_cost(func, module_functions) is not None:
         return ""
     return ("this plan is for large sizes: each call decides with the sizes of its arguments, and runs the "
-            "exact plan where its serial run costs less than the lanes analysis")
+            "exact plan where its serial run costs less than the lanes analysis or than the lanes")
 
 
 def emit_with_plan(func, mode: str, check: bool, emit: Callable[[EmulationPlan], object], exact_reason: str = ""):

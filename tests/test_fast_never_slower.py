@@ -1,0 +1,61 @@
+"""Fast mode never slower than exact: lanes that would lose run the exact plan.
+
+A lanes loop over a few iterations around a long serial loop turns every statement inside into a
+numpy call on a handful of elements; run serially, the same statements are cheap Python scalars.
+After planning, ``lanes_lose_reason`` prices the planned script against the exact one (both counted
+from the loop extents, with the call's sizes for symbolic ones) and fast mode runs the exact plan
+where its lanes would lose.  Both plans compute the same, bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+from tvm.script import tirx as T
+
+import tvm_hybrid_nb as thn
+from tvm_hybrid_nb.codegen import plan as P
+from tvm_hybrid_nb.codegen.cost import serial_cost
+
+
+@T.prim_func
+def running_sums_of_few_rows(a: T.handle, b: T.handle):
+    n, m = T.int32(), T.int32()
+    A = T.match_buffer(a, (n, m), "float32")
+    B = T.match_buffer(b, (n, m), "float32")
+    for i in range(n):  # rows: independent, lanes
+        B[i, 0] = A[i, 0]
+        for j in range(1, m):  # a running sum: carried, serial
+            B[i, j] = B[i, j - 1] + A[i, j]
+
+
+def test_lanes_over_few_rows_around_a_long_serial_loop_run_the_exact_plan(monkeypatch):
+    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    hm = thn.build(running_sums_of_few_rows)
+    stage = hm.stage(0)
+    shown = stage.plan("fast")
+    by_loop = {d.loop: d.strategy for d in shown.decisions}
+    assert by_loop == {"i": P.LANES, "j": P.SERIAL} and not shown.exact_reason
+    # Two rows of 30000: 2 lanes around 30000 serial steps; 30000 rows of 3: lanes win.
+    few = stage.kernel("fast", sizes={"n": 2, "m": 30000}).plan
+    assert few.exact_reason.startswith("its lanes with m = 30000, n = 2 would run slower than the serial run")
+    assert few.lane_loops() == []
+    many = stage.kernel("fast", sizes={"n": 30000, "m": 3}).plan
+    assert not many.exact_reason and [d.loop for d in many.lane_loops()] == ["i"]
+    for rows, cols in ((2, 30000), (30000, 3)):
+        a = np.random.default_rng(rows).standard_normal((rows, cols)).astype(np.float32)
+        want = np.cumsum(a, axis=1, dtype=np.float32)
+        fast = hm.emulate(a, np.zeros_like(a), mode="fast")
+        np.testing.assert_array_equal(fast, hm.emulate(a, np.zeros_like(a), mode="exact"))
+        np.testing.assert_allclose(fast, want, rtol=1e-5, atol=1e-4)
+
+
+def test_the_planned_cost_counts_lanes_loops_once_and_their_statements_as_numpy_calls():
+    hm = thn.build(running_sums_of_few_rows)
+    func = hm.stage(0).computed_function
+    plan = hm.stage(0).plan("fast")
+    exact = serial_cost(func, sizes={"n": 4, "m": 10})
+    fast = serial_cost(func, sizes={"n": 4, "m": 10}, lanes=plan.runs_as_lanes)
+    # exact: per row an iteration of i, the first store, and 9 iterations of j with their store
+    assert (exact.scalar, exact.lanes) == (4 * (1 + 1 + 9 * 2), 0)
+    # fast: the loop i once, on scalars; inside it as numpy calls: the first store, 9 iterations of j
+    # with their store
+    assert (fast.scalar, fast.lanes) == (1, 1 + 9 * 2)
