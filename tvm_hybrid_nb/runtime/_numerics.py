@@ -125,10 +125,12 @@ def checked_arith(a, b, op, dtype, mask=None):
     if mask is not None:
         bad = bad & np.asarray(mask, dtype=bool)
     if np.any(bad):
-        first = np.broadcast_to(np.asarray(exact), np.shape(bad))[np.asarray(bad, dtype=bool)].reshape(-1)[0]
-        raise ValueError(f"{np.dtype(dtype)} overflow: {op} gives {first}, outside [{info.min}, {info.max}]; TVM's "
-                         f"llvm code marks {np.dtype(dtype)} {op} {'nsw' if info.min < 0 else 'nuw'}, so the wrapped "
-                         f"value is poison (the native result depends on how LLVM folded it)")
+        lane = np.asarray(bad, dtype=bool)
+        x, y = (int(np.broadcast_to(np.asarray(v), lane.shape)[lane].reshape(-1)[0]) for v in (a, b))
+        raise ValueError(f"{np.dtype(dtype)} overflow: {x} {op} {y} = {fn(x, y)}, outside [{info.min}, {info.max}]; "
+                         f"the target leaves it undefined (TVM's llvm code marks {np.dtype(dtype)} {op} "
+                         f"{'nsw' if info.min < 0 else 'nuw'}; C's signed overflow on cuda), so the wrapped value is "
+                         f"poison (the native result depends on how the compiler used that)")
     return out
 
 
