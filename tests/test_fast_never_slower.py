@@ -59,3 +59,23 @@ def test_the_planned_cost_counts_lanes_loops_once_and_their_statements_as_numpy_
     # fast: the loop i once, on scalars; inside it as numpy calls: the first store, 9 iterations of j
     # with their store
     assert (fast.scalar, fast.lanes) == (1, 1 + 9 * 2)
+
+
+def test_a_call_whose_lanes_would_lose_generates_the_exact_script_once(monkeypatch):
+    from tvm_hybrid_nb.codegen import generator
+
+    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    hm = thn.build(running_sums_of_few_rows)
+    stage = hm.stage(0)
+    stage.kernel("fast")  # the plan for any sizes (lanes), which each call's decision reads
+    modes = []
+    real = generator.HybridCodegen.__init__
+
+    def counting(self, func, function_name, stage=None, mode="exact", *args, **kwargs):
+        modes.append(mode)
+        real(self, func, function_name, stage, mode, *args, **kwargs)
+
+    monkeypatch.setattr(generator.HybridCodegen, "__init__", counting)
+    kernel = stage.kernel("fast", sizes={"n": 2, "m": 30000})
+    assert kernel.plan.exact_reason.startswith("its lanes with m = 30000, n = 2")
+    assert modes == ["exact"]  # decided with the plan at hand: no second lanes emission for these sizes

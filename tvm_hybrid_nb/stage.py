@@ -426,11 +426,13 @@ class Stage:
 
     def _kernel(self, mode: str, check: bool, sizes: dict | None) -> Callable:
         key: tuple = (mode, check)
+        reason = ""
         if sizes and mode == "fast" and not check and self._cost_is_symbolic():
             sizes = {str(k): int(v) for k, v in sizes.items()}
             func, functions = self.computed_function, self.computed_module_functions
-            if (exact_plan_reason(func, functions, sizes)
-                    or lanes_lose_reason(func, self._kernel(mode, check, None).plan, functions, sizes)):
+            reason = (exact_plan_reason(func, functions, sizes)
+                      or lanes_lose_reason(func, self._kernel(mode, check, None).plan, functions, sizes))
+            if reason:
                 key = (mode, check, tuple(sorted(sizes.items())))  # the exact plan, for these sizes
             else:
                 sizes = None
@@ -438,7 +440,7 @@ class Stage:
             sizes = None
         with self._lock:
             if key not in self._kernels:
-                self._kernels[key] = self._load_kernel(mode, check, sizes)
+                self._kernels[key] = self._load_kernel(mode, check, sizes, reason)
         return self._kernels[key]
 
     def _cost_is_symbolic(self) -> bool:
@@ -448,9 +450,10 @@ class Stage:
                 self._symbolic_cost = serial_cost(self.computed_function, self.computed_module_functions) is None
         return self._symbolic_cost
 
-    def _load_kernel(self, mode: str, check: bool, sizes: dict | None = None) -> Callable:
+    def _load_kernel(self, mode: str, check: bool, sizes: dict | None = None, exact_reason: str = "") -> Callable:
         synced = any(st.name == "s_tir.ThreadSync" for st in self._owner.stages[:self.index + 1])
-        gen = self._generate_kernel(mode=mode, progress=True, check=check, synced=synced, sizes=sizes)
+        gen = self._generate_kernel(mode=mode, progress=True, check=check, synced=synced, sizes=sizes,
+                                    exact_reason=exact_reason)
         # One callback per calling thread, so that threads emulating this stage at once each get
         # their own reports.  Chunks of a parallel loop run on other threads (no callback there)
         # and progress alike; the caller's chunk reports.

@@ -550,7 +550,8 @@ def program_text(source: str) -> str:
 
 def generate_kernel(func, function_name: str, stage: str | None = None, mode: str = "exact",
                     progress: bool = False, module_functions: dict | None = None,
-                    check: bool = False, synced: bool = False, sizes: dict | None = None) -> GeneratedKernel:
+                    check: bool = False, synced: bool = False, sizes: dict | None = None,
+                    exact_reason: str = "") -> GeneratedKernel:
     """Generate the hybrid script of ``func`` (see :class:`HybridCodegen`).
 
     ``mode="exact"`` interprets the IR as written; ``mode="fast"`` runs loops whose iterations are
@@ -561,8 +562,12 @@ def generate_kernel(func, function_name: str, stage: str | None = None, mode: st
     (:func:`~.plan.exact_plan_reason`) or than the planned lanes (:func:`~.plan.lanes_lose_reason`),
     it is the exact script, and its plan says why.  ``sizes``
     (name -> value) binds symbolic extents for that estimate: the script is then for those sizes.
+    ``exact_reason``: the caller already decided that fast mode runs the exact plan, for this reason.
     """
-    exact_reason = exact_plan_reason(func, module_functions, sizes) if mode == "fast" and not check else ""
+    if mode != "fast" or check:
+        exact_reason = ""
+    elif not exact_reason:
+        exact_reason = exact_plan_reason(func, module_functions, sizes)
     emitted = "exact" if exact_reason else mode
 
     def emit(plan: EmulationPlan) -> GeneratedKernel:
