@@ -216,8 +216,23 @@ class MemoryAccessMixin:
             mask = self._mask_expr(self.lanes.stmt_masks)
             value = self._call("last_lane", value, ast.Constant(_lanes(_dtype(node.value)) > 1),
                                *([mask] if mask is not None else []))
+        elif stored.varying and self.lanes.axes and not info.prefix and not info.per_thread and not self._sanitized(info):
+            # Lanes whose index does not move along some lane axis (``S[ty] = v`` by every
+            # threadIdx.x) write one element each along it: the last writer's value there.
+            # (A lane variable the value names and the index does not, or a thread's own register
+            # read into the value: checked against the index at run time.)
+            in_index = {n.id for v in values for n in ast.walk(v.node) if isinstance(n, ast.Name)}
+            in_value = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+            registers = any(b.per_thread and b.name in in_value for b in self.scope.buffers.values())
+            unnamed = [ax.axis for ax in self.lanes.axes if ax.name not in in_index
+                       and (ax.name in in_value or (registers and ax.is_thread))]
+            if unnamed:
+                mask = self._mask_expr(self.lanes.stmt_masks)
+                value = self._call("last_lane_along", value, ast.Tuple([v.node for v in values], ast.Load()),
+                                   ast.Tuple([ast.Constant(a) for a in unnamed], ast.Load()),
+                                   ast.Constant(_lanes(_dtype(node.value)) > 1), *([mask] if mask is not None else []))
         out = self._store(info, indices, values, value)
-        if self._statement_lanes() and self._sanitized(info) and not info.per_thread:
+        if self._sanitized(info) and self._statement_records(info):
             out.insert(0, ast.Expr(ast.Call(ast.Attribute(_name("race_log"), "new_statement", ast.Load()), [], [])))
         return out
 

@@ -81,8 +81,22 @@ class SanitizerMixin:
     def _synced_by_thread_sync(info: _BufferInfo) -> bool:
         """Whether ``s_tir.ThreadSync`` puts barriers between conflicting accesses of ``info``'s
         memory (shared memory and warp memory; global memory gets none: two threads of a block
-        touching one global element race whatever the statements between them)."""
+        writing one global element differently race whatever the statements between them)."""
         return info.scope.startswith(("shared", "warp"))
+
+    def _statement_records(self, info: _BufferInfo) -> bool:
+        """Whether the race records of an access of ``info`` are kept for one statement (its writes,
+        in global memory, until the next barrier too): every access before ThreadSync, and GPU
+        threads' accesses of global memory after it.  No barrier orders global memory there (that
+        pass plans none for it), so a thread's write and another's read in a later statement are
+        ordered only by the lockstep that TVM's warp-synchronous code relies on (the paged-KV merge
+        kernel reads a row's state in every thread, then every thread stores the merged value);
+        two threads writing one element differently still race.  A ``parallel`` loop's iterations
+        have no lockstep: all their accesses count until the loop ends."""
+        if info.per_thread or not self._logged_lanes():
+            return False
+        race = self._race_lanes()
+        return not race or (all(ax.is_thread for ax in race) and not self._synced_by_thread_sync(info))
 
     def _logged_lanes(self) -> list["_Axis"]:
         return self._race_lanes() or self._statement_lanes()
@@ -105,8 +119,10 @@ class SanitizerMixin:
             keywords["poison"] = _name("race_log")
         lanes = self._logged_lanes()
         if lanes and not info.per_thread:
-            if not self._race_lanes() and self._synced_by_thread_sync(info):
+            if self._statement_records(info):
                 keywords["statement"] = ast.Constant(True)
+                if not self._synced_by_thread_sync(info):  # global: writes race until a barrier
+                    keywords["region"] = ast.Constant(True)
             keywords["log"] = _name("race_log")
             if self.gpu.serial_blocks and info.scope == "global":
                 keywords["grid"] = ast.Constant(True)

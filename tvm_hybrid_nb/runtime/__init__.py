@@ -27,7 +27,7 @@ import numpy as np  # noqa: F401  (used inside helpers copied into scripts)
 from ._lanes import parallel, vectorized, unrolled
 from ._gpu import thread_binding, thread_lanes, barrier
 from ._sanitizers import _lane_ids, _lane_text, RaceLog, _direct_access
-from ._lanes import last_lane
+from ._lanes import last_lane, last_lane_along
 from ._sanitizers import access, read_written
 from ._lanes import lanes_view, parallel_chunks
 from ._gpu import (_lane_array, _threads_first, thread_allreduce, thread_allreduce_values, warp_shuffle,

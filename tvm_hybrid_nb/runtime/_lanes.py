@@ -72,6 +72,43 @@ def last_lane(value, vector=False, mask=None):
     return value[(-1,) * lead]
 
 
+def last_lane_along(value, index, axes, vector=False, mask=None):
+    """Lanes that write one element each along the array axes ``axes`` where ``index`` (the store's
+    index arrays) does not move: the value of the last of them in thread order that writes
+    (``mask``), one valid outcome of that race (``S[ty] = v`` by every ``threadIdx.x``; the sanitizer
+    reports it where the values differ).  Axes along which the index moves keep their lanes.
+    ``vector``: the last axis holds a vector's lanes."""
+    value = np.asarray(value)
+    lead = value.ndim - (1 if vector else 0)
+    ishape = np.broadcast_shapes(*(np.shape(i) for i in index))
+    if lead <= 0 or lead < len(ishape):
+        return value
+    ishape = (1,) * (lead - len(ishape)) + tuple(ishape)
+    shift = lead - 12  # ``axes`` number the 12 lane axes, aligned to the right as numpy broadcasts
+    reduce = sorted(a + shift for a in axes if 0 <= a + shift < lead and value.shape[a + shift] > 1
+                    and ishape[a + shift] == 1)
+    if not reduce:
+        return value
+    if mask is None:
+        return value[tuple(slice(-1, None) if a in reduce else slice(None) for a in range(value.ndim))]
+    mask = np.asarray(mask, dtype=bool)
+    mask = mask if mask.ndim <= lead else mask.reshape(mask.shape[:lead])
+    mask = mask.reshape((1,) * (lead - mask.ndim) + mask.shape)
+    full = np.broadcast_shapes(value.shape[:lead], mask.shape)
+    value = np.broadcast_to(value, full + value.shape[lead:])
+    mask = np.broadcast_to(mask, full)
+    kept = [a for a in range(lead) if a not in reduce]
+    kept_shape = tuple(full[a] for a in kept)
+    rows = np.transpose(mask, kept + reduce).reshape(kept_shape + (-1,))
+    last = rows.shape[-1] - 1 - np.argmax(rows[..., ::-1], axis=-1)  # no writer: any lane (nothing stored)
+    flat = np.transpose(value, kept + reduce + list(range(lead, value.ndim)))
+    flat = flat.reshape(kept_shape + (-1,) + value.shape[lead:])
+    where = last.reshape(last.shape + (1,) * (flat.ndim - last.ndim))
+    picked = np.take_along_axis(flat, where, axis=len(kept_shape))[(slice(None),) * len(kept_shape) + (0,)]
+    out_shape = tuple(1 if a in reduce else full[a] for a in range(lead)) + value.shape[lead:]
+    return picked.reshape(out_shape)
+
+
 def lanes_view(buffer, base, lanes, ndim=12, _layouts={}):  # noqa: B006 (the default is the cache)
     """Fast mode: ``buffer[base + sum(coefs * lane)]`` for every lane, as a strided view (no copy).
 

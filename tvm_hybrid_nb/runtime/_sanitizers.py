@@ -92,14 +92,19 @@ class RaceLog:
         self.statement = {}
 
     def record(self, name, shape, index, lane_ids, write, lanes, values=None, statement=False, previous=None,
-               grid=False):
+               grid=False, region=False):
         """``values``: what a write stores; ``previous``: what the elements held before it;
-        ``grid``: global memory, also checked against the other blocks of the grid."""
+        ``grid``: global memory, also checked against the other blocks of the grid; ``region``
+        (with ``statement``): writes are also kept until the threads end (global memory before
+        ThreadSync: no barrier orders two threads' writes, while a read before another thread's write
+        in a later statement is ordered by the lockstep TVM's warp-synchronous code relies on)."""
         elems = np.ravel_multi_index(index, shape) if index else np.zeros(lane_ids.shape, np.int64)
         book = self.statement if statement else self.records
         entry = book.setdefault(name, (shape, lanes, []))
         item = (elems, lane_ids, write, values, previous)
         entry[2].append(item)
+        if write and statement and region:
+            self.records.setdefault(name, (shape, lanes, []))[2].append(item)
         if write:
             self._check(name, shape, lanes, entry[2] if statement else [item])
         if grid and self.block is not None:
@@ -276,12 +281,13 @@ def _direct_access(buffer, index, write, value, mask, shadow, lanes, poison):
 
 
 def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=(),
-           statement=False, poison=None, grid=False):
+           statement=False, poison=None, grid=False, region=False):
     """Sanitizer access (``check=True``): bounds, reads of never-written allocation elements, and
     the per-lane record for race detection; then the read (returned) or write itself.
 
     ``grid``: an access of global memory by a GPU block run one after the others, checked
-    against the other blocks of the launch too (see ``RaceLog.at_block``).
+    against the other blocks of the launch too (see ``RaceLog.at_block``); ``region``: see
+    ``RaceLog.record``.
 
     ``poison`` (a :class:`RaceLog`) follows MemorySanitizer's rule for a thread's registers: a
     never-written element read into a value that is only stored to thread-local memory is no error
@@ -344,7 +350,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     written = np.broadcast_to(np.asarray(value).astype(buffer.dtype, copy=False), shape + extra)[keep] if write else None
     if log is not None and lanes:
         log.record(name, buffer.shape[:len(index)], sel, _lane_ids(lanes, shape)[keep], write, lanes, written,
-                   statement, previous=buffer[sel] if write else None, grid=grid)
+                   statement, previous=buffer[sel] if write else None, grid=grid, region=region)
     if write:
         buffer[sel] = written
         if shadow is not None:
