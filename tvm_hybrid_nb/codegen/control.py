@@ -3,6 +3,7 @@ asserts, break/continue, return and blocks."""
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 
 from tvm import tirx
@@ -269,10 +270,16 @@ class ControlFlowMixin:
         return [ast.If(cond.node, then or [ast.Pass()], orelse)]
 
     def visit_AssertStmt(self, node) -> list[ast.stmt]:
+        """``assert cond, (kind, [parts])``: the error TVM raises natively (its ``error_kind``, when
+        that names a Python exception, else ``AssertionError``) with the message parts joined."""
         cond = self.visit_expr(node.condition)
-        message = node.message
-        text = str(message.value) if _type_key(message) == "ir.StringImm" else str(message)
-        call = ast.Call(_name("AssertionError"), [ast.Constant(text)], [])
+        parts = list(node.message_parts) if hasattr(node, "message_parts") else [node.message]
+        text = "".join(str(p.value) if _type_key(p) == "ir.StringImm" else str(p) for p in parts)
+        kind = getattr(node, "error_kind", None)
+        kind = "AssertionError" if kind is None else str(kind.value if _type_key(kind) == "ir.StringImm" else kind)
+        if not (isinstance(getattr(builtins, kind, None), type) and issubclass(getattr(builtins, kind), Exception)):
+            kind, text = "AssertionError", f"{kind}: {text}"
+        call = ast.Call(_name(kind), [ast.Constant(text)], [])
         test = ast.Call(_np("all"), [cond.node], []) if cond.varying or cond.lanes > 1 else cond.node
         return [ast.If(ast.UnaryOp(ast.Not(), test), [ast.Raise(call, None)], [])]
 

@@ -167,8 +167,17 @@ class ExpressionsMixin:
             # Compiled with nsw/nuw (or as C's signed arithmetic): a result that does not fit is
             # poison (undefined), not a wrap.
             mask = self._mask_expr(self._used_lanes())
-            out = self._call("checked_arith", a.node, b.node, ast.Constant(self.POISON_ON_OVERFLOW[key]),
-                             ast.Constant(_scalar_dtype(dtype)), kw={"mask": mask} if mask is not None else None)
+            checked = self._call("checked_arith", a.node, b.node, ast.Constant(self.POISON_ON_OVERFLOW[key]),
+                                 ast.Constant(_scalar_dtype(dtype)), kw={"mask": mask} if mask is not None else None)
+            if kind == "py" and mask is None:
+                # Python ints (a serial loop's index arithmetic): compared inline, the helper called
+                # only to report an overflow; the result is then in range, with nothing to wrap.
+                lo, hi = _int_range(_scalar_dtype(dtype))
+                held = self.namer.define_name("exact")
+                exact = ast.NamedExpr(_store_name(held), out)
+                test = ast.Compare(ast.Constant(lo), [ast.LtE(), ast.LtE()], [exact, ast.Constant(hi)])
+                return Value(ast.IfExp(test, _name(held), checked), kind, dtype, _varying(a, b))
+            out = checked
         if kind == "py" and _is_int(dtype) and key in self.OVERFLOWING and not self._fits(node, dtype):
             out = self._call("wrap", out, ast.Constant(dtype))
         if _is_float(dtype):
@@ -266,8 +275,21 @@ class ExpressionsMixin:
         dtype = _dtype(node)
         a = self.visit_expr(node.a)
         if not self._scalar_lanes(a) or _lanes(dtype) > 1:
-            b = self.visit_expr(node.b)
-            return Value(ast.BinOp(a.node, bit_op(), b.node), "np", dtype, _varying(a, b))
+            if self._target_kind() not in self.C_KINDS:  # LLVM evaluates both sides (CreateAnd/CreateOr)
+                b = self.visit_expr(node.b)
+                return Value(ast.BinOp(a.node, bit_op(), b.node), "np", dtype, _varying(a, b))
+            # C's ``&&``/``||`` (cuda): lanes the left side decides do not evaluate the right, so a
+            # read there guarded by the left (``tx < 4 && A[tx] > 0``) must not trap.
+            held = self.namer.define_name("lhs")
+            rest = ast.UnaryOp(ast.Invert(), _name(held)) if negate_first else _name(held)  # evaluate the right
+            saved_masks, saved_lazy = list(self.lanes.masks), list(self.lanes.lazy_masks)
+            self.lanes.masks, self.lanes.lazy_masks = saved_masks + [rest], saved_lazy + [rest]
+            try:
+                b = self.visit_expr(node.b)
+            finally:
+                self.lanes.masks, self.lanes.lazy_masks = saved_masks, saved_lazy
+            left = ast.NamedExpr(_store_name(held), a.node)
+            return Value(ast.BinOp(left, bit_op(), b.node), "np", dtype, _varying(a, b))
         # Short-circuit like the guard it usually is; the right side is analysed under the left.
         guard = tirx.Not(node.a) if negate_first else node.a
         with self._guarded(guard):

@@ -96,40 +96,50 @@ def shift_count(count, bits, mask=None):
     return count
 
 
-def checked_arith(a, b, op, dtype, mask=None):
+def checked_arith(a, b, op, dtype, mask=None, _limits={}):  # noqa: B006 (the default is the cache)
     """Sanitizer: ``a op b`` (``"+"``, ``"-"``, ``"*"``) of 32- or 64-bit integers, computed as the
     plain operator computes it (wrapping), after checking that the exact result fits ``dtype``.  TVM's
     llvm code generator emits these with ``nsw`` (signed) or ``nuw`` (unsigned), so a result that does
     not fit is poison, and LLVM folds what depends on it as it likes (``clz(x * K + C)`` to 0 for every
-    x once ``nuw`` says the sum is at least C).  Lanes where ``mask`` is false are not checked."""
+    x once ``nuw`` says the sum is at least C).  Lanes where ``mask`` is false are not checked.
+    ``_limits`` keeps each dtype's range (a kernel calls this once per statement execution)."""
+    limits = _limits.get(dtype)
+    if limits is None:
+        info = np.iinfo(dtype)
+        limits = _limits[dtype] = (int(info.min), int(info.max), info.bits)
+    lo, hi, bits = limits
     fn = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}[op]
-    with np.errstate(over="ignore"):
-        out = fn(a, b)
-    info = np.iinfo(dtype)
     if isinstance(a, int) and isinstance(b, int):
-        exact = fn(a, b)
-        bad = np.asarray(exact < info.min or exact > info.max)
-    elif info.bits <= 32:  # exact in int64
-        exact = fn(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64))
-        bad = (exact < info.min) | (exact > info.max)
+        out = exact = fn(a, b)
+        bad = np.asarray(exact < lo or exact > hi)
+    elif bits <= 32:  # exact in 64 bits: uint32 products in uint64, the rest in int64
+        a, b = np.asarray(a), np.asarray(b)
+        wide = np.uint64 if op == "*" and lo == 0 else np.int64
+        exact = fn(a.astype(wide), b.astype(wide))
+        out = exact.astype(np.result_type(a, b), copy=False)
+        bad = (exact < lo) | (exact > hi) if lo < 0 else exact > hi
+        if wide is np.int64 and lo == 0:
+            bad = bad | (exact < 0)
+        out = out[()] if out.ndim == 0 else out
     else:  # 64 bits: candidates by a float64 estimate, decided exactly in Python ints
+        with np.errstate(over="ignore"):
+            out = fn(a, b)
         estimate = fn(np.asarray(a).astype(np.float64), np.asarray(b).astype(np.float64))
-        near = (estimate < float(info.min) * (1 - 2.0 ** -40)) | (estimate > float(info.max) * (1 - 2.0 ** -40))
+        near = (estimate < float(lo) * (1 - 2.0 ** -40)) | (estimate > float(hi) * (1 - 2.0 ** -40))
         bad = np.zeros(np.shape(near), bool)
-        if np.any(near):
+        if near.any():
             wide_a = np.broadcast_to(np.asarray(a), np.shape(near))[near].astype(object)
             wide_b = np.broadcast_to(np.asarray(b), np.shape(near))[near].astype(object)
-            exact_near = fn(wide_a, wide_b)
-            bad[near] = [v < info.min or v > info.max for v in exact_near]
-        exact = estimate
+            bad[near] = [v < lo or v > hi for v in fn(wide_a, wide_b)]
     if mask is not None:
         bad = bad & np.asarray(mask, dtype=bool)
-    if np.any(bad):
+    if bad.any():
         lane = np.asarray(bad, dtype=bool)
         x, y = (int(np.broadcast_to(np.asarray(v), lane.shape)[lane].reshape(-1)[0]) for v in (a, b))
-        raise ValueError(f"{np.dtype(dtype)} overflow: {x} {op} {y} = {fn(x, y)}, outside [{info.min}, {info.max}]; "
-                         f"the target leaves it undefined (TVM's llvm code marks {np.dtype(dtype)} {op} "
-                         f"{'nsw' if info.min < 0 else 'nuw'}; C's signed overflow on cuda), so the wrapped value is "
+        name = np.dtype(dtype)
+        raise ValueError(f"{name} overflow: {x} {op} {y} = {fn(x, y)}, outside [{lo}, {hi}]; "
+                         f"the target leaves it undefined (TVM's llvm code marks {name} {op} "
+                         f"{'nsw' if lo < 0 else 'nuw'}; C's signed overflow on cuda), so the wrapped value is "
                          f"poison (the native result depends on how the compiler used that)")
     return out
 
