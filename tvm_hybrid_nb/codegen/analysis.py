@@ -516,7 +516,7 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
                 rest = tvm.sym.Analyzer().simplify(f_same - delta * x_next)
             else:  # f(x) = f(0) + delta * x, delta free of x (the simplifier does not cancel m * x - x * m)
                 rest = at_zero.simplify(f_same)
-            if _uses_var(rest, x_next):
+            if _uses_vars(rest, {_key(x_next)}):
                 return False
             rests.append(rest)
         if symbolic is not None:
@@ -547,10 +547,6 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
         return _mixed_radix_injective(rests[0], step, x_extent, acc, lanes, extra)
     except Exception:  # anything the analyzer cannot reason about: no claim of independence
         return False
-
-
-def _uses_var(expr, var) -> bool:
-    return _contains(expr, lambda n: _type_key(n) == "ir.Var" and n.same_as(var))
 
 
 def _invariant_step(delta, x_next, acc: "_LoopAccesses", lanes: list) -> bool:
