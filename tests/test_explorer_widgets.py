@@ -474,7 +474,7 @@ def test_few_outer_iterations_let_the_loop_inside_report_progress(mode):
 
 
 def test_compare_gives_the_verdict_then_the_sanitizers_verdict_under_it():
-    from test_gpu import _missing_barrier, _with_barrier
+    from test_gpu import _in_place_exchange, _with_barrier
 
     def want(x):
         return np.concatenate([x[:32][::-1], x[32:][::-1]])
@@ -483,8 +483,8 @@ def test_compare_gives_the_verdict_then_the_sanitizers_verdict_under_it():
     shown = click(clean.panel(0).compare)
     assert shown.startswith("MATCH")
     assert "Sanitizers: no data race, out-of-bounds access or read of unwritten memory" in shown
-    # The lockstep run of a kernel missing its barrier matches; only the sanitizers see the race.
-    racy = ui.explorer(thn.build(_missing_barrier, target="cuda"), reference=want)
+    # The lockstep run of a kernel racing within one statement matches; only the sanitizers see the race.
+    racy = ui.explorer(thn.build(_in_place_exchange, target="cuda"), reference=want)
     panel = racy.panel(0).compare
     shown = click(panel)
     assert shown.startswith("MATCH") and "Sanitizers:" in shown and "data race on S[" in shown

@@ -77,13 +77,15 @@ def _racy_parallel(A: T.Buffer((16,), "float32"), B: T.Buffer((1,), "float32")):
 
 
 @T.prim_func
-def _missing_barrier(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+def _in_place_exchange(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
     for bx in T.thread_binding(2, thread="blockIdx.x"):
         S = T.alloc_buffer((32,), "float32", scope="shared")
         for tx in T.thread_binding(32, thread="threadIdx.x"):
-            T.evaluate(T.tvm_storage_sync("shared"))
             S[tx] = A[bx * 32 + tx]
-            B[bx * 32 + tx] = S[31 - tx]  # reads another thread's element: needs a barrier first
+            # Thread tx reads the element that thread 31 - tx overwrites in the same statement: no
+            # barrier can go between them, so ThreadSync cannot repair it (it adds one only above).
+            S[tx] = S[31 - tx]
+            B[bx * 32 + tx] = S[tx]
 
 
 @T.prim_func
@@ -134,15 +136,17 @@ def test_off_by_one_index_is_an_out_of_bounds_read_with_its_line():
     assert "stage 0 input" in str(info.value) and "B[bx * 32 + tx] = load(A, (bx * 32 + tx + 1,)" in str(info.value)
 
 
-def test_removed_barrier_is_a_race_between_threads():
-    hm = thn.build(_missing_barrier, target="cuda")
+def test_exchange_within_one_statement_is_a_race_between_threads_at_every_stage():
+    hm = thn.build(_in_place_exchange, target="cuda")
     args = _inputs(hm)
     hm.emulate(*[a.copy() for a in args])  # without the sanitizer the lockstep run hides the bug
     with pytest.raises(EmulationError, match=r"data race on S\[\d+\]: lanes \(threadIdx.x=\d+\) and "
                                              r"\(threadIdx.x=\d+\)"):
         hm.emulate(*[a.copy() for a in args], check=True)
-    with pytest.raises(EmulationError, match=r"data race on S\["):
-        hm.emulate(*[a.copy() for a in args], check=True, mode="fast")
+    sync = next(s.index for s in hm.stages if s.name == "s_tir.ThreadSync")
+    for stage in (sync - 1, sync, hm.packed_api_index - 1):
+        with pytest.raises(EmulationError, match=r"data race on S\["):
+            hm.emulate(*[a.copy() for a in args], check=True, mode="fast", stage=stage)
 
 
 def test_the_same_kernel_with_its_barrier_passes_and_matches_numpy():
@@ -447,3 +451,31 @@ def test_a_cross_thread_reduction_shares_only_the_elements_it_stores():
         shared += len(re.findall(r"\[[^\]]*:, [^\]]*\] = \w+\[[^\]]*0:1", source))
         assert not re.search(r"\w+\[:, :, :, :\] = \w+\[", source), stage.label  # no whole-buffer copy
     assert shared > 0
+
+
+@T.prim_func(s_tir=True)
+def _tile_overwritten_next_iteration(A: T.Buffer((3, 4), "float32"), O: T.Buffer((4,), "float32")):
+    T.func_attr({"tirx.is_scheduled": True})
+    for tx in T.thread_binding(4, thread="threadIdx.x"):
+        with T.sblock("b"):
+            sm = T.sblock_alloc_buffer((4,), "float32", scope="shared")
+            acc = T.sblock_alloc_buffer((1,), "float32", scope="local")
+            acc[0] = T.float32(0)
+            for it in range(3):
+                sm[tx] = A[it, tx]  # overwrites what another thread read in the previous iteration
+                T.tvm_storage_sync("shared")
+                acc[0] = acc[0] + sm[(tx + 1) % 4]
+            O[tx] = acc[0]
+
+
+def test_a_kernel_with_its_own_barriers_gets_the_implied_ones_before_thread_sync():
+    """TVM's MLA prefill pattern: the barrier at the loop's top comes from ThreadSync (no race at any
+    stage, not just after that pass)."""
+    hm = thn.build(_tile_overwritten_next_iteration, target="cuda")
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    stages = [s for s in hm.stages[:hm.packed_api_index] if s.changed or s.index == 0]
+    assert any(s.name == "s_tir.ThreadSync" for s in stages)
+    for stage in stages:
+        for mode in ("exact", "fast"):
+            out = hm.emulate(a, np.zeros(4, np.float32), stage=stage.index, mode=mode, check=True)
+            np.testing.assert_array_equal(out, np.roll(a, -1, axis=1).sum(axis=0), err_msg=stage.label)

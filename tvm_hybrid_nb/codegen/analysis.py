@@ -801,11 +801,6 @@ def _reads_memory(expr) -> bool:
     return _contains(expr, lambda n: _type_key(n) in ("ir.TensorLoad", "ir.BufferLoad"))
 
 
-def _has_storage_sync(func) -> bool:
-    """Whether ``func`` has explicit barriers (``tvm_storage_sync``)."""
-    return _contains(func.body, lambda n: _is_call_of(n, "tvm_storage_sync"))
-
-
 def _uses_vars(expr, keys: set[int]) -> bool:
     """Whether ``expr`` reads any of the variables ``keys``."""
     return _contains(expr, lambda n: _type_key(n) == "ir.Var" and _key(n) in keys)

@@ -29,7 +29,7 @@ import tvm_ffi
 from .. import runtime
 from ..errors import UnsupportedConstructError
 from ..signature import ParamSpec
-from .analysis import _contiguous_strides, _has_storage_sync, _injective, _thread_extents
+from .analysis import _contiguous_strides, _injective, _thread_extents
 from .names import (GeneratedKernel, Value, _BufferInfo, _CannotVectorize, _Namer, _dtype,
     _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _scalar_dtype, _store_name, _type_key)
 from .pyast import _drop_dead_assignments, _number_statements, _split_deep_nests
@@ -75,7 +75,7 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
         self.serial = SerialState()
         self.hooks = ProgressHooks(enabled=progress)
         self.gpu = GpuState(thread_extents=_thread_extents(func.body), device_code=_has_threads(func.body),
-                            thread_races=synced or _has_storage_sync(func),
+                            thread_races=synced,
                             module_functions=dict(module_functions or {}))
         helper_names = {n for n in vars(runtime) if not n.startswith("__")}
         reserved = (set(dir(builtins)) | helper_names | {"np", "math", "race_log", function_name}
