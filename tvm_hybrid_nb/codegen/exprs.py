@@ -450,25 +450,29 @@ class ExpressionsMixin:
             storage = self.scope.strided_storage.get(_key(args[0]), info.name)
             flat = ast.Call(ast.Attribute(_name(storage), "reshape", ast.Load()), [ast.Constant(-1)], [])
             return Value(flat, "np", "handle")
+        warp_extents = [ast.Constant(self.gpu.thread_extents.get(tag, 1))
+                        for tag in ("threadIdx.z", "threadIdx.y", "threadIdx.x")]
+        # In a branch that only some threads take, the shuffles know who takes it (runtime._gpu).
+        taking = self._mask_expr(self.lanes.stmt_masks) if self.lanes.stmt_masks else None
         if short in ("tvm_warp_shuffle", "tvm_warp_shuffle_down", "tvm_warp_shuffle_up"):
-            if self.lanes.stmt_masks:
-                raise UnsupportedConstructError(name, "inside a branch that only some threads take")
             kind = {"tvm_warp_shuffle": "idx", "tvm_warp_shuffle_down": "down", "tvm_warp_shuffle_up": "up"}[short]
             value, offset, width = self.visit_expr(args[1]), self.visit_expr(args[2]), self.visit_expr(args[3])
             if width.varying:
                 raise UnsupportedConstructError(name, "with a width that differs between threads")
             if offset.varying:  # a source lane per thread (LowerThreadAllreduce's `threadIdx.y * 32`)
                 offset = self.to_np(offset)
-            extents = [ast.Constant(self.gpu.thread_extents.get(tag, 1))
-                       for tag in ("threadIdx.z", "threadIdx.y", "threadIdx.x")]
+            keywords = {"poison": _name("race_log")} if self.defer_poison else {}
+            if taking is not None:
+                keywords["active"] = taking
+                if self.check and not self.defer_poison:
+                    keywords["strict"] = ast.Constant(True)
             call = self._call("warp_shuffle", ast.Constant(kind), self.to_np(value).node, offset.node, width.node,
-                              ast.Tuple(extents, ast.Load()),
-                              kw={"poison": _name("race_log")} if self.defer_poison else None)
+                              ast.Tuple(warp_extents, ast.Load()), kw=keywords)
             return Value(call, "np", dtype, True)
         if short == "tvm_warp_activemask":
-            if self.lanes.stmt_masks:
-                raise UnsupportedConstructError(name, "inside a branch that only some threads take")
-            return Value(self._call("warp_activemask"), "np", dtype)
+            call = self._call("warp_activemask", ast.Tuple(warp_extents, ast.Load()),
+                              kw={"active": taking} if taking is not None else None)
+            return Value(call, "np", dtype, True)
         if short == "tvm_storage_sync":
             call_args = [ast.Constant(str(args[0].value)) if args else ast.Constant("shared")]
             mask = self._mask_expr(self.lanes.stmt_masks)

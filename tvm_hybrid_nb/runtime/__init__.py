@@ -68,6 +68,7 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "RaceLog": ("_lane_text",),
     "access": ("_lane_ids", "_direct_access"),
     "warp_shuffle": ("_lane_array",),
+    "warp_activemask": ("_lane_array",),
     "barrier": ("_lane_array",),
     "store": ("_in_bounds", "_bounds_error", "_all", "_kept"),
     "contrib_sort": ("_stable_order",),

@@ -102,11 +102,17 @@ def thread_allreduce_values(combine, values, axes, extents, ndim=12):
     return tuple(np.expand_dims(np.asarray(a), tuple(axes)) for a in acc)
 
 
-def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None):
+def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None, active=None, strict=False):
     """``tvm_warp_shuffle`` (kind "idx"), ``_down`` and ``_up`` over threads numbered x fastest,
     warps of 32 consecutive threads split into segments of ``width`` lanes.  With ``poison``
-    (sanitizer), the lanes carrying uninitialised values move with the values."""
+    (sanitizer), the lanes carrying uninitialised values move with the values.  ``active`` is a lane
+    mask of the threads taking the branch around the shuffle: a thread reading one outside it gets a
+    value CUDA leaves undefined (``s_tir.LowerThreadAllreduce`` lets threads whose result nobody uses
+    read so), tainted with ``poison``; with ``strict`` (sanitizer, no taint to carry it), an error."""
     full = _lane_array(value, ndim)
+    if active is not None:
+        active = _lane_array(active, ndim)
+        full = np.broadcast_to(full, np.broadcast_shapes(full.shape, active.shape))
     shape = list(full.shape)
     shape[:len(extents)] = extents
     full = np.broadcast_to(full, shape)
@@ -134,12 +140,46 @@ def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None):
             return values[src]
         return np.take_along_axis(values, np.broadcast_to(src, values.shape), axis=0)
 
+    undefined = None
+    if active is not None:
+        taking = np.broadcast_to(active, full.shape).reshape(flat.shape).astype(bool)
+        missing = taking & ~pick(taking)
+        if missing.any():
+            undefined = missing.reshape(full.shape)
+            if strict and poison is None:
+                where = tuple(int(i) for i in np.argwhere(missing)[0])
+                sources = np.reshape(src, np.shape(src) + (1,) * (flat.ndim - np.ndim(src)))
+                reader, source = where[0], int(np.broadcast_to(sources, flat.shape)[where])
+                raise RuntimeError(f"warp shuffle: thread {reader} of the block reads thread {source}, which "
+                                   f"does not take the branch around the shuffle (CUDA leaves that value "
+                                   f"undefined)")
     if poison is not None and poison.pending is not None:
         tainted = np.broadcast_to(_lane_array(poison.pending, ndim), full.shape)
         poison.pending = pick(tainted.reshape(flat.shape)).reshape(full.shape)
+    if poison is not None and undefined is not None:
+        poison.taint(undefined)
     return pick(flat).reshape(full.shape)
 
 
-def warp_activemask():
-    """``__activemask()``: every lane of the warp takes part (divergent shuffles are refused)."""
-    return np.uint32(0xFFFFFFFF)
+def warp_activemask(extents=None, ndim=12, active=None):
+    """``__activemask()``: in each thread, the bits of the lanes of its warp (32 consecutive threads,
+    x fastest) that exist and take the branch it is in (``active``, a lane mask; all when None)."""
+    if extents is None:
+        return np.uint32(0xFFFFFFFF)
+    count = int(np.prod(extents))
+    if active is None:
+        if count % 32 == 0:
+            return np.uint32(0xFFFFFFFF)
+        active = np.ones((), bool)
+    taking = _lane_array(active, ndim).astype(bool)
+    shape = list(taking.shape)
+    shape[:len(extents)] = extents
+    taking = np.broadcast_to(taking, shape).reshape((count,) + tuple(shape[len(extents):]))
+    lane = np.arange(count)
+    bits = np.left_shift(np.uint32(1), (lane % 32).astype(np.uint32)).reshape((count,) + (1,) * (taking.ndim - 1))
+    words = np.where(taking, bits, np.uint32(0)).astype(np.uint32)
+    warps = -(-count // 32)
+    padded = np.zeros((warps * 32,) + words.shape[1:], np.uint32)
+    padded[:count] = words
+    per_warp = np.bitwise_or.reduce(padded.reshape((warps, 32) + words.shape[1:]), axis=1)
+    return per_warp[lane // 32].reshape(shape)

@@ -1,0 +1,127 @@
+"""Warp shuffles inside a branch: ``s_tir.LowerThreadAllreduce`` lowers a reduction to
+``tvm_warp_activemask`` and ``tvm_warp_shuffle*`` wherever the reduction is, also under a loop whose
+bound each thread reads from its own register (TVM's paged-KV decode kernel) or an ``if`` that only
+some threads take.  The emulation runs them in the threads that take the branch: ``__activemask()``
+holds those threads' bits, and a thread reading one outside the branch gets CUDA's undefined value,
+which the sanitizer taints (reported only if it reaches memory that is read)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from tvm.script import tirx as T
+
+import tvm_hybrid_nb as thn
+from tvm_hybrid_nb import runtime
+from tvm_hybrid_nb.errors import EmulationError
+
+CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
+
+
+@T.prim_func(s_tir=True)
+def sum_per_trip(A: T.Buffer((4,), "float32"), N: T.Buffer((1,), "int32"), O: T.Buffer((4,), "float32")):
+    T.func_attr({"tirx.is_scheduled": True})
+    for tx in T.thread_binding(4, thread="threadIdx.x"):
+        with T.sblock("b"):
+            n = T.sblock_alloc_buffer((1,), "int32", scope="local")
+            acc = T.sblock_alloc_buffer((1,), "float32", scope="local")
+            t0 = T.sblock_alloc_buffer((1,), "float32", scope="local")
+            x = T.sblock_alloc_buffer((1,), "float32", scope="local")
+            n[0] = N[0]  # every thread the same trip count, from its own register
+            acc[0] = T.float32(0)
+            for it in range(n[0]):
+                x[0] = A[tx] * T.Cast("float32", it + 1)
+                with T.sblock("red"):
+                    T.reads(x[0])
+                    T.writes(t0[0])
+                    T.attr(T.comm_reducer(lambda a, b: a + b, [T.float32(0)]), "reduce_scope", T.int32(0))
+                    T.tvm_thread_allreduce(T.uint32(1), x[0], True, t0[0], tx, dtype="void")
+                acc[0] = acc[0] + t0[0]
+            O[tx] = acc[0]
+
+
+@T.prim_func(s_tir=True)
+def row_sums_of_some_rows(A: T.Buffer((4, 8), "float32"), O: T.Buffer((4,), "float32")):
+    T.func_attr({"tirx.is_scheduled": True})
+    for ty in T.thread_binding(4, thread="threadIdx.y"):
+        for tx in T.thread_binding(8, thread="threadIdx.x"):
+            with T.sblock("b"):
+                x = T.sblock_alloc_buffer((1,), "float32", scope="local")
+                t0 = T.sblock_alloc_buffer((1,), "float32", scope="local")
+                if ty < 2:  # the groups of 8 threads that reduce lie inside the branch
+                    x[0] = A[ty, tx]
+                    with T.sblock("red"):
+                        T.reads(x[0])
+                        T.writes(t0[0])
+                        T.attr(T.comm_reducer(lambda a, b: a + b, [T.float32(0)]), "reduce_scope", T.int32(0))
+                        T.tvm_thread_allreduce(T.uint32(1), x[0], True, t0[0], tx, dtype="void")
+                    O[ty] = t0[0]
+
+
+@T.prim_func(s_tir=True)
+def half_warp_sum(A: T.Buffer((32,), "float32"), O: T.Buffer((1,), "float32")):
+    T.func_attr({"tirx.is_scheduled": True})
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        with T.sblock("b"):
+            x = T.sblock_alloc_buffer((1,), "float32", scope="local")
+            t0 = T.sblock_alloc_buffer((1,), "float32", scope="local")
+            if tx < 16:  # a reduction over all 32 threads that only 16 reach
+                x[0] = A[tx]
+                with T.sblock("red"):
+                    T.reads(x[0])
+                    T.writes(t0[0])
+                    T.attr(T.comm_reducer(lambda a, b: a + b, [T.float32(0)]), "reduce_scope", T.int32(0))
+                    T.tvm_thread_allreduce(T.uint32(1), x[0], True, t0[0], tx, dtype="void")
+                O[0] = t0[0]
+
+
+def _stages(hm):
+    stages = [s for s in hm.stages[:hm.packed_api_index] if s.changed or s.index == 0]
+    assert any(s.name == "s_tir.LowerThreadAllreduce" for s in stages)
+    return stages
+
+
+@pytest.mark.parametrize("kernel,args,want", [
+    (sum_per_trip, lambda: (np.arange(1, 5, dtype=np.float32), np.array([3], np.int32), np.zeros(4, np.float32)),
+     lambda a, n, o: np.full(4, a.sum() * (1 + 2 + 3), np.float32)),
+    (row_sums_of_some_rows, lambda: (np.arange(32, dtype=np.float32).reshape(4, 8), np.zeros(4, np.float32)),
+     lambda a, o: np.concatenate([a[:2].sum(axis=1), np.zeros(2, np.float32)])),
+])
+def test_a_reduction_inside_a_branch_emulates_exactly_at_every_stage(kernel, args, want):
+    hm = thn.build(kernel, target=CUDA)
+    for stage in _stages(hm):
+        assert stage.emulatable, (stage.label, stage.reason)
+        for mode in ("exact", "fast"):
+            for check in (False, True):
+                out = hm.emulate(*args(), stage=stage.index, mode=mode, check=check)
+                np.testing.assert_array_equal(out, want(*args()), err_msg=f"{stage.label} {mode} check={check}")
+
+
+def test_a_shuffle_reading_a_thread_outside_the_branch_is_undefined_and_the_sanitizer_says_so():
+    hm = thn.build(half_warp_sum, target=CUDA)
+    a = np.arange(32, dtype=np.float32)
+    np.testing.assert_array_equal(hm.emulate(a, np.zeros(1, np.float32), check=True), [a[:16].sum()])
+    lowered = next(s.index for s in hm.stages if s.name == "s_tir.LowerThreadAllreduce")
+    # Thread 0 adds thread 16's value to its own, and thread 16 is not in the branch.
+    for mode in ("exact", "fast"):
+        hm.emulate(a, np.zeros(1, np.float32), stage=lowered, mode=mode)  # runs; the value is CUDA's undefined one
+        with pytest.raises(EmulationError, match=r"read of red_buf0\[.*never written"):
+            hm.emulate(a, np.zeros(1, np.float32), stage=lowered, mode=mode, check=True)
+
+
+def test_activemask_holds_the_bits_of_the_threads_in_the_branch_per_warp():
+    assert runtime.warp_activemask((1, 1, 64)) == np.uint32(0xFFFFFFFF)
+    lanes = np.asarray(runtime.warp_activemask((1, 1, 4))).reshape(-1)
+    assert lanes.tolist() == [0xF] * 4  # a block of 4 threads: one warp with 4 lanes
+    tx = np.arange(40).reshape(1, 1, -1)
+    active = np.asarray(runtime.warp_activemask((1, 1, 40), ndim=3, active=(tx % 2 == 0) | (tx >= 32))).reshape(-1)
+    assert active.tolist() == [0x55555555] * 32 + [0xFF] * 8
+
+
+def test_a_strict_shuffle_names_the_threads():
+    value = np.arange(32, dtype=np.float32).reshape(1, 1, -1)
+    active = np.arange(32).reshape(1, 1, -1) < 16
+    out = runtime.warp_shuffle("down", value, 8, 32, (1, 1, 32), ndim=3, active=active)
+    np.testing.assert_array_equal(np.asarray(out).reshape(-1)[:8], np.arange(8, 16))
+    with pytest.raises(RuntimeError, match="thread 8 of the block reads thread 16, which does not take the branch"):
+        runtime.warp_shuffle("down", value, 8, 32, (1, 1, 32), ndim=3, active=active, strict=True)
