@@ -96,7 +96,7 @@ class BuffersMixin:
 
     def _one_copy_serves(self, buf, axis) -> bool:
         """Whether one copy of ``buf`` serves all the blocks of grid lane ``axis``: they touch it apart
-        (no element two of them share) or write it alike (see ``analysis.written_alike``)."""
+        (no element two of them share) or write it alike (see ``sharing.written_alike``)."""
         proof = self.gpu.block_copies.get(_key(axis.var)) if axis.var is not None else None
         if proof is None:
             return False

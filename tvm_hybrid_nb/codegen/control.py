@@ -297,7 +297,7 @@ class ControlFlowMixin:
         """``return value``: the function ends here, wherever it is (in loops, in branches), and the
         caller gets the value as TVM's packed API hands it over (``packed_return``: an integer as
         int64, a float as float64, a bool), which is what the native build returns.  The plan runs
-        every loop around it serially (``analysis._LoopAccesses``): the iterations after the one that
+        every loop around it serially (``dependence._LoopAccesses``): the iterations after the one that
         returns must not run."""
         if self.lanes.vector_depth or self.lanes.stmt_masks or self.lanes.axes:
             raise _CannotVectorize("a return from the function inside lanes")

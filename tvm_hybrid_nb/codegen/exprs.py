@@ -12,6 +12,7 @@ import tvm
 from ..errors import UnsupportedConstructError
 from .names import (Value, _BinaryLike, _CannotVectorize, _INT64_MAX, _const, _dtype, _float_bits, _int_range,
     _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _scalar_dtype, _store_name, _type_key, _varying)
+from .targets import short_circuits
 
 
 class ExpressionsMixin:
@@ -31,7 +32,7 @@ class ExpressionsMixin:
     OVERFLOWING = {"prim.Add", "prim.Sub", "prim.Mul", "prim.LShift"}
     #: Sanitizer: the operators TVM's llvm code generator emits with ``nsw``/``nuw`` for 32- and 64-bit
     #: integers (``CodeGenLLVM::CreateAdd``/``Sub``/``Mul``), whose overflow is poison, not a wrap
-    #: (see :meth:`~.sanitize.SanitizerMixin._poison_on_overflow` for the other targets).
+    #: (see :func:`.targets.overflow_is_poison` for the other targets).
     POISON_ON_OVERFLOW = {"prim.Add": "+", "prim.Sub": "-", "prim.Mul": "*"}
     #: Math intrinsics computed by numpy in the operand dtype.
     NUMPY_MATH = {name: name for name in (
@@ -275,7 +276,7 @@ class ExpressionsMixin:
         dtype = _dtype(node)
         a = self.visit_expr(node.a)
         if not self._scalar_lanes(a) or _lanes(dtype) > 1:
-            if self._target_kind() not in self.C_KINDS:  # LLVM evaluates both sides (CreateAnd/CreateOr)
+            if not short_circuits(self.target_kind):  # LLVM evaluates both sides (CreateAnd/CreateOr)
                 b = self.visit_expr(node.b)
                 return Value(ast.BinOp(a.node, bit_op(), b.node), "np", dtype, _varying(a, b))
             # C's ``&&``/``||`` (cuda): lanes the left side decides do not evaluate the right, so a

@@ -43,6 +43,7 @@ from .sanitize import SanitizerMixin
 from .tensorcore import FLOAT_MMA_ATTR, FLOAT_MMA_NOTE
 from .plan import (EmulationPlan, _has_threads, emit_with_plan, exact_plan_reason, lanes_lose_reason, per_call_rule,
                    plan_emulation)
+from .targets import target_kind
 from .state import GpuState, LaneState, ProgressHooks, Scope, SerialState
 
 
@@ -77,6 +78,8 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
         self.gpu = GpuState(thread_extents=_thread_extents(func.body), device_code=_has_threads(func.body),
                             thread_races=synced,
                             module_functions=dict(module_functions or {}))
+        #: The target kind the function is compiled for (:mod:`.targets`).
+        self.target_kind = target_kind(func, self.gpu.device_code)
         helper_names = {n for n in vars(runtime) if not n.startswith("__")}
         reserved = (set(dir(builtins)) | helper_names | {"np", "math", "race_log", function_name}
                     | set(self.gpu.module_functions))

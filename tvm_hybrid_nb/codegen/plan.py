@@ -23,8 +23,8 @@ from typing import Callable
 import tvm_ffi
 
 from ..errors import UnsupportedConstructError
-from .analysis import (_buffer_access_counts, _thread_extents, _type_key, allocation_overlap, grid_loop,
-                       loop_dependences, per_block_memory, block_scoped_allocations)
+from .analysis import _buffer_access_counts, _thread_extents, _type_key, block_scoped_allocations, grid_loop, per_block_memory
+from .dependence import allocation_overlap, loop_dependences
 from .cost import serial_cost
 from .guards import predicate_cut
 from .sharing import read_after_written_alike, written_alike, written_before_read
@@ -77,10 +77,10 @@ class LoopDecision:
     alike: tuple = ()
     alike_names: tuple = ()
     #: What gets a copy of ``private``: each ``block`` of a grid, or each ``lane`` (an allocation
-    #: every iteration writes before it reads, see :func:`~.analysis.written_before_read`).
+    #: every iteration writes before it reads, see :func:`~.sharing.written_before_read`).
     per: str = "block"
     #: ``(lo, hi)``: the lanes run only over these values of the loop variable (the guard inside
-    #: provably fails for the others, see :func:`~.analysis.predicate_cut`); None: the whole range.
+    #: provably fails for the others, see :func:`~.guards.predicate_cut`); None: the whole range.
     cut: tuple | None = None
 
     def text(self) -> str:
@@ -256,7 +256,7 @@ class _Planner:
         self.serial_depth = 0
         self.depth = 0
         self.roots: dict[int, int] = {}
-        #: The accesses of each loop body, analysed once (see ``analysis._accesses``).
+        #: The accesses of each loop body, analysed once (see ``dependence._accesses``).
         self.accesses: dict = {}
         self.func = func
         self.shared: dict | None = None  # shared-memory allocations (found on first use)
@@ -546,7 +546,7 @@ class _Planner:
     def privatise(self, node, shared: dict) -> tuple[tuple, str]:
         """Privatisation (scalar expansion): the allocations outside loop ``node`` that carry its
         only dependences, when every iteration writes what it reads of them before reading it and
-        nothing reads them after the loop (:func:`~.analysis.written_before_read`): with a copy per
+        nothing reads them after the loop (:func:`~.sharing.written_before_read`): with a copy per
         lane, as the compiled loop's iterations would each have if the allocation were inside, the
         iterations are independent (``shared``: the buffers, by root key, the iterations may share).
         Returns their keys and the reason ("" when none)."""

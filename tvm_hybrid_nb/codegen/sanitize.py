@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import contextlib
 
-from .names import Value, _Axis, _BufferInfo, _float_bits, _is_int, _name
+from .names import Value, _Axis, _BufferInfo, _name
+from .targets import overflow_is_poison
 
 
 class SanitizerMixin:
@@ -15,28 +16,10 @@ class SanitizerMixin:
         """Whether uninitialised thread-local values may flow into ``info`` without an error yet."""
         return self.check and info.per_thread and info.shadow is not None
 
-    #: Target kinds whose code generator derives from TVM's ``CodeGenLLVM`` (``nsw``/``nuw`` on 32- and
-    #: 64-bit add, sub and mul) and those that print C, where signed overflow is undefined and
-    #: unsigned arithmetic wraps.
-    LLVM_KINDS = frozenset({"llvm", "rocm", "nvptx", "hexagon"})
-    C_KINDS = frozenset({"cuda", "opencl", "metal", "c"})
-
-    def _target_kind(self) -> str:
-        """The kind of target this function is compiled for: its ``target`` attribute, else (the
-        input, before BindTarget) ``cuda`` for a function with threads and ``llvm`` otherwise."""
-        target = self.func.attrs.get("target") if self.func.attrs is not None else None
-        if target is not None:
-            return str(target.kind.name)
-        return "cuda" if self.gpu.device_code else "llvm"
-
     def _poison_on_overflow(self, dtype: str) -> bool:
-        """Sanitizer: whether an add, sub or mul of integer ``dtype`` that overflows has no defined
-        result where this function is compiled (32- and 64-bit: narrower C operands are promoted to
-        ``int``, and TVM's llvm code leaves them without ``nsw``)."""
-        if not _is_int(dtype) or _float_bits(dtype) < 32:
-            return False
-        kind = self._target_kind()
-        return kind in self.LLVM_KINDS or (kind in self.C_KINDS and not dtype.startswith("uint"))
+        """Sanitizer: whether an overflowing add, sub or mul of ``dtype`` is poison here (see
+        :func:`.targets.overflow_is_poison`)."""
+        return overflow_is_poison(self.target_kind, dtype)
 
     #: The grid axis of each block tag (``RaceLog.at_block``).
     BLOCK_AXES = {"blockIdx.x": 0, "blockIdx.y": 1, "blockIdx.z": 2}

@@ -1,0 +1,541 @@
+"""The fast-mode dependence test: whether the iterations of a loop (or the blocks of a GPU grid) may
+touch one element where one of them writes, from the loop body's buffer accesses, scalar bindings and
+inner loops, with the guards around them.  :mod:`.plan` asks it which loops may run as lanes."""
+from __future__ import annotations
+
+import contextlib
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .analysis import _conjuncts, _contains, _reads_memory, _step, _uses_vars
+from .names import _dtype, _is_zero, _key, _scalar_dtype, _type_key
+from .radix import fold_radix
+
+
+class _LoopAccesses:
+    """Buffer accesses, scalar bindings and inner loops of one loop body, for the dependence test."""
+
+    def __init__(self, roots: dict[int, int], outer=()):
+        self.roots = dict(roots)
+        #: ``(var, min, extent)`` of the loops around the loop under test (outermost first): their
+        #: variables are fixed during it but only take values in their ranges.
+        self.outer: tuple = tuple(outer)
+        self.binds: list = []
+        self.inner: list = []
+        self.accesses: list[tuple[int, int, bool, list]] = []
+        #: Why no claim of independence is possible (None: none of those constructs).
+        self.private: str | None = None
+        self.names: dict[int, str] = {}
+        #: Allocations made inside the body: each iteration has its own (fast mode gives one per lane).
+        self.local: set[int] = set()
+        #: Shape of each accessed buffer (for the flattened-index test).
+        self.shapes: dict[int, object] = {}
+        #: Each accessed buffer (view), by key.
+        self.buffers: dict[int, object] = {}
+        #: The branch conditions (and block predicates) in force at each access, aligned with ``accesses``.
+        self.guards: list[tuple] = []
+        self._conditions: list = []
+
+    def add(self, root: int, buf_key: int, is_write: bool, indices: list) -> None:
+        self.accesses.append((root, buf_key, is_write, indices))
+        self.guards.append(tuple(self._conditions))
+
+    @contextlib.contextmanager
+    def guarded(self, condition):
+        """Accesses made where ``condition`` holds (a branch's then-case, a block's predicate)."""
+        self._conditions.append(condition)
+        try:
+            yield
+        finally:
+            self._conditions.pop()
+
+    def root(self, buf) -> int:
+        self.shapes[_key(buf)] = buf.shape
+        self.buffers[_key(buf)] = buf
+        self.names.setdefault(self.roots.get(_key(buf), _key(buf)), str(buf.name))
+        return self.roots.get(_key(buf), _key(buf))
+
+    def expr(self, expr) -> None:
+        def visit(node):
+            key = _type_key(node)
+            if key == "ir.TensorLoad":
+                self.add(self.root(node.source), _key(node.source), False, list(node.indices))
+            elif key == "ir.Call":
+                self.call(node)
+            return True
+
+        tvm_ffi.structural_walk(expr, visit, order="post")
+
+    def call(self, node) -> None:
+        """Calls that write memory: a kernel launch touches what its kernel touches (no claim of
+        independence), ``tvm_thread_allreduce`` writes its result elements."""
+        op = node.op
+        if isinstance(op, tvm.ir.GlobalVar):
+            self.private = f"it launches {op.name_hint} (what a launched kernel touches is not analysed)"
+        elif isinstance(op, tvm.ir.Op) and op.name.endswith("tvm_thread_allreduce"):
+            count = int(node.args[0].value)
+            for result in list(node.args)[2 + count:2 + 2 * count]:
+                if _type_key(result) == "ir.TensorLoad":
+                    self.add(self.root(result.source), _key(result.source), True, list(result.indices))
+                else:
+                    self.private = "a cross-thread reduction writes a result that is not a buffer element"
+
+    def stmt(self, stmt) -> None:
+        key = _type_key(stmt)
+        if key == "tirx.SeqStmt":
+            for s in stmt.seq:
+                self.stmt(s)
+        elif key == "tirx.For":
+            self.expr(stmt.min)
+            self.expr(stmt.extent)
+            self.inner.append((stmt.loop_var, stmt.min, stmt.extent))
+            self.stmt(stmt.body)
+        elif key == "tirx.Bind":
+            self.expr(stmt.value)
+            self.binds.append((stmt.var, stmt.value))
+        elif key == "tirx.BufferStore":
+            for idx in stmt.indices:
+                self.expr(idx)
+            self.expr(stmt.value)
+            self.add(self.root(stmt.buffer), _key(stmt.buffer), True, list(stmt.indices))
+        elif key in ("tirx.IfThenElse",):
+            self.expr(stmt.condition)
+            with self.guarded(stmt.condition):
+                self.stmt(stmt.then_case)
+            if stmt.else_case is not None:
+                self.stmt(stmt.else_case)
+        elif key == "tirx.While":
+            self.expr(stmt.condition)
+            self.stmt(stmt.body)
+        elif key in ("tirx.Evaluate",):
+            self.expr(stmt.value)
+        elif key == "tirx.AssertStmt":
+            self.expr(stmt.condition)
+        elif key == "tirx.AttrStmt":
+            if stmt.attr_key in ("thread_extent", "virtual_thread"):
+                # The threads (blocks) launched inside run over [0, extent) like an inner loop.
+                self.expr(stmt.value)
+                self.inner.append((stmt.node.var, tirx.const(0, _dtype(stmt.node.var)), stmt.value))
+            self.stmt(stmt.body)
+        elif key == "tirx.DeclBuffer":
+            if stmt.data is not None and _type_key(stmt.data) == "ir.Var" and any(
+                    _key(var) == _key(stmt.data) and _type_key(value) == "ir.Call" for var, value in self.binds):
+                self.private = f"view {stmt.buffer.name} starts at a pointer computed in the loop"
+            elif stmt.data is not None and _type_key(stmt.data) == "ir.Call" and stmt.data.args:
+                if _type_key(stmt.data.args[0]) == "ir.TensorLoad":
+                    # A view at an element's address (address_of): where it starts moves with the
+                    # indices, so no claim of independence.
+                    self.private = f"view {stmt.buffer.name} starts at an element's address, which moves with the indices"
+                else:
+                    self.roots[_key(stmt.buffer)] = self.root(stmt.data.args[0])
+        elif key == "s_tir.SBlockRealize":
+            block = stmt.block
+            for value in stmt.iter_values:
+                self.expr(value)
+            for iv, value in zip(block.iter_vars, stmt.iter_values):
+                self.binds.append((iv.var, value))
+            self.expr(stmt.predicate)
+            if len(block.match_buffers):
+                self.private = f"block {block.name_hint} matches a buffer region (match_buffer)"
+            self.local |= {_key(b) for b in block.alloc_buffers}
+            with self.guarded(stmt.predicate):
+                if block.init is not None:
+                    self.stmt(block.init)
+                self.stmt(block.body)
+        elif key == "tirx.AllocBuffer":
+            self.local.add(_key(stmt.buffer))
+        elif key == "tirx.Return":
+            self.private = "it returns from the function (tirx.Return): no iteration after that one may run"
+        else:  # break/continue and anything unknown: no claim of independence
+            self.private = f"it holds a {key.split('.')[-1]} statement"
+
+
+def loop_dependence(loop, roots: dict[int, int], private=(), outer=()) -> str | None:
+    """Why the iterations of ``loop`` may touch the same memory where one of them writes, or None
+    when they provably do not.
+
+    Sufficient test, per written buffer: in some dimension every access index has the form
+    ``c * x + g`` with the same constant ``c`` and the values of all the ``g`` (over the inner loops
+    and vector lanes) spread over less than ``|c|``, so the elements that iteration ``x`` touches are
+    disjoint from those of any other iteration.  Buffers in ``private`` (keys) have a copy per
+    iteration wherever they are allocated.  ``outer``: ``(var, min, extent)`` of the loops around
+    ``loop``, whose variables are fixed during it and lie in their ranges.
+    """
+    blocking, shared = loop_dependences(loop, roots, private, outer)
+    return blocking or next(iter(shared.values()), None)
+
+
+def loop_dependences(loop, roots: dict[int, int], private=(), outer=(),
+                     cache: dict | None = None) -> tuple[str | None, dict[int, str]]:
+    """``(why no claim is possible, or None; {root buffer: why its accesses may overlap between
+    iterations}``) — see :func:`loop_dependence`; ``cache``: as for :func:`_accesses`."""
+    acc, expand = _accesses(loop, roots, outer, cache)
+    local = acc.local | set(private)
+    if acc.private:
+        return acc.private, {}
+    groups: dict[int, list] = {}
+    for (root, buf_key, is_write, indices), guards in zip(acc.accesses, acc.guards):
+        groups.setdefault(root, []).append((buf_key, is_write, indices, guards))
+    shared: dict[int, str] = {}
+    for root, items in groups.items():
+        if root in local or not any(item[1] for item in items):
+            continue
+        why = _overlap(loop, acc, expand, items, acc.names.get(root, "a buffer"))
+        if why is not None:
+            shared[root] = why
+    return None, shared
+
+
+def _accesses(loop, roots: dict[int, int], outer=(), cache: dict | None = None):
+    """The accesses of ``loop``'s body and the analyzer that expands its bindings.  ``cache`` (a
+    dict the caller keeps while the IR lives) keeps them for the next question about the same loop
+    (the planner asks once per allocation of a GPU kernel's blocks); they are not modified."""
+    if cache is not None:
+        key = (_key(loop), tuple((_key(v), str(lo), str(n)) for v, lo, n in outer), frozenset(roots.items()))
+        if key not in cache:
+            cache[key] = _accesses(loop, roots, outer)
+        return cache[key]
+    acc = _LoopAccesses(roots, outer)
+    acc.stmt(loop.body)
+    expand = tvm.sym.Analyzer()
+    for var, value in acc.binds:
+        if _dtype(var) != "handle":  # a pointer (address_of) is not an index
+            expand.bind(var, value, allow_override=True)
+    return acc, expand
+
+
+def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> str | None:
+    """Why two iterations of ``loop`` may touch the same element through ``items`` (one buffer's
+    ``(view key, is_write, indices, guards)``), or None when each iteration touches its own elements."""
+    x = loop.loop_var.name
+    if len({item[0] for item in items}) > 1 or len({len(item[2]) for item in items}) > 1:
+        flat = _element_offsets(items, acc)
+        x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
+        if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent,
+                                                     [item[3] for item in items], _is_zero(loop.min)):
+            return f"{name} is written and accessed through several views"
+        return None
+    ndim = len(items[0][2])
+    x_extent = int(loop.extent.value) if _type_key(loop.extent) == "ir.IntImm" else None
+    guards = [item[3] for item in items]
+    from_zero = _is_zero(loop.min)
+    if not any(_separates_iterations([item[2][d] for item in items], loop.loop_var, acc, expand, x_extent, guards,
+                                     from_zero)
+               for d in range(ndim)):
+        flat = _flat_indices(items, acc.shapes.get(items[0][0]))
+        if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent, guards, from_zero):
+            return f"carried dependence on {name}: two iterations of {x} may touch the same element"
+    return None
+
+
+def allocation_overlap(loop, buf, roots: dict[int, int], outer=(), cache: dict | None = None) -> str | None:
+    """Why two iterations of ``loop`` may touch the same element of ``buf``, an allocation inside
+    its body (each iteration of the compiled loop has its own), or None when they provably touch
+    disjoint elements (reads and writes, through any view of it): then one copy shared by all the
+    lanes holds what the copies of the iterations would, element for element (an element one
+    iteration touches, no other does; a fresh copy's elements and the shared one's start alike).
+    ``outer``: as for :func:`loop_dependence`; ``cache``: as for :func:`_accesses`."""
+    acc, expand = _accesses(loop, roots, outer, cache)
+    if acc.private:
+        return acc.private
+    key = _key(buf)
+    items = [(buf_key, is_write, indices, guards)
+             for (root, buf_key, is_write, indices), guards in zip(acc.accesses, acc.guards) if root == key]
+    if not items:
+        return None
+    return _overlap(loop, acc, expand, items, str(buf.name))
+
+
+def _element_offsets(items, acc: "_LoopAccesses") -> list | None:
+    """The element each access of ``items`` (through several views of one storage) touches, as its
+    offset from the storage's start: ``elem_offset`` plus the row-major index, for views of one
+    dtype, without strides of their own and with scalar indices; None otherwise (no claim)."""
+    offsets = []
+    for buf_key, _is_write, indices, _guards in items:
+        buf = acc.buffers.get(buf_key)
+        if buf is None or len(buf.strides) or str(buf.dtype) != str(acc.buffers[items[0][0]].dtype):
+            return None
+        if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for i in indices) or not len(indices):
+            return None
+        flat = indices[0]
+        for index, dim in zip(indices[1:], list(buf.shape)[1:]):
+            flat = flat * dim + index
+        offsets.append(flat + buf.elem_offset)
+    return offsets
+
+
+def _flat_indices(items, shape) -> list | None:
+    """Row-major flat indices of multi-dimensional accesses (``v0 = x // 128``, ``v1 = x % 128``
+    keep iterations apart only together: ``v0 * 128 + v1 = x``); None for vector indices."""
+    if shape is None or len(shape) < 2:
+        return None
+    flats = []
+    for item in items:
+        indices = item[2]
+        if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for i in indices):
+            return None
+        flat = indices[0]
+        for index, dim in zip(indices[1:], list(shape)[1:]):
+            flat = flat * dim + index
+        flats.append(flat)
+    return flats
+
+
+def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int | None = None,
+                          guards: list | None = None, x_from_zero: bool = False) -> bool:
+    """Whether these index expressions of one dimension keep different iterations of ``x`` apart
+    (``guards``: the conditions in force at each, aligned with ``indices``; ``x_from_zero``: ``x``
+    counts from 0)."""
+    lanes: list = []
+    try:
+        x_next = tirx.Var("x_next", _dtype(x))
+        shifted, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+        shifted.bind(x, x_next + 1)
+        same.bind(x, x_next)
+        at_zero = tvm.sym.Analyzer()
+        at_zero.bind(x_next, tirx.const(0, _dtype(x)))
+        at_min, over_range = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+        # The loops around ``x`` hold their variables fixed while it runs, so every bound below is
+        # taken for fixed values of them; bounding them by their ranges (the values they can hold)
+        # only widens those bounds: ``w_0 * 112 + w_3`` and ``w_3`` (w_0 in [0, 1)) differ by 0.
+        for var, lo, extent in acc.outer:
+            over_range.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
+        for var, lo, extent in acc.inner:
+            at_min.bind(var, lo, allow_override=True)
+            over_range.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
+        step = None
+        symbolic = None  # the step, when it is an expression (the same for every access)
+        conditions: list = []  # with a symbolic step: the guards of each access, over x_next
+        rests = []
+        fresh: dict = {}
+        for position, index in enumerate(indices):
+            key = _type_key(index)
+            if key == "prim.Ramp":
+                # One lane variable per vector width, shared by all accesses, so their forms compare.
+                lane_dtype = _scalar_dtype(_dtype(index.base))
+                known = [v for v, _, e in lanes if int(e.value) == int(index.lanes) and _dtype(v) == lane_dtype]
+                if known:
+                    lane = known[0]
+                else:
+                    lane = tirx.Var("lane", lane_dtype)
+                    at_min.bind(lane, tirx.const(0, lane_dtype))
+                    over_range.bind(lane, tvm.ir.Range.from_min_extent(0, int(index.lanes)))
+                    lanes.append((lane, tirx.const(0, lane_dtype), tirx.const(int(index.lanes), lane_dtype)))
+                index = index.base + index.stride * lane
+            elif key == "prim.Broadcast":
+                return False
+            f = fold_radix(expand.simplify(index))
+            if guards is not None and guards[position]:
+                f = _within_guards(f, guards[position], x, acc, expand, over_range, at_min, lanes, fresh)
+            f_same = same.simplify(f)
+            delta = tvm.sym.Analyzer().simplify(shifted.simplify(f) - f_same)
+            if _type_key(delta) != "ir.IntImm" and x_from_zero and x_extent is not None:
+                # Over the values x takes, ``x % 2 * 2000 + x // 2`` (x < 2) is ``x * 2000``.
+                within = over_range.clone()
+                within.bind(x, tvm.ir.Range.from_min_extent(0, x_extent), allow_override=True)
+                f = within.simplify(f)
+                f_same = same.simplify(f)
+                delta = tvm.sym.Analyzer().simplify(shifted.simplify(f) - f_same)
+            if _type_key(delta) != "ir.IntImm":
+                # A step known only at run time (a row of ``m`` elements per block: ``bx * m + t``).
+                if step is not None or not _invariant_step(delta, x_next, acc, lanes):
+                    return False
+                if symbolic is not None and not tvm.ir.structural_equal(delta, symbolic):
+                    return False
+                symbolic = delta
+                conditions.append([same.simplify(expand.simplify(c)) for c in (guards or [[]] * len(indices))[position]])
+            elif int(delta.value) == 0 or symbolic is not None or (step is not None and int(delta.value) != step):
+                return False
+            else:
+                step = int(delta.value)
+            if symbolic is None:
+                rest = tvm.sym.Analyzer().simplify(f_same - delta * x_next)
+            else:  # f(x) = f(0) + delta * x, delta free of x (the simplifier does not cancel m * x - x * m)
+                rest = at_zero.simplify(f_same)
+            if _uses_vars(rest, {_key(x_next)}):
+                return False
+            rests.append(rest)
+        if symbolic is not None:
+            return _within_symbolic_step(rests, symbolic, conditions, over_range)
+        base = at_min.simplify(rests[0])
+        lows, highs = [], []
+        for rest in rests:
+            bound = over_range.const_int_bound(over_range.simplify(rest - base))
+            lows.append(bound.min_value)
+            highs.append(bound.max_value)
+        if max(highs) - min(lows) < abs(step):
+            return True
+        # Unrolled copies touch the same form at constant offsets: an arithmetic progression of offsets
+        # is one more digit of the mixed-radix number.
+        offsets = []
+        for rest in rests:
+            diff = tvm.sym.Analyzer().simplify(rest - rests[0])
+            if _type_key(diff) != "ir.IntImm":
+                return False
+            offsets.append(int(diff.value))
+        distinct = sorted(set(offsets))
+        extra = []
+        if len(distinct) > 1:
+            gaps = {b - a for a, b in zip(distinct, distinct[1:])}
+            if len(gaps) != 1:
+                return False
+            extra = [(gaps.pop(), len(distinct))]
+        return _mixed_radix_injective(rests[0], step, x_extent, acc, lanes, extra)
+    except Exception:  # anything the analyzer cannot reason about: no claim of independence
+        return False
+
+
+def _invariant_step(delta, x_next, acc: "_LoopAccesses", lanes: list) -> bool:
+    """Whether the symbolic step ``delta`` is fixed while the loop runs: free of the loop's own
+    variable, of the loops inside it and of vector lanes (sizes and outer loop variables only)."""
+    moving = {_key(x_next)} | {_key(v) for v, _, _ in acc.inner} | {_key(v) for v, _, _ in lanes}
+    return not _reads_memory(delta) and not _contains(
+        delta, lambda n: _type_key(n) in ("ir.Var", "ir.Call") and (_type_key(n) == "ir.Call" or _key(n) in moving))
+
+
+def _within_symbolic_step(rests: list, step, conditions: list, over_range) -> bool:
+    """Iteration ``x`` touching ``step * x + rest`` (``step`` an expression fixed while the loop
+    runs) touches its own elements when every ``rest`` lies in ``[low, low + step)`` for one
+    constant ``low``: proven under each access's guards (``t < m`` for ``bx * m + t``), which also
+    make ``step`` positive wherever an access runs (``0 <= rest - low < step``)."""
+    low = min(over_range.const_int_bound(over_range.simplify(rest)).min_value for rest in rests)
+    if low < -(1 << 40):
+        return False
+    for rest, guards in zip(rests, conditions):
+        prover = over_range.clone()
+        condition = tirx.const(True, "bool")
+        for guard in guards:
+            condition = tirx.And(condition, guard)
+        with prover.constraint_scope(condition):
+            if not prover.can_prove(rest - tirx.const(low, _dtype(rest)) < step):
+                return False
+    return True
+
+
+def _without_floordiv(e, hi: int, analyzer):
+    """``e <= hi`` restated without the divisions RenormalizeSplitPattern writes: ``x // c <= hi`` is
+    ``x <= (hi + 1) * c - 1`` and ``a + y // c`` is ``(a * c + y) // c`` (``c > 0``; a truncating
+    division only of a value proven non-negative)."""
+    for _ in range(8):
+        key = _type_key(e)
+        if key == "prim.Add":
+            for a, d in ((e.a, e.b), (e.b, e.a)):
+                if _is_division(d, analyzer):
+                    c = int(d.b.value)
+                    e = a * c + d.a
+                    hi = (hi + 1) * c - 1
+                    break
+            else:
+                return e, hi
+        elif _is_division(e, analyzer):
+            hi = (hi + 1) * int(e.b.value) - 1
+            e = e.a
+        else:
+            return e, hi
+    return e, hi
+
+
+def _is_division(e, analyzer) -> bool:
+    key = _type_key(e)
+    if key not in ("prim.FloorDiv", "prim.Div") or _type_key(e.b) != "ir.IntImm" or int(e.b.value) <= 0:
+        return False
+    return key == "prim.FloorDiv" or analyzer.const_int_bound(e.a).min_value >= 0
+
+
+def _within_guards(f, guards, x, acc: _LoopAccesses, expand, over_range, at_min, lanes: list, fresh: dict):
+    """``f`` (an index) where ``guards`` hold: each conjunct ``e < c`` (``e <= c``) with ``e`` over the
+    inner loops only, that ``f`` holds as ``coef * e`` plus terms free of ``e``'s variables, becomes a
+    fresh variable of range ``[min e, c]`` (one more digit of the mixed-radix test, shared by accesses
+    under the same guard).  What the iterations touch can only grow, so a claim of independence on
+    the result holds for ``f``: a predicated split ``k0 * 43 + k1 < 128`` keeps its ``129`` values
+    within the row of ``128`` it indexes."""
+    inner = {_key(v) for v, _, _ in acc.inner}
+    for cond in guards:
+        for conj in _conjuncts(cond):
+            key = _type_key(conj)
+            if key in ("prim.LT", "prim.LE"):
+                e, bound = conj.a, conj.b
+            elif key in ("prim.GT", "prim.GE"):
+                e, bound = conj.b, conj.a
+            else:
+                continue
+            if _type_key(bound) != "ir.IntImm" or _reads_memory(e) or _contains(e, lambda n: _type_key(n) == "ir.Call"):
+                continue
+            hi = int(bound.value) - (1 if key in ("prim.LT", "prim.GT") else 0)
+            e, hi = _without_floordiv(expand.simplify(e), hi, over_range)
+            used = []
+            tvm_ffi.structural_walk(e, lambda n: (used.append(n) if _type_key(n) == "ir.Var" else None) or True,
+                                    order="post")
+            if not used or any(_key(v) not in inner or v.same_as(x) for v in used):
+                continue
+            step_e = _step(e, used[0])
+            step_f = _step(f, used[0])
+            if not step_e or step_f is None or step_f % step_e:
+                continue
+            coef = step_f // step_e
+            rest = tvm.sym.Analyzer().simplify(f - coef * e)
+            if _contains(rest, lambda n: _type_key(n) == "ir.Var" and any(n.same_as(v) for v in used)):
+                continue
+            lo = over_range.const_int_bound(over_range.simplify(e)).min_value
+            if lo < -(1 << 40) or hi < lo:
+                continue
+            name = (str(e), lo, hi)
+            if name not in fresh:
+                dtype = _dtype(e)
+                var = tirx.Var("guarded", dtype)
+                at_min.bind(var, tirx.const(0, dtype))
+                over_range.bind(var, tvm.ir.Range.from_min_extent(0, hi - lo + 1))
+                lanes.append((var, tirx.const(0, dtype), tirx.const(hi - lo + 1, dtype)))
+                fresh[name] = (var, lo)
+            var, lo = fresh[name]
+            f = tvm.sym.Analyzer().simplify(rest + coef * (var + lo))
+    return f
+
+
+def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lanes: list,
+                           extra: list | None = None) -> bool:
+    """Whether ``step * x + rest`` is one-to-one in ``x`` and the inner loop variables.
+
+    ``rest`` must be affine in the inner variables (``i_1 * 256 + j_1``) with constant extents; sorted
+    by coefficient, each coefficient must exceed the largest value all smaller terms can add up to —
+    a mixed-radix number, like the flat index of a row-major array.
+    """
+    ranged = tvm.sym.Analyzer()  # the digits' values: ``w // 2`` is 0 and ``w % 2`` is w for w < 2
+    for var, lo, extent in list(acc.inner) + lanes:
+        ranged.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
+    rest = ranged.simplify(rest)
+    terms = [(abs(step), x_extent)] + list(extra or [])
+    remainder = rest
+    for var, lo, extent in list(acc.inner) + lanes:
+        fresh = tirx.Var("v_next", _dtype(var))
+        bumped, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+        bumped.bind(var, fresh + 1)
+        same.bind(var, fresh)
+        delta = tvm.sym.Analyzer().simplify(bumped.simplify(rest) - same.simplify(rest))
+        if _type_key(delta) != "ir.IntImm":
+            return False
+        coef = int(delta.value)
+        if coef == 0:
+            continue
+        if _type_key(extent) != "ir.IntImm" or not _is_zero(lo):
+            return False
+        terms.append((abs(coef), int(extent.value)))
+        remainder = remainder - delta * var
+    remainder = tvm.sym.Analyzer().simplify(remainder)
+    inner_keys = {_key(v) for v, _, _ in list(acc.inner) + lanes}
+    used = []
+    tvm_ffi.structural_walk(remainder, lambda n: used.append(_type_key(n) == "ir.Var" and _key(n) in inner_keys)
+                            or True, order="post")
+    if any(used):
+        return False
+    terms.sort(key=lambda t: t[0])
+    reach = 0
+    for coef, extent in terms:
+        if coef <= reach:
+            return False
+        if extent is None:
+            return coef == terms[-1][0] and (coef, extent) == terms[-1]
+        reach += coef * (extent - 1)
+    return True

@@ -1,0 +1,36 @@
+"""What the target a function is compiled for means for its semantics: which code generator prints
+it (TVM's ``CodeGenLLVM`` or one that prints C), and so which integer overflow has no defined result
+and whether ``&&``/``||`` evaluate their right side in every lane."""
+from __future__ import annotations
+
+from .names import _float_bits, _is_int
+
+#: Target kinds whose code generator derives from TVM's ``CodeGenLLVM`` (``nsw``/``nuw`` on 32- and
+#: 64-bit add, sub and mul; ``CreateAnd``/``CreateOr`` evaluate both sides).
+LLVM_KINDS = frozenset({"llvm", "rocm", "nvptx", "hexagon"})
+#: Target kinds printed as C: signed overflow is undefined, unsigned arithmetic wraps, and ``&&``/``||``
+#: short-circuit.
+C_KINDS = frozenset({"cuda", "opencl", "metal", "c"})
+
+
+def target_kind(func, device_code: bool) -> str:
+    """The kind of target ``func`` is compiled for: its ``target`` attribute, else (the input, before
+    BindTarget) ``cuda`` for a function with threads (``device_code``) and ``llvm`` otherwise."""
+    target = func.attrs.get("target") if func.attrs is not None else None
+    if target is not None:
+        return str(target.kind.name)
+    return "cuda" if device_code else "llvm"
+
+
+def short_circuits(kind: str) -> bool:
+    """Whether TIR's ``And``/``Or`` are printed as C's ``&&``/``||`` for target ``kind``."""
+    return kind in C_KINDS
+
+
+def overflow_is_poison(kind: str, dtype: str) -> bool:
+    """Whether an add, sub or mul of integer ``dtype`` that overflows has no defined result on target
+    ``kind`` (32- and 64-bit: narrower C operands are promoted to ``int``, and TVM's llvm code leaves
+    them without ``nsw``)."""
+    if not _is_int(dtype) or _float_bits(dtype) < 32:
+        return False
+    return kind in LLVM_KINDS or (kind in C_KINDS and not dtype.startswith("uint"))
