@@ -252,9 +252,9 @@ class ControlFlowMixin:
         cond = self.visit_expr(node.condition)
         if cond.varying:
             out, taken = [], cond.node
-            if _reads_memory(node.condition):
-                # The branches may write what the condition reads (a thread's counter): each lane's
-                # branch is decided once, before either runs.
+            if _reads_memory(node.condition) or not isinstance(cond.node, ast.Name):
+                # Each lane's branch is decided once, before either runs: the branches may write what
+                # the condition reads (a thread's counter), and every access in them names the mask.
                 taken = _name(self.namer.define_name("taken"))
                 out.append(ast.Assign([_store_name(taken.id)], cond.node))
             out += self._masked(taken, node.then_case)
@@ -374,7 +374,11 @@ class ControlFlowMixin:
                 raise UnsupportedConstructError("s_tir.SBlock", f"iterator kind {int(iv.iter_type)}")
         pred = None if _is_true(node.predicate) else self.visit_expr(node.predicate)
         if pred is not None and pred.varying:
-            self.lanes.stmt_masks.append(pred.node)  # lanes outside the predicate neither init nor update
+            # Lanes outside the predicate neither init nor update; the mask is computed once (every
+            # access under it names it).
+            inside = self.namer.define_name("inside")
+            out.append(ast.Assign([_store_name(inside)], pred.node))
+            self.lanes.stmt_masks.append(_name(inside))
         try:
             inner: list[ast.stmt] = []
             for buf in block.alloc_buffers:

@@ -226,8 +226,42 @@ def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> str 
                for d in range(ndim)):
         flat = _flat_indices(items, acc.shapes.get(items[0][0]))
         if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent, guards, from_zero):
-            return f"carried dependence on {name}: two iterations of {x} may touch the same element"
+            digits = _index_tuple_numbers(items, loop, acc, expand)
+            if digits is None or not _separates_iterations(digits, loop.loop_var, acc, expand, x_extent, guards,
+                                                           from_zero):
+                return f"carried dependence on {name}: two iterations of {x} may touch the same element"
     return None
+
+
+def _index_tuple_numbers(items, loop, acc: "_LoopAccesses", expand) -> list | None:
+    """Each access's index tuple as one mixed-radix number whose digits are its indices, each digit
+    ranging over the values its index takes: equal numbers only for equal tuples, and distinct tuples
+    of in-bounds indices (the emulation checks every index) are distinct elements.  It proves what
+    the row-major index misses where an index does not span its dimension: the head split of TVM's
+    rope kernel stores ``q[x // 128, x % 128 // 16, x % 16]`` for heads 0-3 of 8 (then
+    ``128 * (x // 128) + 16 * (x % 128 // 16) + x % 16`` is ``x``).  None for vector indices or
+    digits without a constant range."""
+    ndim = len(items[0][2])
+    if ndim < 2 or any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for item in items for i in item[2]):
+        return None
+    ranges = tvm.sym.Analyzer()
+    for var, lo, extent in (*acc.outer, *acc.inner, (loop.loop_var, loop.min, loop.extent)):
+        ranges.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
+    lows, radices = [], []
+    for d in range(1, ndim):
+        bounds = [ranges.const_int_bound(ranges.simplify(expand.simplify(item[2][d]))) for item in items]
+        low, high = min(b.min_value for b in bounds), max(b.max_value for b in bounds)
+        if low < -(1 << 31) or high >= 1 << 31:
+            return None
+        lows.append(low)
+        radices.append(high - low + 1)
+    numbers = []
+    for item in items:
+        number = item[2][0]
+        for index, low, radix in zip(item[2][1:], lows, radices):
+            number = number * radix + (index - low)
+        numbers.append(number)
+    return numbers
 
 
 def allocation_overlap(loop, buf, roots: dict[int, int], outer=(), cache: dict | None = None) -> str | None:
@@ -498,9 +532,10 @@ def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lane
                            extra: list | None = None) -> bool:
     """Whether ``step * x + rest`` is one-to-one in ``x`` and the inner loop variables.
 
-    ``rest`` must be affine in the inner variables (``i_1 * 256 + j_1``) with constant extents; sorted
-    by coefficient, each coefficient must exceed the largest value all smaller terms can add up to —
-    a mixed-radix number, like the flat index of a row-major array.
+    ``rest`` must be affine in the inner variables (``i_1 * 256 + j_1``) with constant extents, but
+    for the most significant digit; sorted by coefficient, each coefficient must exceed the largest
+    value all smaller terms can add up to — a mixed-radix number, like the flat index of a row-major
+    array.
     """
     ranged = tvm.sym.Analyzer()  # the digits' values: ``w // 2`` is 0 and ``w % 2`` is w for w < 2
     for var, lo, extent in list(acc.inner) + lanes:
@@ -519,9 +554,10 @@ def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lane
         coef = int(delta.value)
         if coef == 0:
             continue
-        if _type_key(extent) != "ir.IntImm" or not _is_zero(lo):
+        if not _is_zero(lo):
             return False
-        terms.append((abs(coef), int(extent.value)))
+        # A loop of symbolic extent can only be the most significant digit (checked below).
+        terms.append((abs(coef), int(extent.value) if _type_key(extent) == "ir.IntImm" else None))
         remainder = remainder - delta * var
     remainder = tvm.sym.Analyzer().simplify(remainder)
     inner_keys = {_key(v) for v, _, _ in list(acc.inner) + lanes}
@@ -530,12 +566,12 @@ def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lane
                             or True, order="post")
     if any(used):
         return False
-    terms.sort(key=lambda t: t[0])
+    terms.sort(key=lambda t: (t[0], t[1] is None))
     reach = 0
-    for coef, extent in terms:
+    for position, (coef, extent) in enumerate(terms):
         if coef <= reach:
             return False
-        if extent is None:
-            return coef == terms[-1][0] and (coef, extent) == terms[-1]
+        if extent is None:  # any number of values: only as the last digit, the only one this large
+            return position == len(terms) - 1
         reach += coef * (extent - 1)
     return True
