@@ -95,3 +95,30 @@ def test_last_lane_along_picks_the_last_writer_of_each_element_in_thread_order()
             assert out[0, 0, y, 0].item() == value[0, z, y, x].item()
     no_mask = runtime.last_lane_along(value, index, (1, 2, 3))
     np.testing.assert_array_equal(no_mask[0, 0, :, 0].ravel(), value[0, 2, :, 4].ravel())
+
+
+@T.prim_func(s_tir=True)
+def vector_row_from_every_z_thread(A: T.Buffer((16,), "float32"), O: T.Buffer((16,), "float32")):
+    T.func_attr({"tirx.is_scheduled": True})
+    for tx in T.thread_binding(4, thread="threadIdx.x"):
+        for tz in T.thread_binding(4, thread="threadIdx.z"):
+            with T.sblock("b"):
+                loc = T.sblock_alloc_buffer((4,), "float32", scope="local")
+                for v in T.vectorized(4):
+                    loc[v] = A[tx * 4 + v] * T.float32(2)
+                for v in T.vectorized(4):  # after VectorizeLoop: a ramp index that ignores tz
+                    O[tx * 4 + v] = loc[v]
+
+
+def test_a_vector_store_whose_index_ignores_a_thread_axis_matches_numpy_at_every_stage():
+    """TVM's paged-KV decode kernel stores its output row from every threadIdx.z after the
+    cross-z reduction; once VectorizeLoop makes the store a vector one, it crashed unchecked."""
+    hm = thn.build(vector_row_from_every_z_thread, target="cuda")
+    a = np.arange(16, dtype=np.float32)
+    stages = [s for s in hm.stages[:hm.packed_api_index] if s.changed or s.index == 0]
+    assert any(s.name == "tirx.VectorizeLoop" for s in stages)
+    for stage in stages:
+        for mode in ("exact", "fast"):
+            for check in (False, True):
+                out = hm.emulate(a, np.zeros(16, np.float32), stage=stage.index, mode=mode, check=check)
+                np.testing.assert_array_equal(out, a * 2, err_msg=f"{stage.label} {mode} check={check}")

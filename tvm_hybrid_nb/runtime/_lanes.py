@@ -81,10 +81,12 @@ def last_lane_along(value, index, axes, vector=False, mask=None):
     value = np.asarray(value)
     lead = value.ndim - (1 if vector else 0)
     ishape = np.broadcast_shapes(*(np.shape(i) for i in index))
-    if lead <= 0 or lead < len(ishape):
+    if lead <= 0 or value.ndim < len(ishape):
         return value
-    ishape = (1,) * (lead - len(ishape)) + tuple(ishape)
-    shift = lead - 12  # ``axes`` number the 12 lane axes, aligned to the right as numpy broadcasts
+    # ``axes`` number the 12 lane axes, aligned to the right as numpy broadcasts; a vector's lanes are
+    # the last of them (a ``ramp`` index moves along it too, and it is never reduced).
+    ishape = (1,) * (value.ndim - len(ishape)) + tuple(ishape)
+    shift = value.ndim - 12
     reduce = sorted(a + shift for a in axes if 0 <= a + shift < lead and value.shape[a + shift] > 1
                     and ishape[a + shift] == 1)
     if not reduce:
