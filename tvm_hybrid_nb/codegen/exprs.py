@@ -168,8 +168,12 @@ class ExpressionsMixin:
             # Compiled with nsw/nuw (or as C's signed arithmetic): a result that does not fit is
             # poison (undefined), not a wrap.
             mask = self._mask_expr(self._used_lanes())
+            keywords = {"mask": mask} if mask is not None else {}
+            if self.defer_overflow:  # on its way into an allocation: poison until used (see sanitize.py)
+                keywords["poison"] = _name("race_log")
+                self.overflow_deferred = True
             checked = self._call("checked_arith", a.node, b.node, ast.Constant(self.POISON_ON_OVERFLOW[key]),
-                                 ast.Constant(_scalar_dtype(dtype)), kw={"mask": mask} if mask is not None else None)
+                                 ast.Constant(_scalar_dtype(dtype)), kw=keywords)
             if kind == "py" and mask is None:
                 # Python ints (a serial loop's index arithmetic): compared inline, the helper called
                 # only to report an overflow; the result is then in range, with nothing to wrap.
@@ -213,7 +217,12 @@ class ExpressionsMixin:
             return Value(ast.UnaryOp(ast.USub(), value.node), "np", dtype, value.varying)
         return value
     def visit_division(self, node, key: str) -> Value:
-        a, b = self.visit_expr(node.a), self.visit_expr(node.b)
+        a = self.visit_expr(node.a)
+        saved, self.defer_overflow = self.defer_overflow, False  # a poison divisor is undefined behaviour
+        try:
+            b = self.visit_expr(node.b)
+        finally:
+            self.defer_overflow = saved
         dtype = _dtype(node)
         varying = _varying(a, b)
         plain_op, int_helper, float_helper = self.DIVISION_OPS[key]
@@ -345,12 +354,12 @@ class ExpressionsMixin:
     def _conditional(self, cond_expr, true_expr, false_expr, dtype: str, lazy: bool) -> Value:
         # A branch (lazy if_then_else) must be decided by initialised values; a Select is no branch:
         # as in MemorySanitizer, an uninitialised condition only poisons the value it selects.
-        saved_defer = self.defer_poison
-        self.defer_poison = saved_defer and not lazy
+        saved_defer = self.defer_poison, self.defer_overflow
+        self.defer_poison, self.defer_overflow = saved_defer[0] and not lazy, saved_defer[1] and not lazy
         try:
             cond = self.visit_expr(cond_expr)
         finally:
-            self.defer_poison = saved_defer
+            self.defer_poison, self.defer_overflow = saved_defer
         lanes = _lanes(dtype)
         if self._scalar_lanes(cond) and (lazy or lanes == 1):
             # Scalar condition: only the chosen side runs (identical values; the unchosen side of a

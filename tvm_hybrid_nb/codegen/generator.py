@@ -87,6 +87,11 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
         #: Sanitizer: generating the value of a store to thread-local memory, where reads of
         #: never-written thread-local elements are deferred (see runtime.access, ``poison``).
         self.defer_poison = False
+        #: Sanitizer: generating the value of a store into an allocation on an LLVM target, where an
+        #: overflowing nsw/nuw operation is poison that may be stored and dropped (see
+        #: ``_defers_overflow``); ``overflow_deferred``: such an operation was emitted for it.
+        self.defer_overflow = False
+        self.overflow_deferred = False
 
     # ------------------------------------------------------------------ entry
     def function_def(self) -> tuple[ast.FunctionDef, list[ParamSpec]]:

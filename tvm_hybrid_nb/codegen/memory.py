@@ -156,11 +156,13 @@ class MemoryAccessMixin:
     def visit_TensorLoad(self, node) -> Value:
         info = self._buffer(node.source)
         indices = list(node.indices)
-        saved_defer, self.defer_poison = self.defer_poison, False  # an address must be initialised
+        # An address must be initialised and defined.
+        saved = self.defer_poison, self.defer_overflow
+        self.defer_poison = self.defer_overflow = False
         try:
             values = [self.visit_expr(i) for i in indices]
         finally:
-            self.defer_poison = saved_defer
+            self.defer_poison, self.defer_overflow = saved
         info, indices, values = self._vector_lanes_as_axis(info, indices, values)
         self._check_vector_buffer(info, values)
         if self._sanitized(info):
@@ -197,12 +199,13 @@ class MemoryAccessMixin:
                 and self.scope.storage_roots.get(_key(node.buffer), _key(node.buffer)) in self.scope.overlapping):
             # Lanes writing one element through two indices: which write lands last is the loop's order.
             raise _CannotVectorize(f"store into {info.name}, a buffer whose strides reach an element twice")
-        saved_defer = self.defer_poison
-        self.defer_poison = self._defers_poison(info)
+        saved_defer = self.defer_poison, self.defer_overflow
+        self.defer_poison, self.defer_overflow = self._defers_poison(info), self._defers_overflow(info)
+        self.overflow_deferred = False
         try:
             stored = self.visit_expr(node.value)
         finally:
-            self.defer_poison = saved_defer
+            self.defer_poison, self.defer_overflow = saved_defer
         value = stored.node
         lanes = _lanes(info.dtype)
         if lanes > 1 < _lanes(_dtype(node.value)) // lanes:
@@ -231,7 +234,10 @@ class MemoryAccessMixin:
                 value = self._call("last_lane_along", value, ast.Tuple([v.node for v in values], ast.Load()),
                                    ast.Tuple([ast.Constant(a) for a in unnamed], ast.Load()),
                                    ast.Constant(_lanes(_dtype(node.value)) > 1), *([mask] if mask is not None else []))
-        out = self._store(info, indices, values, value)
+        try:
+            out = self._store(info, indices, values, value)
+        finally:
+            self.overflow_deferred = False
         if self._sanitized(info) and self._statement_records(info):
             out.insert(0, ast.Expr(ast.Call(ast.Attribute(_name("race_log"), "new_statement", ast.Load()), [], [])))
         return out
@@ -240,7 +246,8 @@ class MemoryAccessMixin:
         """``buffer[indices] = value`` by the access rules: sanitizer, lane view, proven subscript or
         bounds-checked (and lane-masked) ``store``."""
         if self._sanitized(info):
-            views = self._checked_views(info, indices, values)
+            # A value that may carry overflow poison goes through ``access``, which taints the marks.
+            views = None if self.overflow_deferred else self._checked_views(info, indices, values)
             if views is not None:
                 view, written = views
                 return [ast.Assign([ast.Subscript(view, ast.Constant(Ellipsis), ast.Store())], value),

@@ -6,7 +6,7 @@ import ast
 import contextlib
 
 from .names import Value, _Axis, _BufferInfo, _name
-from .targets import overflow_is_poison
+from .targets import LLVM_KINDS, overflow_is_poison
 
 
 class SanitizerMixin:
@@ -15,6 +15,12 @@ class SanitizerMixin:
     def _defers_poison(self, info: _BufferInfo) -> bool:
         """Whether uninitialised thread-local values may flow into ``info`` without an error yet."""
         return self.check and info.per_thread and info.shadow is not None
+
+    def _defers_overflow(self, info: _BufferInfo) -> bool:
+        """Whether an overflow in the value of a store into ``info`` is tainted rather than reported:
+        on LLVM targets the overflowing nsw/nuw result is poison, a value that may be stored and never
+        used (a Select dropping it later); an allocation's written-marks carry it to a read."""
+        return self.check and self.target_kind in LLVM_KINDS and info.shadow is not None and self._sanitized(info)
 
     def _poison_on_overflow(self, dtype: str) -> bool:
         """Sanitizer: whether an overflowing add, sub or mul of ``dtype`` is poison here (see
@@ -98,7 +104,7 @@ class SanitizerMixin:
             keywords["mask"] = self._mask_expr(masks)
         if info.shadow is not None:
             keywords["shadow"] = _name(info.shadow)
-        if self._defers_poison(info) and (write or self.defer_poison):
+        if (self._defers_poison(info) and (write or self.defer_poison)) or (write and self.overflow_deferred):
             keywords["poison"] = _name("race_log")
         lanes = self._logged_lanes()
         if lanes and not info.per_thread:

@@ -96,13 +96,16 @@ def shift_count(count, bits, mask=None):
     return count
 
 
-def checked_arith(a, b, op, dtype, mask=None, _limits={}):  # noqa: B006 (the default is the cache)
+def checked_arith(a, b, op, dtype, mask=None, poison=None, _limits={}):  # noqa: B006 (the default is the cache)
     """Sanitizer: ``a op b`` (``"+"``, ``"-"``, ``"*"``) of 32- or 64-bit integers, computed as the
     plain operator computes it (wrapping), after checking that the exact result fits ``dtype``.  TVM's
     llvm code generator emits these with ``nsw`` (signed) or ``nuw`` (unsigned), so a result that does
     not fit is poison, and LLVM folds what depends on it as it likes (``clz(x * K + C)`` to 0 for every
     x once ``nuw`` says the sum is at least C).  Lanes where ``mask`` is false are not checked.
-    ``_limits`` keeps each dtype's range (a kernel calls this once per statement execution)."""
+    With ``poison`` (a ``RaceLog``: the value is on its way into an allocation, on an LLVM target,
+    where poison is a value until used) the lanes that overflow are tainted instead of reported, and
+    the report comes if the stored element is read.  ``_limits`` keeps each dtype's range (a kernel
+    calls this once per statement execution)."""
     limits = _limits.get(dtype)
     if limits is None:
         info = np.iinfo(dtype)
@@ -137,10 +140,14 @@ def checked_arith(a, b, op, dtype, mask=None, _limits={}):  # noqa: B006 (the de
         lane = np.asarray(bad, dtype=bool)
         x, y = (int(np.broadcast_to(np.asarray(v), lane.shape)[lane].reshape(-1)[0]) for v in (a, b))
         name = np.dtype(dtype)
-        raise ValueError(f"{name} overflow: {x} {op} {y} = {fn(x, y)}, outside [{lo}, {hi}]; "
-                         f"the target leaves it undefined (TVM's llvm code marks {name} {op} "
-                         f"{'nsw' if lo < 0 else 'nuw'}; C's signed overflow on cuda), so the wrapped value is "
-                         f"poison (the native result depends on how the compiler used that)")
+        message = (f"{name} overflow: {x} {op} {y} = {fn(x, y)}, outside [{lo}, {hi}]; "
+                   f"the target leaves it undefined (TVM's llvm code marks {name} {op} "
+                   f"{'nsw' if lo < 0 else 'nuw'}; C's signed overflow on cuda), so the wrapped value is "
+                   f"poison (the native result depends on how the compiler used that)")
+        if poison is None:
+            raise ValueError(message)
+        poison.taint(lane)
+        poison.note = poison.note or message
     return out
 
 

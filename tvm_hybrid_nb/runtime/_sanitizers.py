@@ -47,11 +47,18 @@ class RaceLog:
     ledger (``new_grid``, ``at_block``, ``end_grid``) for the whole launch.
     """
 
+    #: Per allocation name: why an element of it holds an undefined value (an overflow that LLVM
+    #: makes poison, stored by :func:`access`), for the error when such an element is read.
+    undefined_stores: dict = {}
+
     def __init__(self):
         self.records = {}
         self.statement = {}
-        #: Lanes whose value in the statement being run came from never-written memory (see ``access``).
+        #: Lanes whose value in the statement being run came from never-written memory (see ``access``)
+        #: or is poison (``note``: the overflow that made it so, see ``checked_arith``).
         self.pending = None
+        self.note = None
+        type(self).undefined_stores.clear()
         #: The grid ledger (GPU blocks run one after another): per global buffer, the block that last
         #: wrote each element (-1: none), the block that read it (-1: none, -2: several) and the bits
         #: written; None outside a grid.  ``block``: the running block's number in ``block_keys``.
@@ -247,7 +254,7 @@ def _direct_access(buffer, index, write, value, mask, shadow, lanes, poison):
     per_lane = len(index) == buffer.ndim and not lanes  # masks and taints line up with the index lanes
     if write:
         tainted = None if poison is None else poison.pending
-        if mask is not None or (tainted is not None and not per_lane):
+        if mask is not None or (tainted is not None and (not per_lane or poison.note is not None)):
             return NotImplemented
         vshape = np.shape(value)[:np.ndim(value) - (buffer.ndim - len(index))]
         if np.broadcast_shapes(ishape, vshape, np.shape(tainted)) != ishape:
@@ -356,7 +363,9 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
         if shadow is not None:
             shadow[sel] = True if tainted is None else ~np.broadcast_to(tainted, shape)[keep]
         if poison is not None:
-            poison.pending = None
+            if poison.note is not None and tainted is not None and np.broadcast_to(tainted, shape)[keep].any():
+                type(poison).undefined_stores[name] = poison.note
+            poison.pending = poison.note = None
         return None
     if shadow is not None:
         written = shadow[sel]
@@ -367,8 +376,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
             poison.taint(unset)
         elif not np.all(written):
             first = tuple(int(s[~written][0]) for s in sel)
-            raise RuntimeError(f"read of {name}{list(first)}, an element of a buffer allocation that was never "
-                               f"written")
+            raise RuntimeError(_unwritten_message(name, list(first)))
     out = np.zeros(shape + extra, buffer.dtype)
     out[keep] = buffer[sel]
     return out[()] if out.ndim == 0 else out
@@ -382,5 +390,14 @@ def read_written(values, written, name, marks):
         offset = written.__array_interface__["data"][0] - marks.__array_interface__["data"][0]
         offset += sum(int(i) * int(s) for i, s in zip(lane, written.strides))
         first = [int(i) for i in np.unravel_index(offset // marks.itemsize, marks.shape)]
-        raise RuntimeError(f"read of {name}{first}, an element of a buffer allocation that was never written")
+        raise RuntimeError(_unwritten_message(name, first))
     return values
+
+
+def _unwritten_message(name, first):
+    """The error for a read of an allocation element without a defined value."""
+    note = RaceLog.undefined_stores.get(name)
+    if note is None:
+        return f"read of {name}{first}, an element of a buffer allocation that was never written"
+    return (f"read of {name}{first}, an element of a buffer allocation that was never written or was stored an "
+            f"undefined value ({note})")
