@@ -105,7 +105,8 @@ class _LoopAccesses:
             with self.guarded(stmt.condition):
                 self.stmt(stmt.then_case)
             if stmt.else_case is not None:
-                self.stmt(stmt.else_case)
+                with self.guarded(tirx.Not(stmt.condition)):
+                    self.stmt(stmt.else_case)
         elif key == "tirx.While":
             self.expr(stmt.condition)
             self.stmt(stmt.body)
@@ -226,11 +227,83 @@ def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> str 
                for d in range(ndim)):
         flat = _flat_indices(items, acc.shapes.get(items[0][0]))
         if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent, guards, from_zero):
-            digits = _index_tuple_numbers(items, loop, acc, expand)
+            digits = _index_tuple_numbers(items, loop, acc, expand) or _flat_index_digits(items, loop, acc, expand)
             if digits is None or not _separates_iterations(digits, loop.loop_var, acc, expand, x_extent, guards,
                                                            from_zero):
                 return f"carried dependence on {name}: two iterations of {x} may touch the same element"
     return None
+
+
+def _affine_terms(expr) -> tuple[list, int]:
+    """``expr`` as ``sum(coef * atom) + constant`` with constant integer coefficients (an atom is
+    any other expression: ``x // 128``, ``x % 16``; a subtracted one has coefficient -1)."""
+    terms, constant, stack = [], 0, [expr]
+    while stack:
+        e = stack.pop()
+        key = _type_key(e)
+        if key == "prim.Add":
+            stack += [e.a, e.b]
+        elif key == "ir.IntImm":
+            constant += int(e.value)
+        elif key == "prim.Sub" and _type_key(e.b) == "ir.IntImm":
+            stack.append(e.a)
+            constant -= int(e.b.value)
+        elif key == "prim.Sub":
+            stack.append(e.a)
+            terms.append((-1, e.b))
+        elif key == "prim.Mul" and _type_key(e.b) == "ir.IntImm":
+            terms.append((int(e.b.value), e.a))
+        elif key == "prim.Mul" and _type_key(e.a) == "ir.IntImm":
+            terms.append((int(e.a.value), e.b))
+        else:
+            terms.append((1, e))
+    return terms, constant
+
+
+def _flat_index_digits(items, loop, acc: "_LoopAccesses", expand) -> list | None:
+    """One-dimensional accesses whose index is a mixed-radix number of its terms where each access's
+    guards hold, as :func:`_index_tuple_numbers` of those terms.  After ``FlattenBuffer`` the rope's
+    head split stores ``q[x // 128 * 64 + x % 128 // 16 * 16 + x % 16]`` under ``x % 128 // 16 < 4``:
+    there the middle term stays below 4, so equal indices have equal terms, and the terms, as digits
+    of their own ranges, are ``x``.  None unless every access has the same terms and constant."""
+    if any(len(item[2]) != 1 or _type_key(item[2][0]) in ("prim.Ramp", "prim.Broadcast") for item in items):
+        return None
+    forms = [_affine_terms(expand.simplify(item[2][0])) for item in items]
+    if any(len(form[0]) < 2 for form in forms):
+        return None
+    terms, constant = forms[0]
+    terms = sorted(terms, key=lambda t: t[0])
+    for other_terms, other_constant in forms[1:]:
+        other_terms = sorted(other_terms, key=lambda t: t[0])
+        if other_constant != constant or len(other_terms) != len(terms) or any(
+                c != d or not tvm_ffi.structural_equal(a, b) for (c, a), (d, b) in zip(terms, other_terms)):
+            return None
+    if any(coef <= 0 for coef, _ in terms):
+        return None
+    ranges = tvm.sym.Analyzer()
+    for var, lo, extent in (*acc.outer, *acc.inner, (loop.loop_var, loop.min, loop.extent)):
+        ranges.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
+    spans = []  # per term (smallest coefficient first): its values' spread over every access
+    for _coef, atom in terms[:-1]:
+        lows, highs = [], []
+        for item in items:
+            condition = tirx.const(True, "bool")
+            for guard in item[3]:
+                condition = tirx.And(condition, expand.simplify(guard))
+            with ranges.constraint_scope(condition):
+                bound = ranges.const_int_bound(ranges.simplify(atom))
+            lows.append(bound.min_value)
+            highs.append(bound.max_value)
+        if min(lows) < -(1 << 31) or max(highs) >= 1 << 31:
+            return None
+        spans.append(max(highs) - min(lows))
+    reach = 0
+    for (coef, _atom), span in zip(terms, spans + [0]):
+        if coef <= reach:
+            return None
+        reach += coef * span
+    digits = [atom for _coef, atom in reversed(terms)]  # most significant first
+    return _index_tuple_numbers([(item[0], item[1], digits, item[3]) for item in items], loop, acc, expand)
 
 
 def _index_tuple_numbers(items, loop, acc: "_LoopAccesses", expand) -> list | None:
@@ -376,7 +449,7 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
                 # A step known only at run time (a row of ``m`` elements per block: ``bx * m + t``).
                 if step is not None or not _invariant_step(delta, x_next, acc, lanes):
                     return False
-                if symbolic is not None and not tvm.ir.structural_equal(delta, symbolic):
+                if symbolic is not None and not tvm_ffi.structural_equal(delta, symbolic):
                     return False
                 symbolic = delta
                 conditions.append([same.simplify(expand.simplify(c)) for c in (guards or [[]] * len(indices))[position]])
