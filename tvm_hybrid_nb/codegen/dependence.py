@@ -234,6 +234,14 @@ def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> str 
     return None
 
 
+def _loop_ranges(loop, acc: "_LoopAccesses"):
+    """An analyzer knowing the range of ``loop``'s variable and of the loops around and inside it."""
+    ranges = tvm.sym.Analyzer()
+    for var, lo, extent in (*acc.outer, *acc.inner, (loop.loop_var, loop.min, loop.extent)):
+        ranges.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
+    return ranges
+
+
 def _affine_terms(expr) -> tuple[list, int]:
     """``expr`` as ``sum(coef * atom) + constant`` with constant integer coefficients (an atom is
     any other expression: ``x // 128``, ``x % 16``; a subtracted one has coefficient -1)."""
@@ -280,9 +288,7 @@ def _flat_index_digits(items, loop, acc: "_LoopAccesses", expand) -> list | None
             return None
     if any(coef <= 0 for coef, _ in terms):
         return None
-    ranges = tvm.sym.Analyzer()
-    for var, lo, extent in (*acc.outer, *acc.inner, (loop.loop_var, loop.min, loop.extent)):
-        ranges.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
+    ranges = _loop_ranges(loop, acc)
     spans = []  # per term (smallest coefficient first): its values' spread over every access
     for _coef, atom in terms[:-1]:
         lows, highs = [], []
@@ -317,9 +323,7 @@ def _index_tuple_numbers(items, loop, acc: "_LoopAccesses", expand) -> list | No
     ndim = len(items[0][2])
     if ndim < 2 or any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for item in items for i in item[2]):
         return None
-    ranges = tvm.sym.Analyzer()
-    for var, lo, extent in (*acc.outer, *acc.inner, (loop.loop_var, loop.min, loop.extent)):
-        ranges.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
+    ranges = _loop_ranges(loop, acc)
     lows, radices = [], []
     for d in range(1, ndim):
         bounds = [ranges.const_int_bound(ranges.simplify(expand.simplify(item[2][d]))) for item in items]

@@ -460,11 +460,8 @@ class ExpressionsMixin:
             storage = self.scope.strided_storage.get(_key(args[0]), info.name)
             flat = ast.Call(ast.Attribute(_name(storage), "reshape", ast.Load()), [ast.Constant(-1)], [])
             return Value(flat, "np", "handle")
-        warp_extents = [ast.Constant(self.gpu.thread_extents.get(tag, 1))
-                        for tag in ("threadIdx.z", "threadIdx.y", "threadIdx.x")]
-        # In a branch that only some threads take, the shuffles know who takes it (runtime._gpu).
-        taking = self._mask_expr(self.lanes.stmt_masks) if self.lanes.stmt_masks else None
         if short in ("tvm_warp_shuffle", "tvm_warp_shuffle_down", "tvm_warp_shuffle_up"):
+            warp_extents, taking = self._warp()
             kind = {"tvm_warp_shuffle": "idx", "tvm_warp_shuffle_down": "down", "tvm_warp_shuffle_up": "up"}[short]
             value, offset, width = self.visit_expr(args[1]), self.visit_expr(args[2]), self.visit_expr(args[3])
             if width.varying:
@@ -480,6 +477,7 @@ class ExpressionsMixin:
                               ast.Tuple(warp_extents, ast.Load()), kw=keywords)
             return Value(call, "np", dtype, True)
         if short == "tvm_warp_activemask":
+            warp_extents, taking = self._warp()
             call = self._call("warp_activemask", ast.Tuple(warp_extents, ast.Load()),
                               kw={"active": taking} if taking is not None else None)
             return Value(call, "np", dtype, True)
@@ -528,6 +526,13 @@ class ExpressionsMixin:
         if _is_float(value.dtype) or value.kind != "np":
             value = self.to_np(value)
         return value
+
+    def _warp(self) -> tuple[list[ast.expr], ast.expr | None]:
+        """A warp intrinsic's view of the block: the thread extents (z, y, x), and the mask of the
+        threads taking the branch it is in (None outside any; see ``runtime.warp_shuffle``)."""
+        extents = [ast.Constant(self.gpu.thread_extents.get(tag, 1))
+                   for tag in ("threadIdx.z", "threadIdx.y", "threadIdx.x")]
+        return extents, (self._mask_expr(self.lanes.stmt_masks) if self.lanes.stmt_masks else None)
 
     def _exact_intrinsic(self, short: str, node, args) -> Value | None:
         """Intrinsics used as values that have an exact meaning; None for any other."""
