@@ -242,6 +242,14 @@ def _loop_ranges(loop, acc: "_LoopAccesses"):
     return ranges
 
 
+def _all_of(conditions) -> object:
+    """The conjunction of ``conditions`` (true for none)."""
+    condition = tirx.const(True, "bool")
+    for c in conditions:
+        condition = tirx.And(condition, c)
+    return condition
+
+
 def _affine_terms(expr) -> tuple[list, int]:
     """``expr`` as ``sum(coef * atom) + constant`` with constant integer coefficients (an atom is
     any other expression: ``x // 128``, ``x % 16``; a subtracted one has coefficient -1)."""
@@ -293,10 +301,7 @@ def _flat_index_digits(items, loop, acc: "_LoopAccesses", expand) -> list | None
     for _coef, atom in terms[:-1]:
         lows, highs = [], []
         for item in items:
-            condition = tirx.const(True, "bool")
-            for guard in item[3]:
-                condition = tirx.And(condition, expand.simplify(guard))
-            with ranges.constraint_scope(condition):
+            with ranges.constraint_scope(_all_of([expand.simplify(guard) for guard in item[3]])):
                 bound = ranges.const_int_bound(ranges.simplify(atom))
             lows.append(bound.min_value)
             highs.append(bound.max_value)
@@ -324,21 +329,15 @@ def _index_tuple_numbers(items, loop, acc: "_LoopAccesses", expand) -> list | No
     if ndim < 2 or any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for item in items for i in item[2]):
         return None
     ranges = _loop_ranges(loop, acc)
-    lows, radices = [], []
+    radices = [None]  # the most significant digit needs none
     for d in range(1, ndim):
         bounds = [ranges.const_int_bound(ranges.simplify(expand.simplify(item[2][d]))) for item in items]
         low, high = min(b.min_value for b in bounds), max(b.max_value for b in bounds)
         if low < -(1 << 31) or high >= 1 << 31:
             return None
-        lows.append(low)
         radices.append(high - low + 1)
-    numbers = []
-    for item in items:
-        number = item[2][0]
-        for index, low, radix in zip(item[2][1:], lows, radices):
-            number = number * radix + (index - low)
-        numbers.append(number)
-    return numbers
+    # Row-major over the radices (digits offset by their common lowest value change no comparison).
+    return _flat_indices(items, radices)
 
 
 def allocation_overlap(loop, buf, roots: dict[int, int], outer=(), cache: dict | None = None) -> str | None:
@@ -516,10 +515,7 @@ def _within_symbolic_step(rests: list, step, conditions: list, over_range) -> bo
         return False
     for rest, guards in zip(rests, conditions):
         prover = over_range.clone()
-        condition = tirx.const(True, "bool")
-        for guard in guards:
-            condition = tirx.And(condition, guard)
-        with prover.constraint_scope(condition):
+        with prover.constraint_scope(_all_of(guards)):
             if not prover.can_prove(rest - tirx.const(low, _dtype(rest)) < step):
                 return False
     return True

@@ -108,7 +108,7 @@ def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None, acti
     (sanitizer), the lanes carrying uninitialised values move with the values.  ``active`` is a lane
     mask of the threads taking the branch around the shuffle: a thread reading one outside it gets a
     value CUDA leaves undefined (``s_tir.LowerThreadAllreduce`` lets threads whose result nobody uses
-    read so), tainted with ``poison``; with ``strict`` (sanitizer, no taint to carry it), an error."""
+    read so), tainted with ``poison``; with ``strict`` (sanitizer, no ``poison`` to carry it), an error."""
     full = _lane_array(value, ndim)
     if active is not None:
         active = _lane_array(active, ndim)
@@ -146,7 +146,7 @@ def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None, acti
         missing = taking & ~pick(taking)
         if missing.any():
             undefined = missing.reshape(full.shape)
-            if strict and poison is None:
+            if strict:
                 where = tuple(int(i) for i in np.argwhere(missing)[0])
                 sources = np.reshape(src, np.shape(src) + (1,) * (flat.ndim - np.ndim(src)))
                 reader, source = where[0], int(np.broadcast_to(sources, flat.shape)[where])
