@@ -79,3 +79,62 @@ def test_a_call_whose_lanes_would_lose_generates_the_exact_script_once(monkeypat
     kernel = stage.kernel("fast", sizes={"n": 2, "m": 30000})
     assert kernel.plan.exact_reason.startswith("its lanes with m = 30000, n = 2")
     assert modes == ["exact"]  # decided with the plan at hand: no second lanes emission for these sizes
+
+
+def test_each_binding_of_the_sizes_is_decided_once(monkeypatch):
+    from tvm_hybrid_nb import stage as stage_module
+
+    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    hm = thn.build(running_sums_of_few_rows)
+    stage = hm.stage(0)
+    decided = []
+    real = stage_module.exact_plan_reason
+    monkeypatch.setattr(stage_module, "exact_plan_reason", lambda *a: decided.append(a[2]) or real(*a))
+    for _ in range(3):
+        assert stage.kernel("fast", sizes={"n": 2, "m": 30000}).plan.exact_reason
+        assert not stage.kernel("fast", sizes={"n": 30000, "m": 3}).plan.exact_reason
+    assert decided == [{"n": 2, "m": 30000}, {"n": 30000, "m": 3}]
+
+
+@T.prim_func(private=True)
+def _row_kernel(a_ptr: T.handle("float32", "global"), count: T.int32):
+    A = T.decl_buffer((1024,), data=a_ptr)
+    for i in range(count):
+        A[i] = A[i] * T.float32(2)
+
+
+def test_a_launch_binds_the_kernels_integer_parameters_to_its_arguments():
+    """After SplitHostDevice a kernel's loop extent is often a parameter the host computes
+    (``main_kernel(..., cse_v1, n)``); without its value the cost was unknown and fast mode ran
+    the lanes analysis on kernels whose serial run takes milliseconds."""
+    import tvm
+
+    n = tvm.tirx.Var("n", "int32")
+    call = tvm.tirx.Evaluate(tvm.ir.Call(tvm.ir.GlobalVar("row_kernel"), [tvm.tirx.Var("a", "handle"), n * 3],
+                                         ret_ty="int32"))
+    host = tvm.tirx.PrimFunc([n], call)
+    cost = serial_cost(host, {"row_kernel": _row_kernel}, sizes={"n": 5})
+    # the launch, the kernel's buffer declaration, then 15 iterations of the loop with its store
+    assert cost is not None and (cost.scalar, cost.lanes) == (2 + 15 * 2, 0)
+    twice = serial_cost(host, {"row_kernel": _row_kernel}, sizes={"n": 10})
+    assert twice.scalar == 2 + 30 * 2
+    assert serial_cost(host, {"row_kernel": _row_kernel}) is None  # n unbound: unknown
+
+
+def test_the_box_test_counts_every_combination_as_records_do():
+    from tvm_hybrid_nb.codegen.mustwrite import _fills_box
+
+    rng = np.random.default_rng(0)
+    full = np.stack(np.meshgrid(np.arange(-3, 4), [0, 5, 9], np.arange(4), indexing="ij"), -1).reshape(-1, 3)
+    cases = [np.concatenate([full, full[rng.integers(0, len(full), 40)]]),  # every combination, repeated
+             np.delete(full, 17, axis=0),  # one missing
+             np.concatenate([np.delete(full, 17, axis=0), full[:1]]),  # one missing, as many rows as the box
+             rng.integers(-2, 2, (200, 4))]
+    for rows in cases:
+        rows = rows[rng.permutation(len(rows))]
+        columns = [rows[:, d] for d in range(rows.shape[1])]
+        dims = [np.unique(c) for c in columns]
+        want = np.unique(rows, axis=0).shape[0] == np.prod([d.size for d in dims])
+        assert _fills_box(columns, dims) == want
+    assert [_fills_box([r[:, d] for d in range(3)], [np.unique(r[:, d]) for d in range(3)])
+            for r in cases[:3]] == [True, False, False]

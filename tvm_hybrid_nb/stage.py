@@ -212,6 +212,8 @@ class Stage:
         self._kernels: dict[str, Callable] = {}
         self._fast = None
         self._symbolic_cost: bool | None = None
+        #: Fast mode's decision per binding of the symbolic sizes: why it runs the exact plan ("" for lanes).
+        self._exact_reasons: dict[tuple, str] = {}
         self._computed: tuple | None = None  # (computed_function, computed_module_functions)
         # Threads may emulate one stage at once: code generation runs once, under this lock.
         self._lock = threading.RLock()
@@ -429,11 +431,16 @@ class Stage:
         reason = ""
         if sizes and mode == "fast" and not check and self._cost_is_symbolic():
             sizes = {str(k): int(v) for k, v in sizes.items()}
-            func, functions = self.computed_function, self.computed_module_functions
-            reason = (exact_plan_reason(func, functions, sizes)
-                      or lanes_lose_reason(func, self._kernel(mode, check, None).plan, functions, sizes))
+            bound = tuple(sorted(sizes.items()))
+            reason = self._exact_reasons.get(bound)
+            if reason is None:  # decided once per binding: the cost walks take up to 60 ms a call
+                func, functions = self.computed_function, self.computed_module_functions
+                reason = (exact_plan_reason(func, functions, sizes)
+                          or lanes_lose_reason(func, self._kernel(mode, check, None).plan, functions, sizes))
+                with self._lock:
+                    self._exact_reasons[bound] = reason
             if reason:
-                key = (mode, check, tuple(sorted(sizes.items())))  # the exact plan, for these sizes
+                key = (mode, check, bound)  # the exact plan, for these sizes
             else:
                 sizes = None
         else:

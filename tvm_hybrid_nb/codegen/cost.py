@@ -126,19 +126,30 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
         for call in calls:
             name = getattr(call.op, "name_hint", None)
             if name is not None and name in functions:
-                total = add(total, function_cost(name))
+                total = add(total, function_cost(name, list(call.args)))
         return total
 
-    def function_cost(name: str) -> tuple:
+    def function_cost(name: str, args: list) -> tuple:
         if name in active:
             raise _Unknown
-        if name not in memo:
+        # The launch's integer arguments bind the kernel's parameters: after SplitHostDevice a
+        # grid extent is often a host-side let passed in (``main_kernel(..., cse_v1, n)``).
+        values = []
+        for param, arg in zip(functions[name].params, args):
+            if _is_int(_dtype(param)):
+                with contextlib.suppress(_Unknown):
+                    values.append((_key(param), extent_of(arg, exact=True)))
+        memo_key = (name, tuple(values))
+        if memo_key not in memo:
+            lets.update(values)
             active.add(name)
             try:
-                memo[name] = stmt(functions[name].body, False)
+                memo[memo_key] = stmt(functions[name].body, False)
             finally:
                 active.discard(name)
-        return memo[name]
+                for key, _ in values:
+                    lets.pop(key, None)
+        return memo[memo_key]
 
     def one(threads: bool) -> tuple:
         sizes_seen[0] += 1

@@ -541,10 +541,26 @@ def _rows_box(indices, env: dict, where):
         bases = [tirx.const(0, _dtype(i)) for i in indices]
     if any(v is None for v in values) or not where.any():
         return None
-    rows = np.unique(np.stack([np.broadcast_to(v, where.shape)[where] for v in values], axis=-1), axis=0)
-    dims = [np.unique(rows[:, d]) for d in range(rows.shape[1])]
-    exact = int(np.prod([d.size for d in dims], dtype=np.int64)) == rows.shape[0]
-    return tuple(zip(bases, dims)), exact
+    columns = [np.broadcast_to(v, where.shape)[where] for v in values]
+    dims = [np.unique(c) for c in columns]
+    return tuple(zip(bases, dims)), _fills_box(columns, dims)
+
+
+def _fills_box(columns: list, dims: list) -> bool:
+    """Whether the rows ``zip(*columns)`` take every combination of the values ``dims`` (each
+    column's distinct values, sorted).  Each row is numbered in the box's mixed radix and the
+    numbers counted: ``np.unique(axis=0)`` over a million rows sorts them as records (a second)."""
+    combinations = 1
+    for d in dims:
+        combinations *= d.size
+    if columns[0].size < combinations:
+        return False
+    if combinations >= 1 << 62:  # the numbers would overflow int64: rows as records
+        return np.unique(np.stack(columns, axis=-1), axis=0).shape[0] == combinations
+    number = np.zeros(columns[0].shape, np.int64)
+    for column, d in zip(columns, dims):
+        number = number * d.size + np.searchsorted(d, column)
+    return np.unique(number).size == combinations
 
 
 def _defined_vars(stmt) -> set[int]:

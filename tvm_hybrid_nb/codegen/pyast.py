@@ -3,6 +3,7 @@ dropping dead assignments."""
 from __future__ import annotations
 
 import ast
+import collections
 
 from .names import _name, _store_name
 
@@ -124,23 +125,44 @@ def _is_pure(expr: ast.expr) -> bool:
 
 def _drop_dead_assignments(module: ast.Module) -> None:
     """Fast mode: remove assignments of pure expressions to names nothing reads (block iterators
-    and lane index arrays whose accesses all became strided views), until none is left."""
-    while True:
-        loaded = {n.id for n in ast.walk(module) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-        removed = False
-        for node in ast.walk(module):
-            for field_name in ("body", "orelse"):
-                stmts = getattr(node, field_name, None)
-                if not isinstance(stmts, list) or not stmts or not isinstance(stmts[0], ast.stmt):
-                    continue
-                kept = [st for st in stmts if not (
-                    isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
-                    and st.targets[0].id not in loaded and _is_pure(st.value))]
-                if len(kept) != len(stmts):
-                    removed = True
-                    setattr(node, field_name, kept or ([ast.Pass()] if field_name == "body" else []))
-        if not removed:
-            return
+    and lane index arrays whose accesses all became strided views), until none is left.
+
+    One walk counts the reads of each name; removing an assignment takes back the reads of its
+    value, which may leave the assignments of those names unread in turn (a worklist, not a walk
+    of the module per round)."""
+    reads: collections.Counter = collections.Counter()
+    assigned: dict[str, list] = {}  # name -> the candidate assignments to it
+    bodies: list[tuple[ast.AST, str]] = []
+    for node in ast.walk(module):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            reads[node.id] += 1
+        for field_name in ("body", "orelse"):
+            stmts = getattr(node, field_name, None)
+            if not isinstance(stmts, list) or not stmts or not isinstance(stmts[0], ast.stmt):
+                continue
+            bodies.append((node, field_name))
+            for st in stmts:
+                if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+                    assigned.setdefault(st.targets[0].id, []).append(st)
+    dead: set[int] = set()
+    pending = [name for name in assigned if not reads[name]]
+    while pending:
+        for st in assigned.pop(pending.pop(), ()):
+            if not _is_pure(st.value):
+                continue
+            dead.add(id(st))
+            for node in ast.walk(st.value):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                    reads[node.id] -= 1
+                    if not reads[node.id] and node.id in assigned:
+                        pending.append(node.id)
+    if not dead:
+        return
+    for node, field_name in bodies:
+        stmts = getattr(node, field_name)
+        kept = [st for st in stmts if id(st) not in dead]
+        if len(kept) != len(stmts):
+            setattr(node, field_name, kept or ([ast.Pass()] if field_name == "body" else []))
 
 
 def _number_statements(module: ast.Module) -> None:
