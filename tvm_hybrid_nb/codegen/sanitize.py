@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import contextlib
 
-from .names import Value, _Axis, _BufferInfo, _name
+from .names import Value, _Axis, _BufferInfo, _key, _name
 from .targets import LLVM_KINDS, overflow_is_poison
 
 
@@ -106,7 +106,10 @@ class SanitizerMixin:
             keywords["shadow"] = _name(info.shadow)
         if (self._defers_poison(info) and (write or self.defer_poison)) or (write and self.overflow_deferred):
             keywords["poison"] = _name("race_log")
-        lanes = self._logged_lanes()
+        # Racing lanes that each have their own copy of the buffer (a parallel loop's privatised
+        # scratch) never meet in it: their records would only cost a sort per write.
+        own_copy = set(info.prefix_axes)
+        lanes = [ax for ax in self._logged_lanes() if ax.var is None or _key(ax.var) not in own_copy]
         if lanes and not info.per_thread:
             if self._statement_records(info):
                 keywords["statement"] = ast.Constant(True)

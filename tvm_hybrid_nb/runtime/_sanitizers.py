@@ -224,10 +224,17 @@ class RaceLog:
             write_keys = np.where(writes, keys, 0)
             same = (np.minimum.reduceat(np.where(writes, keys, big), starts)
                     == np.maximum.reduceat(write_keys, starts))
-            pairs = np.unique(np.stack([elems, ids]), axis=1, return_inverse=True)[1].reshape(-1)
-            first_write = np.full(pairs.max() + 1, np.iinfo(np.int64).max)
-            np.minimum.at(first_write, pairs[writes], seq[writes])
-            read_ok = writes | (first_write[pairs] < seq)
+            if writes.all():  # no read to order (each write of a parallel loop's step is checked alone)
+                read_ok = writes
+            else:
+                span = int(ids.max()) + 1
+                if (int(elems.max()) + 1) * span < 1 << 62:  # (element, lane) as one number: a flat sort
+                    pairs = np.unique(elems * span + ids, return_inverse=True)[1].reshape(-1)
+                else:
+                    pairs = np.unique(np.stack([elems, ids]), axis=1, return_inverse=True)[1].reshape(-1)
+                first_write = np.full(pairs.max() + 1, np.iinfo(np.int64).max)
+                np.minimum.at(first_write, pairs[writes], seq[writes])
+                read_ok = writes | (first_write[pairs] < seq)
             harmless = same & np.logical_and.reduceat(read_ok, starts)
             if old_keys is not None:  # every write silent: the element never changes
                 silent = ~writes | (old_keys[order] == keys)
