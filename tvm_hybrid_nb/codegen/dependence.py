@@ -17,8 +17,12 @@ from .radix import fold_radix
 class _LoopAccesses:
     """Buffer accesses, scalar bindings and inner loops of one loop body, for the dependence test."""
 
-    def __init__(self, roots: dict[int, int], outer=()):
+    def __init__(self, roots: dict[int, int], outer=(), events: dict | None = None):
         self.roots = dict(roots)
+        #: Per expression (by handle): its loads and calls in walk order, with the expression kept
+        #: alive; shared by the analyses of the nested loops of one function, which walk the same
+        #: expressions once per loop around them.
+        self.events = events if events is not None else {}
         #: ``(var, min, extent)`` of the loops around the loop under test (outermost first): their
         #: variables are fixed during it but only take values in their ranges.
         self.outer: tuple = tuple(outer)
@@ -58,15 +62,25 @@ class _LoopAccesses:
         return self.roots.get(_key(buf), _key(buf))
 
     def expr(self, expr) -> None:
-        def visit(node):
-            key = _type_key(node)
-            if key == "ir.TensorLoad":
-                self.add(self.root(node.source), _key(node.source), False, list(node.indices))
-            elif key == "ir.Call":
-                self.call(node)
-            return True
+        cached = self.events.get(_key(expr))
+        if cached is None:
+            found: list = []
 
-        tvm_ffi.structural_walk(expr, visit, order="post")
+            def visit(node):
+                key = _type_key(node)
+                if key == "ir.TensorLoad":
+                    found.append((node.source, list(node.indices)))
+                elif key == "ir.Call":
+                    found.append((None, node))
+                return True
+
+            tvm_ffi.structural_walk(expr, visit, order="post")
+            cached = self.events[_key(expr)] = (expr, found)
+        for source, what in cached[1]:
+            if source is None:
+                self.call(what)
+            else:
+                self.add(self.root(source), _key(source), False, list(what))
 
     def call(self, node) -> None:
         """Calls that write memory: a kernel launch touches what its kernel touches (no claim of
@@ -189,16 +203,20 @@ def loop_dependences(loop, roots: dict[int, int], private=(), outer=(),
     return None, shared
 
 
-def _accesses(loop, roots: dict[int, int], outer=(), cache: dict | None = None):
+#: The key of :func:`_accesses`'s cache under which the expressions' loads and calls are kept.
+_EXPRESSION_EVENTS = "expression events"
+
+
+def _accesses(loop, roots: dict[int, int], outer=(), cache: dict | None = None, events: dict | None = None):
     """The accesses of ``loop``'s body and the analyzer that expands its bindings.  ``cache`` (a
     dict the caller keeps while the IR lives) keeps them for the next question about the same loop
     (the planner asks once per allocation of a GPU kernel's blocks); they are not modified."""
     if cache is not None:
         key = (_key(loop), tuple((_key(v), str(lo), str(n)) for v, lo, n in outer), frozenset(roots.items()))
         if key not in cache:
-            cache[key] = _accesses(loop, roots, outer)
+            cache[key] = _accesses(loop, roots, outer, events=cache.setdefault(_EXPRESSION_EVENTS, {}))
         return cache[key]
-    acc = _LoopAccesses(roots, outer)
+    acc = _LoopAccesses(roots, outer, events)
     acc.stmt(loop.body)
     expand = tvm.sym.Analyzer()
     for var, value in acc.binds:
