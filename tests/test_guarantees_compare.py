@@ -407,18 +407,21 @@ _LEAK_SCRIPT = textwrap.dedent("""
         build()
     gc.collect()
     before = rss_mib()
-    for _ in range(100):
-        build()
-    gc.collect()
-    print(rss_mib() - before)
+    for _ in range(3):  # three rounds: a leak grows in each, the allocator's noise (about 1 MiB) in few
+        for _ in range(100):
+            build()
+        gc.collect()
+        after = rss_mib()
+        print(after - before)
+        before = after
 """)
 
 
 def test_dropped_modules_free_their_stages():
     run = subprocess.run([sys.executable, "-c", _LEAK_SCRIPT], capture_output=True, text=True, timeout=240)
     assert run.returncode == 0, run.stderr[-2000:]
-    growth = float(run.stdout.split()[-1])
-    assert growth < 2.0, f"RSS grew {growth:.1f} MiB over 100 builds"
+    growths = sorted(float(g) for g in run.stdout.split())
+    assert len(growths) == 3 and growths[1] < 2.0, f"RSS grew {growths} MiB in three rounds of 100 builds"
 
 
 def test_dropped_modules_release_the_hybrid_sources_of_their_kernels():
