@@ -502,7 +502,8 @@ class _Planner:
             blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses)
             candidates = self.per_block(node)
             if blocking is None and shared and set(shared) <= set(candidates):
-                private = tuple(sorted(shared))
+                # by name (then key): the order the copies are allocated in, the same in any process
+                private = tuple(sorted(shared, key=lambda k: (str(self.shared[k].name), k)))
             dependence = blocking or next((why for buf, why in shared.items() if buf not in candidates), None)
         else:
             blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses)
@@ -565,7 +566,8 @@ class _Planner:
         for buf in bufs:
             self.plan.privatised[_key(buf)] = buf
         names = ", ".join(str(b.name) for b in bufs)
-        return tuple(sorted(_key(b) for b in bufs)), f"each writes {names} before reading it"
+        return tuple(_key(b) for b in sorted(bufs, key=lambda b: (str(b.name), _key(b)))), \
+            f"each writes {names} before reading it"
 
     def alike(self, node, shared: dict) -> str:
         """Iterations that all write the same values to the allocations that carry loop ``node``'s
