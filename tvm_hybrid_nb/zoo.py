@@ -472,8 +472,9 @@ def meaning_change(hm, inputs, outcome: KernelOutcome, mode: str) -> None:
     # reference is, within the rounding of the reordered sum, not as a change of meaning.
     reordered = outcome.flavour != "none"
     eps = _arithmetic_eps(hm) if reordered else 0.0
+    bf16 = _bf16_native(hm)
     changes = [i for i in range(1, len(results))
-               if _outputs_equal(results[i][1], results[i - 1][1], _bf16_native(hm), reordered=reordered,
+               if _outputs_equal(results[i][1], results[i - 1][1], bf16, reordered=reordered,
                                  arithmetic_eps=eps) is not None]
     if len(changes) == 1:
         outcome.reason += f"; {MEANING_CHANGE} {results[changes[0]][0].label} and stays changed"
