@@ -32,6 +32,9 @@ class SerialCost:
     lanes: int
     #: Statements in the program (each counted once): what code generation and the analysis walk.
     size: int
+    #: Combine steps of ``tvm_thread_allreduce`` executed: each thread's value after the first is
+    #: folded in by one call of the reducer (256 threads: 255 calls, in one statement).
+    folds: int = 0
 
 
 def serial_cost(func, module_functions: dict | None = None, sizes: dict | None = None,
@@ -111,13 +114,13 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
         raise _Unknown
 
     def add(a, b):
-        return (a[0] + b[0], a[1] + b[1])
+        return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
 
     def times(n, a):
-        return (n * a[0], n * a[1])
+        return (n * a[0], n * a[1], n * a[2])
 
     def launches(expr, threads: bool) -> tuple:
-        total = (0, 0)
+        total = (0, 0, 0)
         if not functions:  # no device kernels to launch: no expression walk (most stages)
             return total
         calls = []
@@ -153,14 +156,26 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
 
     def one(threads: bool) -> tuple:
         sizes_seen[0] += 1
-        return (0, 1) if threads else (1, 0)
+        return (0, 1, 0) if threads else (1, 0, 0)
+
+    def allreduce_folds(value) -> tuple:
+        """The combine steps of a ``tvm_thread_allreduce`` call: one per thread after the first."""
+        if _type_key(value) != "ir.Call" or not str(getattr(value.op, "name", "")).endswith("tvm_thread_allreduce"):
+            return (0, 0, 0)
+        count = int(value.args[0].value)
+        threads = 1
+        for var in list(value.args)[2 + 2 * count:]:
+            around = ranges.get(_key(var))
+            if around is not None:
+                threads *= max(extent_of(around[2]), 1)
+        return (0, 0, threads - 1)
 
     def stmt(node, threads: bool) -> tuple:
         if node is None:
-            return (0, 0)
+            return (0, 0, 0)
         key = _type_key(node)
         if key == "tirx.SeqStmt":
-            total = (0, 0)
+            total = (0, 0, 0)
             for s in node.seq:
                 total = add(total, stmt(s, threads))
             return total
@@ -204,7 +219,7 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
         if key == "s_tir.SBlockRealize":
             return add(one(threads), add(stmt(node.block.init, threads), stmt(node.block.body, threads)))
         if key in ("tirx.BufferStore", "tirx.Evaluate"):
-            return add(one(threads), launches(node.value, threads))
+            return add(add(one(threads), launches(node.value, threads)), allreduce_folds(node.value))
         if key in ("tirx.Bind", "tirx.LetStmt"):
             with contextlib.suppress(_Unknown):
                 if not _is_int(_dtype(node.value)):  # a pointer (``T.address_of(A[0, 0])``), a float
@@ -214,10 +229,10 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
             return add(add(one(threads), launches(node.value, threads)), stmt(getattr(node, "body", None), threads))
         body = getattr(node, "body", None)
         return add(one(threads), stmt(body, threads) if body is not None and not isinstance(body, (list, tuple))
-                   else (0, 0))
+                   else (0, 0, 0))
 
     try:
-        scalar, lanes = stmt(func.body, False)
+        scalar, lanes, folds = stmt(func.body, False)
     except _Unknown:
         return None
-    return SerialCost(scalar, lanes, sizes_seen[0])
+    return SerialCost(scalar, lanes, sizes_seen[0], folds)

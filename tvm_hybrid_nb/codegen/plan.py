@@ -54,6 +54,9 @@ ANALYSIS_SECONDS_PER_STATEMENT = 1e-3
 #: :func:`lanes_lose_reason` prices a statement on lanes at the measured median (34 µs, see
 #: :func:`exact_plan_reason`): it compares two runs, with no analysis to favour.
 LANES_SECONDS_PER_STATEMENT = 34e-6
+#: One combine step of a ``tvm_thread_allreduce`` (a call of the reducer on the lanes), measured at
+#: 0.8-1.8 µs for a sum and 3.9-6.2 µs for TIR's ``Max`` (a select) over 32 to 1,024 threads.
+FOLD_SECONDS = 3e-6
 #: Whether fast mode runs the exact plan where its analysis cannot win (:func:`exact_plan_reason`).
 #: The test suite turns it off to exercise the lanes on small kernels (``tests/conftest.py``).
 EXACT_PLAN_WHEN_CHEAP = True
@@ -682,6 +685,9 @@ def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | 
     costs more per statement (3-4 ms on the zoo's dlight matmuls), and the GPU stages it would have
     sent to lanes lost there.  Kernels where fast mode matters are orders of magnitude past the
     line (a 128³ matmul: 2 million statement executions, about 0.6 s serially, against 6 ms).
+    A ``tvm_thread_allreduce`` is one statement that folds its threads one after another
+    (:data:`FOLD_SECONDS` a step): dlight's softmax over 120 blocks of 256 threads folds 61,200
+    times, 0.27 s serially, against 8 ms for its blocks run as lanes.
     """
     if not EXACT_PLAN_WHEN_CHEAP:
         return ""
@@ -691,13 +697,15 @@ def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | 
     bound = ""
     if sizes and serial_cost(func, module_functions) is None:  # the sizes decided: say which
         bound = " with " + ", ".join(f"{name} = {value}" for name, value in sorted(sizes.items()))
-    serial = cost.scalar * SERIAL_SECONDS_PER_STATEMENT + cost.lanes * SERIAL_SECONDS_PER_LANES_STATEMENT
+    serial = (cost.scalar * SERIAL_SECONDS_PER_STATEMENT + cost.lanes * SERIAL_SECONDS_PER_LANES_STATEMENT
+              + cost.folds * FOLD_SECONDS)
     analysis = cost.size * ANALYSIS_SECONDS_PER_STATEMENT
     if serial >= analysis:
         return ""
     executed = cost.scalar + cost.lanes
-    return (f"the serial run{bound} is cheap ({executed} statement executions, {cost.lanes} of them on GPU threads: "
-            f"about {serial * 1e3:.2g} ms), less than the lanes analysis of its {cost.size} statements would take "
+    folds = f" and {cost.folds} combine steps of thread allreduces" if cost.folds else ""
+    return (f"the serial run{bound} is cheap ({executed} statement executions, {cost.lanes} of them on GPU threads"
+            f"{folds}: about {serial * 1e3:.2g} ms), less than the lanes analysis of its {cost.size} statements would take "
             f"(about {analysis * 1e3:.2g} ms)")
 
 
@@ -719,8 +727,10 @@ def lanes_lose_reason(func, plan: EmulationPlan, module_functions: dict | None =
     exact = serial_cost(func, module_functions, sizes)
     if fast is None or exact is None:
         return ""
-    seconds_fast = fast.scalar * SERIAL_SECONDS_PER_STATEMENT + fast.lanes * LANES_SECONDS_PER_STATEMENT
-    seconds_exact = exact.scalar * SERIAL_SECONDS_PER_STATEMENT + exact.lanes * LANES_SECONDS_PER_STATEMENT
+    seconds_fast = (fast.scalar * SERIAL_SECONDS_PER_STATEMENT + fast.lanes * LANES_SECONDS_PER_STATEMENT
+                    + fast.folds * FOLD_SECONDS)
+    seconds_exact = (exact.scalar * SERIAL_SECONDS_PER_STATEMENT + exact.lanes * LANES_SECONDS_PER_STATEMENT
+                     + exact.folds * FOLD_SECONDS)
     if seconds_fast <= seconds_exact:
         return ""
     bound = ""
