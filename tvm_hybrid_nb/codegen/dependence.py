@@ -4,6 +4,7 @@ inner loops, with the guards around them.  :mod:`.plan` asks it which loops may 
 from __future__ import annotations
 
 import contextlib
+import copy
 
 import tvm
 import tvm_ffi
@@ -225,9 +226,18 @@ def _accesses(loop, roots: dict[int, int], outer=(), cache: dict | None = None, 
     return acc, expand
 
 
-def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> str | None:
+def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str, split: bool = True) -> str | None:
     """Why two iterations of ``loop`` may touch the same element through ``items`` (one buffer's
-    ``(view key, is_write, indices, guards)``), or None when each iteration touches its own elements."""
+    ``(view key, is_write, indices, guards)``), or None when each iteration touches its own elements.
+    ``split``: also try the loop as two nested loops over its quotient and remainder
+    (:func:`_split_separates`)."""
+    why = _overlap_of(loop, acc, expand, items, name)
+    if why is not None and split and _split_separates(loop, acc, expand, items, name):
+        return None
+    return why
+
+
+def _overlap_of(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> str | None:
     x = loop.loop_var.name
     if len({item[0] for item in items}) > 1 or len({len(item[2]) for item in items}) > 1:
         flat = _element_offsets(items, acc)
@@ -250,6 +260,72 @@ def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> str 
                                                            from_zero):
                 return f"carried dependence on {name}: two iterations of {x} may touch the same element"
     return None
+
+
+class _SplitLoop:
+    """One of the two loops :func:`_split_separates` reads a loop as (a loop's variable and range)."""
+
+    def __init__(self, var, extent: int):
+        self.loop_var, self.min, self.extent = var, tirx.const(0, _dtype(var)), tirx.const(extent, _dtype(var))
+
+
+def _split_divisor(loop, items: list, expand) -> int | None:
+    """The constant ``c`` that the accesses divide ``loop``'s variable by (``x // c``, ``x % c``), when
+    there is exactly one; None otherwise."""
+    x = loop.loop_var
+    found: set[int] = set()
+
+    def visit(node):
+        if _type_key(node) in ("prim.FloorDiv", "prim.FloorMod", "prim.Div", "prim.Mod") \
+                and _type_key(node.a) == "ir.Var" and node.a.same_as(x) and _type_key(node.b) == "ir.IntImm":
+            found.add(int(node.b.value))
+        return True
+
+    for item in items:
+        for expr in (*item[2], *item[3]):
+            tvm_ffi.structural_walk(expand.simplify(expr), visit, order="post")
+    return found.pop() if len(found) == 1 and min(found) > 1 else None
+
+
+def _split_separates(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> bool:
+    """Whether the iterations of ``loop`` (from 0, of constant extent) touch their own elements, read
+    as the loops ``q`` (outer) and ``r`` (inner) of ``x = q * c + r``, where the accesses divide ``x``
+    by ``c``: two iterations differ in ``q``, or share it and differ in ``r``, so the loop is
+    independent when the iterations of ``q`` are (``r`` one more inner loop) and, ``q`` held fixed,
+    those of ``r`` are.  dlight's GPU softmax over ``(2, 7, 20)`` stores
+    ``out[bx // 20, tx, bx % 20]``: no single index, nor their row-major number, moves by a constant
+    step with ``bx``, but ``bx // 20`` separates the ``q`` and ``bx % 20`` the ``r``."""
+    x = loop.loop_var
+    if not _is_zero(loop.min) or _type_key(loop.extent) != "ir.IntImm":
+        return False
+    c = _split_divisor(loop, items, expand)
+    if c is None:
+        return False
+    try:
+        dtype = _dtype(x)
+        q, r = tirx.Var(f"{x.name}_q", dtype), tirx.Var(f"{x.name}_r", dtype)
+        q_extent = -(-int(loop.extent.value) // c)  # x = q * c + r past the extent: more pairs, no fewer
+        split = tvm.sym.Analyzer()
+        split.bind(q, tvm.ir.Range.from_min_extent(0, q_extent))
+        split.bind(r, tvm.ir.Range.from_min_extent(0, c))
+        split.bind(x, q * c + r)
+
+        def rewrite(expr):
+            return split.simplify(expand.simplify(expr))
+
+        split_items = [(item[0], item[1], [rewrite(i) for i in item[2]], tuple(rewrite(g) for g in item[3]))
+                       for item in items]
+        inner = [(var, rewrite(lo), rewrite(extent)) for var, lo, extent in acc.inner]
+        over_q = copy.copy(acc)
+        over_q.inner = inner + [(r, tirx.const(0, dtype), tirx.const(c, dtype))]
+        if _overlap(_SplitLoop(q, q_extent), over_q, split, split_items, name, split=False) is not None:
+            return False
+        over_r = copy.copy(acc)
+        over_r.inner = inner
+        over_r.outer = tuple(acc.outer) + ((q, tirx.const(0, dtype), tirx.const(q_extent, dtype)),)
+        return _overlap(_SplitLoop(r, c), over_r, split, split_items, name, split=False) is None
+    except Exception:  # anything the analyzer cannot reason about: no claim of independence
+        return False
 
 
 def _loop_ranges(loop, acc: "_LoopAccesses"):
