@@ -29,6 +29,31 @@ def _lane_text(lanes, lane):
     return ", ".join(reversed(parts))
 
 
+def _warp_numbers(lanes):
+    """A function from lane numbers (:func:`_lane_ids` of ``lanes``) to the warp each thread runs in
+    (32 consecutive threads, ``threadIdx.x`` fastest, then ``.y``, ``.z``), or None when the lanes are
+    not all threads of one block or fit in one warp."""
+    tags = [tag for _axis, _extent, tag in lanes]
+    if not tags or any(tag not in ("threadIdx.x", "threadIdx.y", "threadIdx.z") for tag in tags) \
+            or len(set(tags)) != len(tags):
+        return None
+    extents = {tag: int(extent) for _axis, extent, tag in lanes}
+    if int(np.prod(list(extents.values()))) <= 32:
+        return None
+    x, y = extents.get("threadIdx.x", 1), extents.get("threadIdx.y", 1)
+
+    def warp_of(ids):
+        ids = np.asarray(ids, np.int64)
+        coords = {}
+        for _axis, extent, tag in reversed(lanes):
+            coords[tag] = ids % int(extent)
+            ids = ids // int(extent)
+        linear = coords.get("threadIdx.x", 0) + x * (coords.get("threadIdx.y", 0) + y * coords.get("threadIdx.z", 0))
+        return np.asarray(linear // 32, np.int64)
+
+    return warp_of
+
+
 class RaceLog:
     """Sanitizer: the elements each lane touched since the last barrier, per buffer.
 
@@ -104,7 +129,9 @@ class RaceLog:
         ``grid``: global memory, also checked against the other blocks of the grid; ``region``
         (with ``statement``): writes are also kept until the threads end (global memory before
         ThreadSync: no barrier orders two threads' writes, while a read before another thread's write
-        in a later statement is ordered by the lockstep TVM's warp-synchronous code relies on)."""
+        in a later statement is ordered by the lockstep TVM's warp-synchronous code relies on); a
+        read is checked against them: another warp's earlier write is a race
+        (:meth:`_check_warp_read`)."""
         elems = np.ravel_multi_index(index, shape) if index else np.zeros(lane_ids.shape, np.int64)
         book = self.statement if statement else self.records
         entry = book.setdefault(name, (shape, lanes, []))
@@ -112,10 +139,62 @@ class RaceLog:
         entry[2].append(item)
         if write and statement and region:
             self.records.setdefault(name, (shape, lanes, []))[2].append(item)
+        elif statement and region and name in self.records:
+            self._check_warp_read(name, shape, elems, lane_ids, lanes)
         if write:
             self._check(name, shape, lanes, entry[2] if statement else [item])
         if grid and self.block is not None:
             self._check_blocks(name, shape, elems, write, values, previous)
+
+    def _check_warp_read(self, name, shape, elems, lane_ids, lanes):
+        """A read of global memory by GPU threads against the writes earlier statements made since
+        the last barrier: a thread reading an element that a thread of another warp wrote races
+        (warps do not run in lockstep; only a barrier orders them), unless every write kept the
+        value the element held (silent) or every write stores one value and the reading warp wrote
+        it too.  Threads of one warp are left to the lockstep TVM's warp-synchronous code relies on."""
+        warp_of = _warp_numbers(lanes)
+        if warp_of is None:
+            return
+        _shape, written_lanes, items = self.records[name]
+        if written_lanes != lanes:
+            return
+        sizes = [item[0].size for item in items]
+        keys = self._value_keys(items, sizes)
+        old_keys = self._value_keys(items, sizes, column=4)
+        if keys is None or old_keys is None:  # buffers of vectors: no value to compare, no claim
+            return
+        w_elems = np.concatenate([np.ravel(item[0]) for item in items])
+        w_warps = warp_of(np.concatenate([np.ravel(item[1]) for item in items]))
+        changed = keys != old_keys
+        r_elems, r_warps = np.ravel(elems), warp_of(np.ravel(lane_ids))
+        hit = np.isin(r_elems, w_elems[changed])
+        if not hit.any():
+            return
+        w_ids = np.concatenate([np.ravel(item[1]) for item in items])
+        order = np.argsort(w_elems, kind="stable")
+        w_elems, w_warps, w_ids, keys, changed = (a[order] for a in (w_elems, w_warps, w_ids, keys, changed))
+        starts = np.flatnonzero(np.r_[True, w_elems[1:] != w_elems[:-1]])
+        ends = np.r_[starts[1:], w_elems.size]
+        elements = w_elems[starts]
+        agree = np.minimum.reduceat(keys, starts) == np.maximum.reduceat(keys, starts)
+        low = np.minimum.reduceat(np.where(changed, w_warps, np.iinfo(np.int64).max), starts)
+        high = np.maximum.reduceat(np.where(changed, w_warps, -1), starts)
+        for k in np.flatnonzero(hit):
+            at = int(np.searchsorted(elements, r_elems[k]))
+            reader = int(r_warps[k])
+            if low[at] == reader and high[at] == reader:
+                continue
+            span = slice(starts[at], ends[at])
+            if agree[at] and np.any(w_warps[span] == reader):
+                continue
+            writer_warp = int(low[at]) if low[at] != reader else int(high[at])
+            writer = int(w_ids[span][(w_warps[span] == writer_warp) & changed[span]][0])
+            where_index = [int(i) for i in np.unravel_index(int(r_elems[k]), shape)]
+            raise RuntimeError(
+                f"data race on {name}{where_index}: written by thread ({_lane_text(lanes, writer)}) of warp "
+                f"{writer_warp} and read in a later statement by thread "
+                f"({_lane_text(lanes, int(np.ravel(lane_ids)[k]))}) of warp {reader}, with no barrier in "
+                f"between: warps do not run in lockstep")
 
     def _check_blocks(self, name, shape, elems, write, values, previous):
         """The grid ledger: an element one block wrote and another block touches is a race (the
