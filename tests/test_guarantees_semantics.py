@@ -928,3 +928,40 @@ def test_tanh_and_sigmoid_are_tvms_llvm_formulas_in_the_operand_dtype(dtype, op)
         for mode in MODES:
             got = hm.emulate(x, np.zeros(512, dtype), stage=stage.index, mode=mode)
             np.testing.assert_array_equal(got, native, err_msg=f"{stage.label} {mode}")
+
+
+def test_ldexp_scales_exactly_as_the_natives_ldexpf_at_every_stage():
+    """``ldexp(x, n)`` is exact (a subnormal result rounds once, past the range gives inf or 0):
+    numpy's ``ldexp`` is that operation; it was refused."""
+    n = 64
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(n) * 1e3).astype("float32")
+    x[:4] = [np.nan, -np.inf, 0.0, -0.0]
+    e = rng.integers(-160, 140, n).astype("int32")
+    a = te.placeholder((n,), "float32", name="A")
+    b = te.placeholder((n,), "int32", name="B")
+    c = te.compute((n,), lambda i: tirx.ldexp(a[i], b[i]), name="C")
+    hm = thn.build(te.create_prim_func([a, b, c]))
+    native = hm.run_native(x, e, np.zeros(n, "float32"))
+    np.testing.assert_array_equal(_bits(native), _bits(np.ldexp(x, e)))
+    assert np.isinf(native).sum() > 4 and ((native != 0) & (np.abs(native) < np.finfo("float32").tiny)).any()
+    for stage in _changed_stages(hm):
+        for mode in MODES:
+            out = hm.emulate(x, e, np.zeros(n, "float32"), stage=stage.index, mode=mode)
+            np.testing.assert_array_equal(_bits(out), _bits(native), err_msg=f"{stage.label} {mode}")
+
+
+def test_exp10_is_ten_to_the_power_rounded_once_on_cuda_and_tvms_formula_on_llvm():
+    n = 256
+    x = np.linspace(-30, 30, n).astype("float32")
+    a = te.placeholder((n,), "float32", name="A")
+    c = te.compute((n,), lambda i: tirx.exp10(a[i]), name="C")
+    func = te.create_prim_func([a, c])
+    want = np.power(10.0, x.astype(np.float64)).astype(np.float32)
+    on_cuda = thn.build(func, target="cuda")
+    for mode in MODES:
+        np.testing.assert_array_equal(on_cuda.emulate(x, np.zeros(n, "float32"), mode=mode), want)
+    on_llvm = thn.build(func)  # TVM computes exp(x * ln 10) there: a few ulps from 10 ** x
+    native = on_llvm.run_native(x, np.zeros(n, "float32"))
+    np.testing.assert_array_equal(_bits(on_llvm.emulate(x, np.zeros(n, "float32"))), _bits(native))
+    np.testing.assert_allclose(native, want, rtol=1e-5)

@@ -39,12 +39,12 @@ class ExpressionsMixin:
         "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "arcsin",
         "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "floor", "ceil",
         "trunc", "isnan", "isinf", "isfinite", "fmod", "copysign", "hypot", "nextafter", "power",
-        "arctan2")}
+        "arctan2", "ldexp")}
     NUMPY_MATH.update({"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
                        "acosh": "arccosh", "atanh": "arctanh", "atan2": "arctan2", "pow": "power",
                        "fabs": "abs", "round": "rint", "nearbyint": "rint"})
     #: Intrinsics implemented by a runtime helper of the same meaning.
-    HELPER_MATH = {"rsqrt": "rsqrt", "sigmoid": "sigmoid", "erf": "erf", "popcount": "popcount"}
+    HELPER_MATH = {"rsqrt": "rsqrt", "sigmoid": "sigmoid", "erf": "erf", "popcount": "popcount", "exp10": "exp10"}
     #: Unary math whose numpy loops already return a NaN operand as libm does (others: nan_through).
     NAN_EXACT_MATH = frozenset({"floor", "ceil", "trunc", "round", "nearbyint", "fabs", "sqrt", "rsqrt", "exp2",
                                 "log2", "log1p", "tan", "sinh", "atan", "erf", "popcount"})
