@@ -6,13 +6,15 @@ import ast
 import builtins
 import contextlib
 
+import tvm_ffi
+
 from tvm import tirx
 import tvm
 
 from ..errors import UnsupportedConstructError
 from .analysis import _calls_allreduce, _contains, _reads_memory
 from .plan import LANES, PARALLEL_CHUNKS, RACE_LANES, SERIAL, PlanRejected
-from .state import ProgressLevel
+from .state import LoopExits, ProgressLevel
 from .names import (Value, _AllocLike, _CannotVectorize, _FOR_KIND_ITERATORS, _SerialFrame, _dtype, _is_float, _is_int,
     _is_true, _is_zero, _key, _lanes, _name, _np, _store_name, _type_key, _varying)
 
@@ -132,6 +134,7 @@ class ControlFlowMixin:
         self.scope.var_kinds[_key(node.loop_var)] = ("py", _dtype(node.loop_var), False)
         frame = _SerialFrame(node.loop_var, node.min, lo.node, extent.node, name, outside, self.serial.guard_depth)
         hook, chain = self._progress_hook(name, lo, node, extent)
+        exits = self._masked_exits(node.body) if self.lanes.vector_depth else None
         self.serial.depth += 1
         self.serial.frames.append(frame)
         outer_chain, self.hooks.chain = self.hooks.chain, chain
@@ -143,8 +146,72 @@ class ControlFlowMixin:
             self.serial.depth -= 1
             self.serial.frames.pop()
             self.hooks.chain = outer_chain
-        return frame.hoisted + self._block_ledger(tag, name, ast.For(_store_name(name), call,
-                                                                     hook + body or [ast.Pass()], []))
+            if exits is not None:
+                self.lanes.stmt_masks.pop()
+                self.serial.exits = {k: v for k, v in self.serial.exits.items() if v is not exits}
+        front: list[ast.stmt] = []
+        if exits is not None:
+            front, head = self._exit_masks(exits)
+            body = head + body
+        return front + frame.hoisted + self._block_ledger(tag, name, ast.For(_store_name(name), call,
+                                                                             hook + body or [ast.Pass()], []))
+
+    def _masked_exits(self, body) -> LoopExits | None:
+        """The masks of a serial loop run inside GPU threads whose body (outside its inner loops)
+        holds ``break_loop``/``continue_loop``: the threads may take them apart.  Registers the calls
+        and pushes ``going`` onto the statement masks (popped by the caller); None without any."""
+        calls = []
+
+        def visit(n):
+            key = _type_key(n)
+            if key in ("tirx.For", "tirx.While"):
+                return tvm_ffi.WalkResult.SKIP
+            if key == "ir.Call" and isinstance(n.op, tvm.ir.Op) and n.op.name in ("tirx.break_loop",
+                                                                                  "tirx.continue_loop"):
+                calls.append(n)
+            return tvm_ffi.WalkResult.ADVANCE
+
+        tvm_ffi.structural_walk(body, visit, order="pre")
+        if not calls:
+            return None
+        if not all(ax.is_thread for ax in self.lanes.axes):
+            # Iterations run as lanes would all loop as long as the last to leave: run them serially.
+            raise _CannotVectorize("break or continue in a loop inside lanes")
+        breaks = any(c.op.name == "tirx.break_loop" for c in calls)
+        exits = LoopExits(self.namer.define_name("going"), self.namer.define_name("alive") if breaks else None,
+                          len(self.lanes.stmt_masks))
+        for c in calls:
+            self.serial.exits[_key(c)] = exits
+        self.lanes.stmt_masks.append(_name(exits.going))
+        return exits
+
+    @staticmethod
+    def _exit_masks(exits: LoopExits) -> tuple[list[ast.stmt], list[ast.stmt]]:
+        """The statements in front of a loop with masked exits, and at the head of its body: every
+        thread starts the loop; each iteration runs for those that have not broken out, and the loop
+        ends when none is left."""
+        true = ast.Attribute(_name("np"), "True_", ast.Load())
+        if exits.alive is None:
+            return [], [ast.Assign([_store_name(exits.going)], true)]
+        none_left = ast.UnaryOp(ast.Not(), ast.Call(_np("any"), [_name(exits.alive)], []))
+        return ([ast.Assign([_store_name(exits.alive)], true)],
+                [ast.If(none_left, [ast.Break()], []), ast.Assign([_store_name(exits.going)], _name(exits.alive))])
+
+    def _take_exit(self, call, leave_loop: bool) -> list[ast.stmt] | None:
+        """``break``/``continue`` of a loop with masked exits: the threads reaching it (the loop
+        body's masks where it stands) stop this iteration, and with ``break`` the loop; None for a
+        call of a loop without them."""
+        exits = self.serial.exits.get(_key(call))
+        if exits is None:
+            return None
+        leaving = self.namer.define_name("leaving")
+        out = [ast.Assign([_store_name(leaving)], self._mask_expr(self.lanes.stmt_masks[exits.mask_depth:])),
+               ast.Assign([_store_name(exits.going)], ast.BinOp(_name(exits.going), ast.BitAnd(),
+                                                                ast.UnaryOp(ast.Invert(), _name(leaving))))]
+        if leave_loop:
+            out.append(ast.Assign([_store_name(exits.alive)], ast.BinOp(
+                _name(exits.alive), ast.BitAnd(), ast.UnaryOp(ast.Invert(), _name(leaving)))))
+        return out
 
     def _cut_loop(self, node, cut: tuple):
         """Loop ``node`` over ``[lo, hi)`` only (the plan proved the other iterations do nothing):
@@ -284,11 +351,17 @@ class ControlFlowMixin:
         return [ast.If(ast.UnaryOp(ast.Not(), test), [ast.Raise(call, None)], [])]
 
     def visit_Break(self, node) -> list[ast.stmt]:
+        masked = self._take_exit(node, leave_loop=True)
+        if masked is not None:
+            return masked
         if self.lanes.vector_depth:
             raise _CannotVectorize("break")
         return [ast.Break()]
 
     def visit_Continue(self, node) -> list[ast.stmt]:
+        masked = self._take_exit(node, leave_loop=False)
+        if masked is not None:
+            return masked
         if self.lanes.vector_depth:
             raise _CannotVectorize("continue")
         return [ast.Continue()]

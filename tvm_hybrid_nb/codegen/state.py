@@ -71,6 +71,21 @@ class SerialState:
     frames: list[_SerialFrame] = field(default_factory=list)
     guard_depth: int = 0
     hoisted_views: set[str] = field(default_factory=set)
+    #: ``break_loop``/``continue_loop`` calls (by key) of serial loops run inside GPU threads -> the
+    #: masks of their loop (:class:`LoopExits`).
+    exits: dict = field(default_factory=dict)
+
+
+@dataclass
+class LoopExits:
+    """A serial loop inside GPU threads with ``break``/``continue``, which some threads may take and
+    others not: ``going`` masks the threads still running the iteration, ``alive`` (with a
+    ``break``) those that have not left the loop; ``mask_depth`` is where the statement masks of the
+    loop body begin (``going`` first)."""
+
+    going: str
+    alive: str | None
+    mask_depth: int
 
 
 @dataclass
