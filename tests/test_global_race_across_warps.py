@@ -1,5 +1,5 @@
 """Sanitizer: a thread reading a global element that a thread of *another warp* wrote in an earlier
-statement, with no barrier in between, races.
+statement, or changing one that another warp read, with no barrier in between, races.
 
 ``s_tir.ThreadSync`` plans no barrier for global memory, so the CUDA kernel keeps the race: warps
 do not run in lockstep (here 128 threads write ``tmp[t]`` then read ``tmp[127 - t]``).  Threads of
@@ -81,3 +81,31 @@ def test_warps_that_all_store_one_value_then_read_it_do_not_race():
             y = np.zeros(64, np.float32)
             hm.emulate(x, np.zeros(1, np.float32), y, stage=stage.index, mode=mode, check=True)
             np.testing.assert_array_equal(y, x + (x[0] + np.float32(1)), err_msg=f"{stage.label} {mode}")
+
+
+def _overwrite_what_another_warp_read(threads: int):
+    @T.prim_func
+    def main(x: T.Buffer((threads,), "float32"), y: T.Buffer((threads,), "float32")):
+        T.func_attr({"tirx.is_scheduled": True, "global_symbol": "main"})
+        for tx in T.thread_binding(threads, thread="threadIdx.x"):
+            y[tx] = x[threads - 1 - tx]  # reads another thread's x ...
+            x[tx] = x[tx] * T.float32(2)  # ... which that thread then doubles: no barrier between
+    return main
+
+
+@pytest.mark.parametrize("threads", [32, 128])
+def test_overwriting_what_another_warp_read_races(threads):
+    hm = thn.build(_overwrite_what_another_warp_read(threads), target="cuda")
+    x = np.arange(1, threads + 1, dtype=np.float32)
+    for stage in _device_stages(hm):
+        for mode in ("exact", "fast"):
+            y = np.zeros(threads, np.float32)
+            args = (x.copy(), y)
+            if threads == 32:  # one warp: lockstep, every read before every write
+                hm.emulate(*args, stage=stage.index, mode=mode, check=True)
+                np.testing.assert_array_equal(y, x[::-1], err_msg=f"{stage.label} {mode}")
+                continue
+            with pytest.raises(EmulationError, match=r"data race on x(_\d+)?\[\d+\]: read by a thread of warp \d "
+                                                     r"and overwritten in a later statement by thread "
+                                                     r"\(threadIdx.x=\d+\) of warp \d"):
+                hm.emulate(*args, stage=stage.index, mode=mode, check=True)

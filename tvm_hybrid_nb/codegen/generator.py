@@ -105,7 +105,9 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
             raise UnsupportedConstructError("lanes", str(exc), self.stage) from None
         doc = ast.Expr(ast.Constant(self._docstring(params)))
         if self.check:
-            prologue = [ast.Assign([_store_name("race_log")], ast.Call(self._use("RaceLog"), [], []))] + prologue
+            watched = ast.Tuple([ast.Constant(n) for n in sorted(self.gpu.region_written)], ast.Load())
+            keywords = [ast.keyword("watched", watched)] if self.gpu.region_written else []
+            prologue = [ast.Assign([_store_name("race_log")], ast.Call(self._use("RaceLog"), [], keywords))] + prologue
         fdef = ast.FunctionDef(
             name=self.function_name,
             args=ast.arguments(posonlyargs=[], args=[ast.arg(a) for a in args], kwonlyargs=[], kw_defaults=[],

@@ -115,6 +115,8 @@ class SanitizerMixin:
                 keywords["statement"] = ast.Constant(True)
                 if not self._synced_by_thread_sync(info):  # global: writes race until a barrier
                     keywords["region"] = ast.Constant(True)
+                    if write:
+                        self.gpu.region_written.add(info.name)
             keywords["log"] = _name("race_log")
             if self.gpu.serial_blocks and info.scope == "global":
                 keywords["grid"] = ast.Constant(True)

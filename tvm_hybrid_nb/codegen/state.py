@@ -116,6 +116,10 @@ class ProgressHooks:
 class GpuState:
     """Threads, launches and cross-thread reductions."""
 
+    #: Sanitizer: global buffers (by name) that threads write under the region records (see
+    #: ``RaceLog(watched=...)``): their reads are kept until the barrier.
+    region_written: set[str] = field(default_factory=set)
+
     #: Constant extent of each thread tag launched in the function (for per-thread memory).
     thread_extents: dict[str, int] = field(default_factory=dict)
     #: Whether the function binds threads (device code: CUDA C's float ``!=``, not LLVM's ``fcmp one``).

@@ -76,8 +76,15 @@ class RaceLog:
     #: makes poison, stored by :func:`access`), for the error when such an element is read.
     undefined_stores: dict = {}
 
-    def __init__(self):
+    def __init__(self, watched=()):
         self.records = {}
+        #: Global buffers that threads write (by name, from the script): their reads by GPU threads
+        #: are kept until the barrier too, in ``read_ledger`` (a bit per warp that read each element).
+        self.watched = frozenset(watched)
+        self.read_ledger = {}
+        #: Per global buffer written by GPU threads since the last barrier: which warps wrote each
+        #: element (:meth:`_note_warp_write`); None where no claim is made.
+        self.warp_ledger = {}
         self.statement = {}
         #: Lanes whose value in the statement being run came from never-written memory (see ``access``)
         #: or is poison (``note``: the overflow that made it so, see ``checked_arith``).
@@ -137,64 +144,127 @@ class RaceLog:
         entry = book.setdefault(name, (shape, lanes, []))
         item = (elems, lane_ids, write, values, previous)
         entry[2].append(item)
-        if write and statement and region:
-            self.records.setdefault(name, (shape, lanes, []))[2].append(item)
-        elif statement and region and name in self.records:
-            self._check_warp_read(name, shape, elems, lane_ids, lanes)
         if write:
             self._check(name, shape, lanes, entry[2] if statement else [item])
+        if write and statement and region:
+            self.records.setdefault(name, (shape, lanes, []))[2].append(item)
+            self._check_warp_write(name, shape, elems, lane_ids, lanes, values, previous)
+            self._note_warp_write(name, shape, elems, lane_ids, lanes, values, previous)
+        elif statement and region:
+            if name in self.warp_ledger:
+                self._check_warp_read(name, shape, elems, lane_ids, lanes)
+            if name in self.watched:
+                self._note_warp_read(name, shape, elems, lane_ids, lanes)
         if grid and self.block is not None:
             self._check_blocks(name, shape, elems, write, values, previous)
 
-    def _check_warp_read(self, name, shape, elems, lane_ids, lanes):
-        """A read of global memory by GPU threads against the writes earlier statements made since
-        the last barrier: a thread reading an element that a thread of another warp wrote races
-        (warps do not run in lockstep; only a barrier orders them), unless every write kept the
-        value the element held (silent) or every write stores one value and the reading warp wrote
-        it too.  Threads of one warp are left to the lockstep TVM's warp-synchronous code relies on."""
+    def _note_warp_write(self, name, shape, elems, lane_ids, lanes, values, previous):
+        """The warp ledger of global memory since the last barrier (:meth:`_check_warp_read`): per
+        element, a bit per warp that wrote it, one per warp whose write changed it, the first value
+        written and whether a later write differed.  Made on the first write (zeroed pages: memory
+        only where elements are written), dropped at the barrier."""
         warp_of = _warp_numbers(lanes)
         if warp_of is None:
             return
-        _shape, written_lanes, items = self.records[name]
-        if written_lanes != lanes:
+        warps = warp_of(np.ravel(lane_ids))
+        keys = self._value_keys([(elems, None, True, values, None)], [np.size(elems)])
+        old = self._value_keys([(elems, None, True, previous, None)], [np.size(elems)])
+        if keys is None or old is None or warps.size and warps.max() >= 32:
+            self.warp_ledger[name] = None  # buffers of vectors: no value to compare, no claim
             return
-        sizes = [item[0].size for item in items]
-        keys = self._value_keys(items, sizes)
-        old_keys = self._value_keys(items, sizes, column=4)
-        if keys is None or old_keys is None:  # buffers of vectors: no value to compare, no claim
+        ledger = self.warp_ledger.setdefault(name, (lanes, *(np.zeros(int(np.prod(shape)), t) for t in
+                                                              (np.uint32, np.uint32, np.uint64, bool))))
+        if ledger is None or ledger[0] != lanes:
+            self.warp_ledger[name] = None
             return
-        w_elems = np.concatenate([np.ravel(item[0]) for item in items])
-        w_warps = warp_of(np.concatenate([np.ravel(item[1]) for item in items]))
-        changed = keys != old_keys
-        r_elems, r_warps = np.ravel(elems), warp_of(np.ravel(lane_ids))
-        hit = np.isin(r_elems, w_elems[changed])
-        if not hit.any():
+        _lanes, writers, changers, first, differs = ledger
+        elems = np.ravel(elems)
+        bit = np.left_shift(np.uint32(1), warps.astype(np.uint32))
+        fresh = writers[elems] == 0
+        first[elems[fresh]] = keys[fresh]
+        np.logical_or.at(differs, elems, first[elems] != keys)
+        np.bitwise_or.at(writers, elems, bit)
+        changed = keys != old
+        np.bitwise_or.at(changers, elems[changed], bit[changed])
+
+    def _note_warp_read(self, name, shape, elems, lane_ids, lanes):
+        """The read side of the warp ledger: a bit per warp that read each element of a global
+        buffer the threads also write, since the last barrier (zeroed pages, dropped there)."""
+        warp_of = _warp_numbers(lanes)
+        if warp_of is None:
             return
-        w_ids = np.concatenate([np.ravel(item[1]) for item in items])
-        order = np.argsort(w_elems, kind="stable")
-        w_elems, w_warps, w_ids, keys, changed = (a[order] for a in (w_elems, w_warps, w_ids, keys, changed))
-        starts = np.flatnonzero(np.r_[True, w_elems[1:] != w_elems[:-1]])
-        ends = np.r_[starts[1:], w_elems.size]
-        elements = w_elems[starts]
-        agree = np.minimum.reduceat(keys, starts) == np.maximum.reduceat(keys, starts)
-        low = np.minimum.reduceat(np.where(changed, w_warps, np.iinfo(np.int64).max), starts)
-        high = np.maximum.reduceat(np.where(changed, w_warps, -1), starts)
-        for k in np.flatnonzero(hit):
-            at = int(np.searchsorted(elements, r_elems[k]))
-            reader = int(r_warps[k])
-            if low[at] == reader and high[at] == reader:
-                continue
-            span = slice(starts[at], ends[at])
-            if agree[at] and np.any(w_warps[span] == reader):
-                continue
-            writer_warp = int(low[at]) if low[at] != reader else int(high[at])
-            writer = int(w_ids[span][(w_warps[span] == writer_warp) & changed[span]][0])
-            where_index = [int(i) for i in np.unravel_index(int(r_elems[k]), shape)]
-            raise RuntimeError(
-                f"data race on {name}{where_index}: written by thread ({_lane_text(lanes, writer)}) of warp "
-                f"{writer_warp} and read in a later statement by thread "
-                f"({_lane_text(lanes, int(np.ravel(lane_ids)[k]))}) of warp {reader}, with no barrier in "
-                f"between: warps do not run in lockstep")
+        warps = warp_of(np.ravel(lane_ids))
+        ledger = self.read_ledger.setdefault(name, (lanes, np.zeros(int(np.prod(shape)), np.uint32)))
+        if ledger[0] != lanes or warps.size and warps.max() >= 32:
+            return
+        np.bitwise_or.at(ledger[1], np.ravel(elems), np.left_shift(np.uint32(1), warps.astype(np.uint32)))
+
+    def _check_warp_write(self, name, shape, elems, lane_ids, lanes, values, previous):
+        """A write of global memory by GPU threads that changes an element a thread of another warp
+        read in an earlier statement since the last barrier: the read may see either value (warps do
+        not run in lockstep).  Writes that keep the element's value are silent."""
+        ledger = self.read_ledger.get(name)
+        if ledger is None or ledger[0] != lanes:
+            return
+        keys = self._value_keys([(elems, None, True, values, None)], [np.size(elems)])
+        old = self._value_keys([(elems, None, True, previous, None)], [np.size(elems)])
+        if keys is None or old is None:
+            return
+        elems, ids = np.ravel(elems), np.ravel(lane_ids)
+        warps = _warp_numbers(lanes)(ids)
+        bit = np.left_shift(np.uint32(1), warps.astype(np.uint32))
+        bad = np.flatnonzero((keys != old) & ((ledger[1][elems] & ~bit) != 0))
+        if not bad.size:
+            return
+        k = int(bad[0])
+        element, writer = int(elems[k]), int(warps[k])
+        reader = next(w for w in range(32) if (int(ledger[1][element]) >> w) & 1 and w != writer)
+        where_index = [int(i) for i in np.unravel_index(element, shape)]
+        raise RuntimeError(
+            f"data race on {name}{where_index}: read by a thread of warp {reader} and overwritten in a later "
+            f"statement by thread ({_lane_text(lanes, int(ids[k]))}) of warp {writer}, with no barrier in "
+            f"between: warps do not run in lockstep")
+
+    def _check_warp_read(self, name, shape, elems, lane_ids, lanes):
+        """A read of global memory by GPU threads against the warp ledger (:meth:`_note_warp_write`):
+        a thread reading an element that a thread of another warp wrote since the last barrier races
+        (warps do not run in lockstep; only a barrier orders them), unless every write kept the
+        value the element held (silent) or every write stored one value and the reading warp wrote
+        it too.  Threads of one warp are left to the lockstep TVM's warp-synchronous code relies on."""
+        ledger = self.warp_ledger.get(name)
+        if ledger is None or ledger[0] != lanes:
+            return
+        _lanes, writers, changers, _first, differs = ledger
+        elems, ids = np.ravel(elems), np.ravel(lane_ids)
+        warps = _warp_numbers(lanes)(ids)
+        bit = np.left_shift(np.uint32(1), warps.astype(np.uint32))
+        others = (changers[elems] & ~bit) != 0
+        agreed = ~differs[elems] & ((writers[elems] & bit) != 0)
+        bad = np.flatnonzero(others & ~agreed)
+        if not bad.size:
+            return
+        k = int(bad[0])
+        element, reader = int(elems[k]), int(warps[k])
+        writer_warp = int(np.flatnonzero([(int(changers[element]) >> w) & 1 and w != reader for w in range(32)])[0])
+        writer = self._warp_writer(name, element, writer_warp, lanes)
+        where_index = [int(i) for i in np.unravel_index(element, shape)]
+        thread = f"thread ({_lane_text(lanes, writer)})" if writer is not None else "a thread"
+        raise RuntimeError(
+            f"data race on {name}{where_index}: written by {thread} of warp {writer_warp} and read in a later "
+            f"statement by thread ({_lane_text(lanes, int(ids[k]))}) of warp {reader}, with no barrier in "
+            f"between: warps do not run in lockstep")
+
+    def _warp_writer(self, name, element, warp, lanes):
+        """A thread of ``warp`` that wrote ``element`` of ``name`` since the last barrier (for the
+        message), from the region's write records; None if they do not say."""
+        entry = self.records.get(name)
+        warp_of = _warp_numbers(lanes)
+        for elems, ids, write, _values, _previous in (entry[2] if entry is not None else []):
+            ids = np.ravel(ids)
+            hit = (np.ravel(elems) == element) & (warp_of(ids) == warp)
+            if write and hit.any():
+                return int(ids[hit][0])
+        return None
 
     def _check_blocks(self, name, shape, elems, write, values, previous):
         """The grid ledger: an element one block wrote and another block touches is a race (the
@@ -255,6 +325,8 @@ class RaceLog:
                 self._check(name, shape, lanes, items, where)
         finally:
             self.records = {}
+            self.warp_ledger = {}
+            self.read_ledger = {}
 
     @staticmethod
     def _value_keys(items, sizes, column=3):
