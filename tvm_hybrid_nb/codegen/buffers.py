@@ -297,14 +297,16 @@ class BuffersMixin:
         if _lanes(dtype) > 1:
             shape_nodes = shape_nodes + [ast.Constant(_lanes(dtype))]
             offset = ast.BinOp(offset, ast.Mult(), ast.Constant(_lanes(dtype)))
+        # A flat view reaches to the end of each copy, as ``_view_call``'s flat views do.
+        to_end = {"to_end": ast.Constant(True)} if len(shape_nodes) == 1 else None
         out = [ast.Assign([_store_name(name)], self._call(
             "rows_view", _name(source.name), lead, ast.Constant(_scalar_dtype(dtype)),
-            ast.Tuple(shape_nodes, ast.Load()), offset))]
+            ast.Tuple(shape_nodes, ast.Load()), offset, kw=to_end))]
         if source.shadow is not None and dtype == source.dtype:
             info.shadow = self.namer.define_name(f"{name}_written")
             out.append(ast.Assign([_store_name(info.shadow)], self._call(
                 "rows_view", _name(source.shadow), lead, ast.Constant("bool"), ast.Tuple(shape_nodes, ast.Load()),
-                offset)))
+                offset, kw=to_end)))
         return out
 
     def _view_call(self, storage: ast.expr, dtype: str, shape_nodes: list, offset: ast.expr,

@@ -149,14 +149,19 @@ def flat_view(data, dtype, size, elem_offset=0):
     return out
 
 
-def rows_view(data, lead, dtype, shape, elem_offset=0):
+def rows_view(data, lead, dtype, shape, elem_offset=0, to_end=False):
     """A buffer declared over per-thread storage: the same view of the row of every thread (the
-    first ``lead`` axes index the threads); shares memory, never copies."""
+    first ``lead`` axes index the threads); shares memory, never copies.  ``to_end``: a flat view
+    reaching to the end of each row, as :func:`flat_view` (the bounds of an access belong to the
+    allocation: ``MergeSharedMemoryAllocations`` indexes a view past its declared size)."""
     rows = _as_dtype(data.reshape(data.shape[:lead] + (-1,)), dtype)
     size = int(np.prod(shape, dtype=np.int64))
     if elem_offset < 0 or elem_offset + size > rows.shape[-1]:
         raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {rows.shape[-1]}")
-    out = rows[..., elem_offset:elem_offset + size].reshape(data.shape[:lead] + tuple(shape))
+    if to_end:
+        out = rows[..., elem_offset:]
+    else:
+        out = rows[..., elem_offset:elem_offset + size].reshape(data.shape[:lead] + tuple(shape))
     if out.size and not np.shares_memory(out, data):  # an empty view shares no memory, and copies none
         raise RuntimeError("buffer view would copy its storage")
     return out
