@@ -125,3 +125,45 @@ def test_a_strict_shuffle_names_the_threads():
     np.testing.assert_array_equal(np.asarray(out).reshape(-1)[:8], np.arange(8, 16))
     with pytest.raises(RuntimeError, match="thread 8 of the block reads thread 16, which does not take the branch"):
         runtime.warp_shuffle("down", value, 8, 32, (1, 1, 32), ndim=3, active=active, strict=True)
+
+
+def _xor_butterfly(width: int, steps: int):
+    @T.prim_func
+    def main(x: T.Buffer((64,), "float32"), y: T.Buffer((64,), "float32")):
+        T.func_attr({"tirx.is_scheduled": True, "global_symbol": "main"})
+        for tx in T.thread_binding(64, thread="threadIdx.x"):
+            v = T.alloc_buffer((1,), "float32", scope="local")
+            v[0] = x[tx]
+            for s in range(steps):
+                v[0] = v[0] + T.tvm_warp_shuffle_xor(T.uint32(0xFFFFFFFF), v[0], T.shift_left(1, s), width, 32)
+            y[tx] = v[0]
+    return main
+
+
+def _numpy_xor_butterfly(x, width, steps):
+    v = x.copy()
+    lane = np.arange(64)
+    in_warp = lane % 32
+    for s in range(steps):
+        partner = in_warp ^ (1 << s)
+        src = np.where(partner // width > in_warp // width, lane, lane - in_warp + partner)
+        v = v + v[src]
+    return v
+
+
+@pytest.mark.parametrize("width, steps", [(32, 5), (8, 3), (8, 4)])
+def test_xor_shuffle_exchanges_with_the_lane_xor_the_mask_as_cuda_does(width, steps):
+    """``__shfl_xor_sync``: a butterfly over each segment of ``width`` lanes; a partner in a later
+    segment gives the thread its own value (width 8, 4 steps: the last step's partner lies 8 lanes
+    on for the first half of each 16)."""
+    hm = thn.build(_xor_butterfly(width, steps), target="cuda")
+    x = np.arange(64, dtype=np.float32)
+    want = _numpy_xor_butterfly(x, width, steps)
+    if steps == 5:  # every lane of a warp holds its warp's sum
+        np.testing.assert_array_equal(want, np.repeat(x.reshape(2, 32).sum(axis=1), 32))
+    if (width, steps) == (8, 3):  # every lane of a segment holds its segment's sum
+        np.testing.assert_array_equal(want, np.repeat(x.reshape(8, 8).sum(axis=1), 8))
+    for stage in [s for s in hm.stages[:hm.packed_api_index] if s.emulatable and (s.changed or s.index == 0)]:
+        for mode in ("exact", "fast"):
+            got = hm.emulate(x, np.zeros(64, np.float32), stage=stage.index, mode=mode)
+            np.testing.assert_array_equal(got, want, err_msg=f"{stage.label} {mode}")

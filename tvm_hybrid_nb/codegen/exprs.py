@@ -460,9 +460,10 @@ class ExpressionsMixin:
             storage = self.scope.strided_storage.get(_key(args[0]), info.name)
             flat = ast.Call(ast.Attribute(_name(storage), "reshape", ast.Load()), [ast.Constant(-1)], [])
             return Value(flat, "np", "handle")
-        if short in ("tvm_warp_shuffle", "tvm_warp_shuffle_down", "tvm_warp_shuffle_up"):
+        if short in ("tvm_warp_shuffle", "tvm_warp_shuffle_down", "tvm_warp_shuffle_up", "tvm_warp_shuffle_xor"):
             warp_extents, taking = self._warp()
-            kind = {"tvm_warp_shuffle": "idx", "tvm_warp_shuffle_down": "down", "tvm_warp_shuffle_up": "up"}[short]
+            kind = {"tvm_warp_shuffle": "idx", "tvm_warp_shuffle_down": "down", "tvm_warp_shuffle_up": "up",
+                    "tvm_warp_shuffle_xor": "xor"}[short]
             value, offset, width = self.visit_expr(args[1]), self.visit_expr(args[2]), self.visit_expr(args[3])
             if width.varying:
                 raise UnsupportedConstructError(name, "with a width that differs between threads")

@@ -103,8 +103,10 @@ def thread_allreduce_values(combine, values, axes, extents, ndim=12):
 
 
 def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None, active=None, strict=False):
-    """``tvm_warp_shuffle`` (kind "idx"), ``_down`` and ``_up`` over threads numbered x fastest,
-    warps of 32 consecutive threads split into segments of ``width`` lanes.  With ``poison``
+    """``tvm_warp_shuffle`` (kind "idx"), ``_down``, ``_up`` and ``_xor`` over threads numbered x
+    fastest, warps of 32 consecutive threads split into segments of ``width`` lanes (``_xor``, as
+    ``__shfl_xor_sync``: the lane ``lane ^ offset`` of the warp, or the thread's own value where that
+    lane lies in a later segment).  With ``poison``
     (sanitizer), the lanes carrying uninitialised values move with the values.  ``active`` is a lane
     mask of the threads taking the branch around the shuffle: a thread reading one outside it gets a
     value CUDA leaves undefined (``s_tir.LowerThreadAllreduce`` lets threads whose result nobody uses
@@ -131,6 +133,10 @@ def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None, acti
         src = lane - pos + offset % width
     elif kind == "down":
         src = np.where(pos + offset < width, lane + offset, lane)
+    elif kind == "xor":
+        in_warp = lane % 32
+        partner = np.bitwise_xor(in_warp, offset)
+        src = np.where(partner // width > in_warp // width, lane, lane - in_warp + partner)
     else:
         src = np.where(pos >= offset, lane - offset, lane)
     src = np.minimum(src, count - 1)
