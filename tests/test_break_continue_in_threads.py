@@ -88,3 +88,51 @@ def test_break_taken_by_some_threads_ends_only_their_loop(check):
             y, n = hm.emulate(x, np.zeros_like(x), np.zeros(4, np.int32), stage=stage.index, mode=mode, check=check)
             np.testing.assert_array_equal(y, want_y, err_msg=f"{stage.label} {mode}")
             np.testing.assert_array_equal(n, want_n, err_msg=f"{stage.label} {mode}")
+
+
+@T.prim_func
+def _halvings_until_one(x: T.Buffer((64,), "int32"), y: T.Buffer((64,), "int32")):
+    T.func_attr({"tirx.is_scheduled": True, "global_symbol": "main"})
+    for tx in T.thread_binding(64, thread="threadIdx.x"):
+        v = T.alloc_buffer((1,), "int32", scope="local")
+        c = T.alloc_buffer((1,), "int32", scope="local")
+        v[0] = x[tx]
+        c[0] = 0
+        while c[0] < 100:  # differs between threads: each loops on its own
+            if v[0] <= 1:
+                T.break_loop()
+            v[0] = T.shift_right(v[0], 1)
+            c[0] = c[0] + 1
+        y[tx] = c[0]
+
+
+@T.prim_func
+def _odd_countdown(x: T.Buffer((64,), "int32"), y: T.Buffer((64,), "int32")):
+    T.func_attr({"tirx.is_scheduled": True, "global_symbol": "main"})
+    for tx in T.thread_binding(64, thread="threadIdx.x"):
+        v = T.alloc_buffer((1,), "int32", scope="local")
+        c = T.alloc_buffer((1,), "int32", scope="local")
+        v[0] = x[tx]
+        c[0] = 0
+        while v[0] > 0:
+            v[0] = v[0] - 1
+            if v[0] % 2 == 0:
+                T.continue_loop()
+            c[0] = c[0] + 1
+        y[tx] = c[0]
+
+
+@pytest.mark.parametrize("kernel, truth", [
+    (_halvings_until_one, lambda x: np.array([int(v).bit_length() - 1 if v > 1 else 0 for v in x], np.int32)),
+    (_odd_countdown, lambda x: np.array([v // 2 if v > 0 else 0 for v in x], np.int32))])
+def test_break_and_continue_in_a_while_loop_of_each_thread(kernel, truth):
+    hm = thn.build(kernel, target="cuda")
+    x = np.random.default_rng(5).integers(-3, 300, 64).astype(np.int32)
+    want = truth(x)
+    stages = _stages(hm)
+    assert len(stages) > 5
+    for stage in stages:
+        for mode in ("exact", "fast"):
+            for check in (False, True):
+                y = hm.emulate(x, np.zeros(64, np.int32), stage=stage.index, mode=mode, check=check)
+                np.testing.assert_array_equal(y, want, err_msg=f"{stage.label} {mode} check={check}")

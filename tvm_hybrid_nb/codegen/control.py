@@ -147,8 +147,7 @@ class ControlFlowMixin:
             self.serial.frames.pop()
             self.hooks.chain = outer_chain
             if exits is not None:
-                self.lanes.stmt_masks.pop()
-                self.serial.exits = {k: v for k, v in self.serial.exits.items() if v is not exits}
+                self._forget_exits(exits)
         front: list[ast.stmt] = []
         if exits is not None:
             front, head = self._exit_masks(exits)
@@ -156,10 +155,12 @@ class ControlFlowMixin:
         return front + frame.hoisted + self._block_ledger(tag, name, ast.For(_store_name(name), call,
                                                                              hook + body or [ast.Pass()], []))
 
-    def _masked_exits(self, body) -> LoopExits | None:
-        """The masks of a serial loop run inside GPU threads whose body (outside its inner loops)
-        holds ``break_loop``/``continue_loop``: the threads may take them apart.  Registers the calls
-        and pushes ``going`` onto the statement masks (popped by the caller); None without any."""
+    def _masked_exits(self, body, alive: str | None = None) -> LoopExits | None:
+        """The masks of a loop run inside GPU threads whose body (outside its inner loops) holds
+        ``break_loop``/``continue_loop``: the threads may take them apart.  Registers the calls and
+        pushes ``going`` onto the statement masks (:meth:`_forget_exits` undoes both); None without
+        any.  ``alive``: the mask of the threads still looping, when the loop keeps one (a loop
+        whose condition differs between threads), which a ``break`` narrows."""
         calls = []
 
         def visit(n):
@@ -178,12 +179,18 @@ class ControlFlowMixin:
             # Iterations run as lanes would all loop as long as the last to leave: run them serially.
             raise _CannotVectorize("break or continue in a loop inside lanes")
         breaks = any(c.op.name == "tirx.break_loop" for c in calls)
-        exits = LoopExits(self.namer.define_name("going"), self.namer.define_name("alive") if breaks else None,
-                          len(self.lanes.stmt_masks))
+        if alive is None and breaks:
+            alive = self.namer.define_name("alive")
+        exits = LoopExits(self.namer.define_name("going"), alive, len(self.lanes.stmt_masks))
         for c in calls:
             self.serial.exits[_key(c)] = exits
         self.lanes.stmt_masks.append(_name(exits.going))
         return exits
+
+    def _forget_exits(self, exits: LoopExits) -> None:
+        """The loop of ``exits`` is generated: its ``going`` mask and its calls go."""
+        self.lanes.stmt_masks.pop(exits.mask_depth)
+        self.serial.exits = {k: v for k, v in self.serial.exits.items() if v is not exits}
 
     @staticmethod
     def _exit_masks(exits: LoopExits) -> tuple[list[ast.stmt], list[ast.stmt]]:
@@ -304,8 +311,17 @@ class ControlFlowMixin:
         cond = self.visit_expr(node.condition)
         if cond.varying:
             return self._lanes_while(node, cond)
-        body = self.visit_stmt(node.body)
-        return [ast.While(cond.node, body or [ast.Pass()], [])]
+        exits = self._masked_exits(node.body) if self.lanes.vector_depth else None
+        try:
+            body = self.visit_stmt(node.body)
+        finally:
+            if exits is not None:
+                self._forget_exits(exits)
+        front: list[ast.stmt] = []
+        if exits is not None:
+            front, head = self._exit_masks(exits)
+            body = head + body
+        return front + [ast.While(cond.node, body or [ast.Pass()], [])]
 
     def _masked(self, cond: ast.expr, stmt) -> list[ast.stmt]:
         """Run ``stmt`` for all lanes, writing only where ``cond`` holds."""

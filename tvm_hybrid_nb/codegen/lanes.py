@@ -400,10 +400,17 @@ class LanesMixin:
     def _lanes_loop_body(self, active: str, body_stmt, condition):
         """``body_stmt`` (and ``condition()``, re-evaluated at the end of each trip) for the lanes in
         ``active`` only; no view is hoisted out of such a loop (what it depends on may change per trip)."""
+        exits = self._masked_exits(body_stmt, alive=active)  # a break ends the lanes' looping
         frames, self.serial.frames = self.serial.frames, []
         self.lanes.stmt_masks.append(_name(active))
         try:
-            body = self.visit_stmt(body_stmt)
+            try:
+                body = self.visit_stmt(body_stmt)
+            finally:
+                if exits is not None:  # the condition is evaluated by every looping lane, continued or not
+                    self._forget_exits(exits)
+            if exits is not None:
+                body = [ast.Assign([_store_name(exits.going)], _name(active))] + body
             again = condition()  # loads masked to the looping lanes
             return body, None if again is None else self.to_np(again).node
         finally:
