@@ -148,10 +148,7 @@ class ControlFlowMixin:
             self.hooks.chain = outer_chain
             if exits is not None:
                 self._forget_exits(exits)
-        front: list[ast.stmt] = []
-        if exits is not None:
-            front, head = self._exit_masks(exits)
-            body = head + body
+        front, body = self._with_exit_masks(exits, body)
         return front + frame.hoisted + self._block_ledger(tag, name, ast.For(_store_name(name), call,
                                                                              hook + body or [ast.Pass()], []))
 
@@ -193,16 +190,19 @@ class ControlFlowMixin:
         self.serial.exits = {k: v for k, v in self.serial.exits.items() if v is not exits}
 
     @staticmethod
-    def _exit_masks(exits: LoopExits) -> tuple[list[ast.stmt], list[ast.stmt]]:
-        """The statements in front of a loop with masked exits, and at the head of its body: every
-        thread starts the loop; each iteration runs for those that have not broken out, and the loop
-        ends when none is left."""
+    def _with_exit_masks(exits: LoopExits | None, body: list[ast.stmt]) -> tuple[list[ast.stmt], list[ast.stmt]]:
+        """The statements in front of a loop with masked exits (none without), and its body with
+        their head: every thread starts the loop; each iteration runs for those that have not
+        broken out, and the loop ends when none is left."""
+        if exits is None:
+            return [], body
         true = ast.Attribute(_name("np"), "True_", ast.Load())
         if exits.alive is None:
-            return [], [ast.Assign([_store_name(exits.going)], true)]
+            return [], [ast.Assign([_store_name(exits.going)], true)] + body
         none_left = ast.UnaryOp(ast.Not(), ast.Call(_np("any"), [_name(exits.alive)], []))
         return ([ast.Assign([_store_name(exits.alive)], true)],
-                [ast.If(none_left, [ast.Break()], []), ast.Assign([_store_name(exits.going)], _name(exits.alive))])
+                [ast.If(none_left, [ast.Break()], []),
+                 ast.Assign([_store_name(exits.going)], _name(exits.alive))] + body)
 
     def _take_exit(self, call, leave_loop: bool) -> list[ast.stmt] | None:
         """``break``/``continue`` of a loop with masked exits: the threads reaching it (the loop
@@ -317,10 +317,7 @@ class ControlFlowMixin:
         finally:
             if exits is not None:
                 self._forget_exits(exits)
-        front: list[ast.stmt] = []
-        if exits is not None:
-            front, head = self._exit_masks(exits)
-            body = head + body
+        front, body = self._with_exit_masks(exits, body)
         return front + [ast.While(cond.node, body or [ast.Pass()], [])]
 
     def _masked(self, cond: ast.expr, stmt) -> list[ast.stmt]:
