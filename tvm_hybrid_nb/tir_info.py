@@ -79,7 +79,7 @@ _PACKED_OUTPUTS = {"tvm.contrib.sort.sort": (1, -2), "tvm.contrib.sort.argsort":
 
 def _written_indirectly(func) -> list:
     """Buffers written where the access analysis does not look: through a block's match_buffer (its
-    ``T.writes`` regions), ``masked_store``, the output arguments of packed calls, and buffers
+    ``T.writes`` regions), ``masked_store``, ``cuda.atomic_add``, the output arguments of packed calls, and buffers
     declared at the address of an element (``address_of(B[i, 0])``, or a pointer bound to one)."""
     found: list = []
     pointers: dict = {}  # pointer variable -> address_of(B[...])
@@ -109,6 +109,8 @@ def _written_indirectly(func) -> list:
         elif isinstance(node, tvm.ir.Call) and isinstance(node.op, tvm.ir.Op):
             if node.op.name == "tirx.masked_store":
                 found.append(node.args[0])
+            elif node.op.name == "tirx.cuda.atomic_add" and address(node.args[0]) is not None:
+                found.append(address(node.args[0]))
             elif node.op.name == "tirx.tvm_call_packed" and str(node.args[0].value) in _PACKED_OUTPUTS:
                 first, last = _PACKED_OUTPUTS[str(node.args[0].value)]
                 for arg in list(node.args)[1 + first:len(node.args) + last]:

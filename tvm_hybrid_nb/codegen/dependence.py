@@ -89,6 +89,8 @@ class _LoopAccesses:
         op = node.op
         if isinstance(op, tvm.ir.GlobalVar):
             self.private = f"it launches {op.name_hint} (what a launched kernel touches is not analysed)"
+        elif isinstance(op, tvm.ir.Op) and op.name == "tirx.cuda.atomic_add":
+            self.private = "an atomic add (the lanes' adds are applied one after another)"
         elif isinstance(op, tvm.ir.Op) and op.name.endswith("tvm_thread_allreduce"):
             count = int(node.args[0].value)
             for result in list(node.args)[2 + count:2 + 2 * count]:

@@ -549,6 +549,8 @@ class ExpressionsMixin:
             return self._packed_call(node, args)
         if short in ("q_multiply_shift", "q_multiply_shift_per_axis"):
             return self._fixed_point_multiply(short, node, args)
+        if short == "cuda.atomic_add":
+            return self._atomic_add(node, args)
         if (short == "isnullptr" and _type_key(args[0]) == "ir.Call" and isinstance(args[0].op, tvm.ir.Op)
                 and args[0].op.name == "tirx.address_of"):
             return Value(ast.Constant(False), "py", "bool")  # the address of a value is never null
@@ -584,6 +586,30 @@ class ExpressionsMixin:
         values = [self.visit_expr(a) for a in args]
         call = self._call(short, *[v.node for v in values], kw=keywords)
         return Value(call, "np", _dtype(node), _varying(*values))
+
+    def _atomic_add(self, node, args) -> Value:
+        """``tirx.cuda.atomic_add(address_of(B[i]), v)`` (CUDA's ``atomicAdd``): the threads' adds
+        applied one after another in lane order, each returning the value it found (``atomic_add``).
+        The loops around run serially (``dependence``): only threads run it as lanes."""
+        target = args[0]
+        if not (_type_key(target) == "ir.Call" and isinstance(target.op, tvm.ir.Op)
+                and target.op.name == "tirx.address_of" and _type_key(target.args[0]) == "ir.TensorLoad"):
+            raise UnsupportedConstructError("tirx.cuda.atomic_add", "on an address that is not a buffer element")
+        element = target.args[0]
+        info = self._buffer(element.source)
+        if info.per_thread or _lanes(_dtype(node)) > 1 or _lanes(info.dtype) > 1:
+            raise UnsupportedConstructError("tirx.cuda.atomic_add", f"on {info.name}: per-thread memory or vectors")
+        values = [self.visit_expr(i) for i in element.indices]
+        value = self.to_np(self.visit_expr(args[1]))
+        index = ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load())
+        keywords = {}
+        mask = self._mask_expr(self.lanes.stmt_masks)
+        if mask is not None:
+            keywords["mask"] = mask
+        if self.check and info.shadow is not None:
+            keywords["shadow"] = _name(info.shadow)
+        call = self._call("atomic_add", _name(info.name), index, value.node, ast.Constant(info.name), kw=keywords)
+        return Value(call, "np", _dtype(node), True)
 
     #: Runtime functions called through ``tvm_call_packed`` that the emulator implements exactly.
     PACKED_FUNCTIONS = ("tvm.contrib.sort.sort", "tvm.contrib.sort.argsort", "tvm.contrib.sort.topk")

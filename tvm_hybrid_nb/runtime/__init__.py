@@ -31,7 +31,7 @@ from ._lanes import last_lane, last_lane_along
 from ._sanitizers import _unwritten_message, access, read_written
 from ._lanes import lanes_view, parallel_chunks
 from ._gpu import (_lane_array, _threads_first, thread_allreduce, thread_allreduce_values, warp_shuffle,
-                   warp_activemask, sblock)
+                   warp_activemask, sblock, atomic_add)
 from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floormod, shift_count, checked_arith,
                         packed_return,
                         float_floordiv, float_floormod, _float_to_int32_or_64, _in_int_range, OutOfRangeConversions,

@@ -167,6 +167,46 @@ def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None, acti
     return pick(flat).reshape(full.shape)
 
 
+def atomic_add(buffer, index, value, name="buffer", mask=None, shadow=None):
+    """CUDA's ``atomicAdd`` by every lane (where ``mask`` holds): the adds are applied one after
+    another in lane order, each lane getting the value it found.  CUDA leaves the order among the
+    threads open: for integers (wrapping) every order gives the same element; for floats this is
+    one of the valid outcomes.  ``shadow``: the written-marks (sanitizer): the element must hold a
+    value."""
+    index = tuple(np.asarray(i) for i in index)
+    value = np.asarray(value).astype(buffer.dtype, copy=False)
+    shape = np.broadcast_shapes(*(i.shape for i in index), value.shape, np.shape(mask) if mask is not None else ())
+    coords = [np.broadcast_to(i, shape).reshape(-1) for i in index]
+    adds = np.broadcast_to(value, shape).reshape(-1)
+    keep = np.ones(adds.size, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), shape).reshape(-1)
+    for c, n in zip(coords, buffer.shape):
+        bad = keep & ((c < 0) | (c >= n))
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise IndexError(f"out-of-bounds atomic add on {name}{[int(c[k]) for c in coords]} "
+                             f"(shape {tuple(buffer.shape)})")
+    lanes = np.flatnonzero(keep)
+    at = tuple(c[lanes] for c in coords)
+    if shadow is not None and at and not np.all(shadow[at]):
+        k = int(np.flatnonzero(~shadow[at])[0])
+        raise RuntimeError(f"atomic add on {name}{[int(c[k]) for c in at]}, an element never written")
+    old = np.zeros(adds.size, buffer.dtype)
+    if lanes.size:
+        elems = np.ravel_multi_index(at, buffer.shape[:len(at)]) if at else np.zeros(lanes.size, np.int64)
+        order = np.argsort(elems, kind="stable")  # lane order within an element
+        first = np.r_[True, elems[order][1:] != elems[order][:-1]]
+        rank = np.empty(lanes.size, np.int64)
+        rank[order] = np.arange(lanes.size) - np.maximum.accumulate(np.where(first, np.arange(lanes.size), 0))
+        for r in range(int(rank.max()) + 1):  # each round adds to distinct elements
+            sel = np.flatnonzero(rank == r)
+            where = tuple(a[sel] for a in at)
+            found = buffer[where]
+            old[lanes[sel]] = found
+            buffer[where] = found + adds[lanes[sel]]
+    out = old.reshape(shape)
+    return out[()] if out.ndim == 0 else out
+
+
 def warp_activemask(extents=None, ndim=12, active=None):
     """``__activemask()``: in each thread, the bits of the lanes of its warp (32 consecutive threads,
     x fastest) that exist and take the branch it is in (``active``, a lane mask; all when None)."""
