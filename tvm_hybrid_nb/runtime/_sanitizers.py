@@ -172,8 +172,10 @@ class RaceLog:
         if keys is None or old is None or warps.size and warps.max() >= 32:
             self.warp_ledger[name] = None  # buffers of vectors: no value to compare, no claim
             return
-        ledger = self.warp_ledger.setdefault(name, (lanes, *(np.zeros(int(np.prod(shape)), t) for t in
-                                                              (np.uint32, np.uint32, np.uint64, bool))))
+        if name not in self.warp_ledger:
+            size = int(np.prod(shape))
+            self.warp_ledger[name] = (lanes, *(np.zeros(size, t) for t in (np.uint32, np.uint32, np.uint64, bool)))
+        ledger = self.warp_ledger[name]
         if ledger is None or ledger[0] != lanes:
             self.warp_ledger[name] = None
             return
@@ -194,7 +196,9 @@ class RaceLog:
         if warp_of is None:
             return
         warps = warp_of(np.ravel(lane_ids))
-        ledger = self.read_ledger.setdefault(name, (lanes, np.zeros(int(np.prod(shape)), np.uint32)))
+        if name not in self.read_ledger:
+            self.read_ledger[name] = (lanes, np.zeros(int(np.prod(shape)), np.uint32))
+        ledger = self.read_ledger[name]
         if ledger[0] != lanes or warps.size and warps.max() >= 32:
             return
         np.bitwise_or.at(ledger[1], np.ravel(elems), np.left_shift(np.uint32(1), warps.astype(np.uint32)))
