@@ -109,3 +109,21 @@ def test_overwriting_what_another_warp_read_races(threads):
                                                      r"and overwritten in a later statement by thread "
                                                      r"\(threadIdx.x=\d+\) of warp \d"):
                 hm.emulate(*args, stage=stage.index, mode=mode, check=True)
+
+
+@T.prim_func
+def _reads_a_neighbour_never_written(x: T.Buffer((64,), "float32"), y: T.Buffer((64,), "float32")):
+    T.func_attr({"tirx.is_scheduled": True, "global_symbol": "main"})
+    for tx in T.thread_binding(64, thread="threadIdx.x"):
+        sh = T.alloc_buffer((65,), "float32", scope="shared")
+        sh[tx] = x[tx]
+        T.tvm_storage_sync("shared")
+        y[tx] = sh[tx + 1]  # thread 63 reads sh[64], which no thread wrote
+
+
+def test_a_read_of_never_written_shared_memory_names_the_thread():
+    hm = thn.build(_reads_a_neighbour_never_written, target="cuda")
+    for mode in ("exact", "fast"):
+        with pytest.raises(EmulationError, match=r"read of sh\[[\d, ]*64\], an element of a buffer allocation that "
+                                                 r"was never written at \(threadIdx.x=63\)"):
+            hm.emulate(np.ones(64, np.float32), np.zeros(64, np.float32), stage=0, mode=mode, check=True)

@@ -513,7 +513,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
         if np.any(keep & ~ok):
             first = tuple(int(f[keep & ~ok][0]) for f in full)
             raise IndexError(f"out-of-bounds {'write' if write else 'read'} of {name}{list(first)} "
-                             f"(shape {tuple(buffer.shape)})")
+                             f"(shape {tuple(buffer.shape)}){_lane_note(lanes, shape, keep & ~ok)}")
     sel = tuple(f[keep] for f in full)
     # In the buffer's dtype, as the store writes it: its bits are compared (a Python float is float64).
     written = np.broadcast_to(np.asarray(value).astype(buffer.dtype, copy=False), shape + extra)[keep] if write else None
@@ -538,7 +538,9 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
             poison.taint(unset)
         elif not np.all(written):
             first = tuple(int(s[~written][0]) for s in sel)
-            raise RuntimeError(_unwritten_message(name, list(first)))
+            unset = np.zeros(shape, bool)
+            unset[keep] = ~written
+            raise RuntimeError(_unwritten_message(name, list(first)) + _lane_note(lanes, shape, unset))
     out = np.zeros(shape + extra, buffer.dtype)
     out[keep] = buffer[sel]
     return out[()] if out.ndim == 0 else out
@@ -554,6 +556,15 @@ def read_written(values, written, name, marks):
         first = [int(i) for i in np.unravel_index(offset // marks.itemsize, marks.shape)]
         raise RuntimeError(_unwritten_message(name, first))
     return values
+
+
+def _lane_note(lanes, shape, where) -> str:
+    """`` at (threadIdx.x=31)``: the first lane (thread, or iteration of a parallel loop) where
+    ``where`` (a boolean array of ``shape``) holds; empty without lanes."""
+    if not lanes:
+        return ""
+    ids = _lane_ids(lanes, shape)[where]
+    return f" at ({_lane_text(lanes, int(ids[0]))})" if ids.size else ""
 
 
 def _unwritten_message(name, first):
