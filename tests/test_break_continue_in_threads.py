@@ -136,3 +136,31 @@ def test_break_and_continue_in_a_while_loop_of_each_thread(kernel, truth):
             for check in (False, True):
                 y = hm.emulate(x, np.zeros(64, np.int32), stage=stage.index, mode=mode, check=check)
                 np.testing.assert_array_equal(y, want, err_msg=f"{stage.label} {mode} check={check}")
+
+
+@T.prim_func
+def _count_up_under_a_flag(x: T.Buffer((64,), "int32"), flag: T.Buffer((1,), "int32"), y: T.Buffer((64,), "int32")):
+    T.func_attr({"tirx.is_scheduled": True, "global_symbol": "main"})
+    for tx in T.thread_binding(64, thread="threadIdx.x"):
+        c = T.alloc_buffer((1,), "int32", scope="local")
+        c[0] = 0
+        while flag[0] > 0:  # the same for every thread: each leaves by its own break
+            if c[0] >= x[tx]:
+                T.break_loop()
+            c[0] = c[0] + 1
+        y[tx] = c[0]
+
+
+def test_break_out_of_a_while_loop_whose_condition_all_threads_share():
+    hm = thn.build(_count_up_under_a_flag, target="cuda")
+    x = np.random.default_rng(7).integers(-2, 40, 64).astype(np.int32)
+    stages = _stages(hm)
+    assert len(stages) > 5
+    source = stages[0].kernel("exact").source
+    assert "while " in source and "alive" in source and "looping" not in source  # the shared condition's loop
+    for stage in stages:
+        for mode in ("exact", "fast"):
+            for check in (False, True):
+                y = hm.emulate(x, np.ones(1, np.int32), np.zeros(64, np.int32), stage=stage.index, mode=mode,
+                               check=check)
+                np.testing.assert_array_equal(y, np.maximum(x, 0), err_msg=f"{stage.label} {mode} check={check}")
