@@ -54,6 +54,16 @@ def _warp_numbers(lanes):
     return warp_of
 
 
+def _warp_bits(lanes, lane_ids):
+    """The warp of each lane of ``lane_ids`` and its bit (``1 << warp``), or None when the lanes
+    are not all threads of one block or fit in one warp (:func:`_warp_numbers`)."""
+    warp_of = _warp_numbers(lanes)
+    if warp_of is None:
+        return None
+    numbers = warp_of(np.ravel(lane_ids))
+    return numbers, np.left_shift(np.uint32(1), numbers.astype(np.uint32))
+
+
 class RaceLog:
     """Sanitizer: the elements each lane touched since the last barrier, per buffer.
 
@@ -83,7 +93,7 @@ class RaceLog:
         self.watched = frozenset(watched)
         self.read_ledger = {}
         #: Per global buffer written by GPU threads since the last barrier: which warps wrote each
-        #: element (:meth:`_note_warp_write`); None where no claim is made.
+        #: element (:meth:`_warp_write`); None where no claim is made.
         self.warp_ledger = {}
         self.statement = {}
         #: Lanes whose value in the statement being run came from never-written memory (see ``access``)
@@ -138,7 +148,7 @@ class RaceLog:
         ThreadSync: no barrier orders two threads' writes, while a read before another thread's write
         in a later statement is ordered by the lockstep TVM's warp-synchronous code relies on); a
         read is checked against them: another warp's earlier write is a race
-        (:meth:`_check_warp_read`)."""
+        (:meth:`_warp_read`)."""
         elems = np.ravel_multi_index(index, shape) if index else np.zeros(lane_ids.shape, np.int64)
         book = self.statement if statement else self.records
         entry = book.setdefault(name, (shape, lanes, []))
@@ -148,30 +158,42 @@ class RaceLog:
             self._check(name, shape, lanes, entry[2] if statement else [item])
         if write and statement and region:
             self.records.setdefault(name, (shape, lanes, []))[2].append(item)
-            self._check_warp_write(name, shape, elems, lane_ids, lanes, values, previous)
-            self._note_warp_write(name, shape, elems, lane_ids, lanes, values, previous)
-        elif statement and region:
-            if name in self.warp_ledger:
-                self._check_warp_read(name, shape, elems, lane_ids, lanes)
-            if name in self.watched:
-                self._note_warp_read(name, shape, elems, lane_ids, lanes)
+            self._warp_write(name, shape, elems, lane_ids, lanes, values, previous)
+        elif statement and region and (name in self.warp_ledger or name in self.watched):
+            self._warp_read(name, shape, elems, lane_ids, lanes)
         if grid and self.block is not None:
             self._check_blocks(name, shape, elems, write, values, previous)
 
-    def _note_warp_write(self, name, shape, elems, lane_ids, lanes, values, previous):
-        """The warp ledger of global memory since the last barrier (:meth:`_check_warp_read`): per
-        element, a bit per warp that wrote it, one per warp whose write changed it, the first value
-        written and whether a later write differed.  Made on the first write (zeroed pages: memory
-        only where elements are written), dropped at the barrier."""
-        warp_of = _warp_numbers(lanes)
-        if warp_of is None:
+    def _warp_write(self, name, shape, elems, lane_ids, lanes, values, previous):
+        """A write of global memory by GPU threads since the last barrier.  Checked against the read
+        ledger: changing an element that a thread of another warp read in an earlier statement races
+        (the read may see either value: warps do not run in lockstep; writes that keep the element's
+        value are silent).  Then noted in the warp ledger, per element: a bit per warp that wrote
+        it, one per warp whose write changed it, the first value written and whether a later write
+        differed (:meth:`_warp_read`).  Ledgers are made on first use (zeroed pages: memory only
+        where elements are touched) and dropped at the barrier."""
+        warps = _warp_bits(lanes, lane_ids)
+        if warps is None:
             return
-        warps = warp_of(np.ravel(lane_ids))
+        numbers, bit = warps
         keys = self._value_keys([(elems, None, True, values, None)], [np.size(elems)])
         old = self._value_keys([(elems, None, True, previous, None)], [np.size(elems)])
-        if keys is None or old is None or warps.size and warps.max() >= 32:
+        if keys is None or old is None or numbers.size and numbers.max() >= 32:
             self.warp_ledger[name] = None  # buffers of vectors: no value to compare, no claim
             return
+        elems, changed = np.ravel(elems), keys != old
+        read = self.read_ledger.get(name)
+        if read is not None and read[0] == lanes:
+            bad = np.flatnonzero(changed & ((read[1][elems] & ~bit) != 0))
+            if bad.size:
+                k = int(bad[0])
+                element, writer = int(elems[k]), int(numbers[k])
+                reader = next(w for w in range(32) if (int(read[1][element]) >> w) & 1 and w != writer)
+                where_index = [int(i) for i in np.unravel_index(element, shape)]
+                raise RuntimeError(
+                    f"data race on {name}{where_index}: read by a thread of warp {reader} and overwritten in a "
+                    f"later statement by thread ({_lane_text(lanes, int(np.ravel(lane_ids)[k]))}) of warp {writer}, "
+                    f"with no barrier in between: warps do not run in lockstep")
         if name not in self.warp_ledger:
             size = int(np.prod(shape))
             self.warp_ledger[name] = (lanes, *(np.zeros(size, t) for t in (np.uint32, np.uint32, np.uint64, bool)))
@@ -180,83 +202,48 @@ class RaceLog:
             self.warp_ledger[name] = None
             return
         _lanes, writers, changers, first, differs = ledger
-        elems = np.ravel(elems)
-        bit = np.left_shift(np.uint32(1), warps.astype(np.uint32))
         fresh = writers[elems] == 0
         first[elems[fresh]] = keys[fresh]
         np.logical_or.at(differs, elems, first[elems] != keys)
         np.bitwise_or.at(writers, elems, bit)
-        changed = keys != old
         np.bitwise_or.at(changers, elems[changed], bit[changed])
 
-    def _note_warp_read(self, name, shape, elems, lane_ids, lanes):
-        """The read side of the warp ledger: a bit per warp that read each element of a global
-        buffer the threads also write, since the last barrier (zeroed pages, dropped there)."""
-        warp_of = _warp_numbers(lanes)
-        if warp_of is None:
+    def _warp_read(self, name, shape, elems, lane_ids, lanes):
+        """A read of global memory by GPU threads since the last barrier.  Checked against the warp
+        ledger (:meth:`_warp_write`): reading an element that a thread of another warp wrote races
+        (only a barrier orders warps), unless every write kept the value the element held (silent)
+        or every write stored one value and the reading warp wrote it too.  Then, for a buffer the
+        threads also write (``watched``), noted in the read ledger: a bit per warp that read each
+        element.  Threads of one warp are left to the lockstep TVM's warp-synchronous code relies on."""
+        warps = _warp_bits(lanes, lane_ids)
+        if warps is None:
             return
-        warps = warp_of(np.ravel(lane_ids))
+        numbers, bit = warps
+        elems = np.ravel(elems)
+        ledger = self.warp_ledger.get(name)
+        if ledger is not None and ledger[0] == lanes:
+            _lanes, writers, changers, _first, differs = ledger
+            others = (changers[elems] & ~bit) != 0
+            agreed = ~differs[elems] & ((writers[elems] & bit) != 0)
+            bad = np.flatnonzero(others & ~agreed)
+            if bad.size:
+                k = int(bad[0])
+                element, reader = int(elems[k]), int(numbers[k])
+                writer_warp = next(w for w in range(32) if (int(changers[element]) >> w) & 1 and w != reader)
+                writer = self._warp_writer(name, element, writer_warp, lanes)
+                where_index = [int(i) for i in np.unravel_index(element, shape)]
+                thread = f"thread ({_lane_text(lanes, writer)})" if writer is not None else "a thread"
+                raise RuntimeError(
+                    f"data race on {name}{where_index}: written by {thread} of warp {writer_warp} and read in a "
+                    f"later statement by thread ({_lane_text(lanes, int(np.ravel(lane_ids)[k]))}) of warp {reader}, "
+                    f"with no barrier in between: warps do not run in lockstep")
+        if name not in self.watched or numbers.size and numbers.max() >= 32:
+            return
         if name not in self.read_ledger:
             self.read_ledger[name] = (lanes, np.zeros(int(np.prod(shape)), np.uint32))
-        ledger = self.read_ledger[name]
-        if ledger[0] != lanes or warps.size and warps.max() >= 32:
-            return
-        np.bitwise_or.at(ledger[1], np.ravel(elems), np.left_shift(np.uint32(1), warps.astype(np.uint32)))
-
-    def _check_warp_write(self, name, shape, elems, lane_ids, lanes, values, previous):
-        """A write of global memory by GPU threads that changes an element a thread of another warp
-        read in an earlier statement since the last barrier: the read may see either value (warps do
-        not run in lockstep).  Writes that keep the element's value are silent."""
-        ledger = self.read_ledger.get(name)
-        if ledger is None or ledger[0] != lanes:
-            return
-        keys = self._value_keys([(elems, None, True, values, None)], [np.size(elems)])
-        old = self._value_keys([(elems, None, True, previous, None)], [np.size(elems)])
-        if keys is None or old is None:
-            return
-        elems, ids = np.ravel(elems), np.ravel(lane_ids)
-        warps = _warp_numbers(lanes)(ids)
-        bit = np.left_shift(np.uint32(1), warps.astype(np.uint32))
-        bad = np.flatnonzero((keys != old) & ((ledger[1][elems] & ~bit) != 0))
-        if not bad.size:
-            return
-        k = int(bad[0])
-        element, writer = int(elems[k]), int(warps[k])
-        reader = next(w for w in range(32) if (int(ledger[1][element]) >> w) & 1 and w != writer)
-        where_index = [int(i) for i in np.unravel_index(element, shape)]
-        raise RuntimeError(
-            f"data race on {name}{where_index}: read by a thread of warp {reader} and overwritten in a later "
-            f"statement by thread ({_lane_text(lanes, int(ids[k]))}) of warp {writer}, with no barrier in "
-            f"between: warps do not run in lockstep")
-
-    def _check_warp_read(self, name, shape, elems, lane_ids, lanes):
-        """A read of global memory by GPU threads against the warp ledger (:meth:`_note_warp_write`):
-        a thread reading an element that a thread of another warp wrote since the last barrier races
-        (warps do not run in lockstep; only a barrier orders them), unless every write kept the
-        value the element held (silent) or every write stored one value and the reading warp wrote
-        it too.  Threads of one warp are left to the lockstep TVM's warp-synchronous code relies on."""
-        ledger = self.warp_ledger.get(name)
-        if ledger is None or ledger[0] != lanes:
-            return
-        _lanes, writers, changers, _first, differs = ledger
-        elems, ids = np.ravel(elems), np.ravel(lane_ids)
-        warps = _warp_numbers(lanes)(ids)
-        bit = np.left_shift(np.uint32(1), warps.astype(np.uint32))
-        others = (changers[elems] & ~bit) != 0
-        agreed = ~differs[elems] & ((writers[elems] & bit) != 0)
-        bad = np.flatnonzero(others & ~agreed)
-        if not bad.size:
-            return
-        k = int(bad[0])
-        element, reader = int(elems[k]), int(warps[k])
-        writer_warp = int(np.flatnonzero([(int(changers[element]) >> w) & 1 and w != reader for w in range(32)])[0])
-        writer = self._warp_writer(name, element, writer_warp, lanes)
-        where_index = [int(i) for i in np.unravel_index(element, shape)]
-        thread = f"thread ({_lane_text(lanes, writer)})" if writer is not None else "a thread"
-        raise RuntimeError(
-            f"data race on {name}{where_index}: written by {thread} of warp {writer_warp} and read in a later "
-            f"statement by thread ({_lane_text(lanes, int(ids[k]))}) of warp {reader}, with no barrier in "
-            f"between: warps do not run in lockstep")
+        read = self.read_ledger[name]
+        if read[0] == lanes:
+            np.bitwise_or.at(read[1], elems, bit)
 
     def _warp_writer(self, name, element, warp, lanes):
         """A thread of ``warp`` that wrote ``element`` of ``name`` since the last barrier (for the
