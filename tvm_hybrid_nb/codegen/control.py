@@ -116,7 +116,9 @@ class ControlFlowMixin:
                 loop, lo, extent = self._cut_loop(node, decision.cut)
             if strategy == PARALLEL_CHUNKS and self._can_split_parallel():
                 return self._as_planned(node, lambda: self._split_parallel(loop, lo, extent, copies()))
-            return self._as_planned(node, lambda: self._vectorized_for(loop, lo, copies()))
+            # Block lanes carry their tag (errors name the block) where lane k is block k.
+            block_tag = tag if kind == 4 and decision.cut is None and _is_zero(node.min) else ""
+            return self._as_planned(node, lambda: self._vectorized_for(loop, lo, copies(), tag=block_tag))
         if _is_zero(node.min):
             bounds = [extent.node]
         else:

@@ -169,6 +169,9 @@ class ExpressionsMixin:
             # poison (undefined), not a wrap.
             mask = self._mask_expr(self._used_lanes())
             keywords = {"mask": mask} if mask is not None else {}
+            named = self._named_lanes()
+            if named is not None:
+                keywords["lanes"] = named
             if self.defer_overflow:  # on its way into an allocation: poison until used (see sanitize.py)
                 keywords["poison"] = _name("race_log")
                 self.overflow_deferred = True
@@ -488,6 +491,9 @@ class ExpressionsMixin:
             keywords = {}
             if mask is not None:
                 keywords["reached"] = mask
+                named = self._named_lanes()
+                if named is not None:
+                    keywords["lanes"] = named
                 if any(not ax.is_thread for ax in self.lanes.axes):  # blocks as lanes: each block its own
                     keywords["thread_axes"] = ast.Tuple([ast.Constant(a) for a in self.THREAD_AXES.values()],
                                                         ast.Load())

@@ -134,7 +134,8 @@ class GpuMixin:
             extent = self.visit_expr(node.value)
             return self._as_planned(node, lambda: self._split_parallel(loop, lo, extent, private))
         return self._as_planned(node, lambda: self._lanes_for(iv.var, loop.min, lo, node.value, node.body,
-                                                              is_thread=False, private_allocs=private))
+                                                              is_thread=False, tag=str(iv.thread_tag),
+                                                              private_allocs=private))
 
     def _per_block_allocs(self, node) -> list:
         """The block-scoped memory the plan gives a copy per block lane (``decision.private``) that

@@ -195,10 +195,10 @@ class LanesMixin:
             index = ast.BinOp(index, ast.Sub(), frame.lo)
         return ast.Subscript(_name(name), index, ast.Load())
 
-    def _vectorized_for(self, node, lo: Value, private_allocs=()) -> list[ast.stmt]:
+    def _vectorized_for(self, node, lo: Value, private_allocs=(), tag: str = "") -> list[ast.stmt]:
         """All iterations at once: the loop variable becomes an array along its own axis."""
         return self._lanes_for(node.loop_var, node.min, lo, node.extent, node.body, is_thread=False,
-                               private_allocs=private_allocs)
+                               tag=tag, private_allocs=private_allocs)
 
     def _can_split_parallel(self) -> bool:
         """Whether a ``T.parallel`` loop here may run in chunks on several cores: outside every

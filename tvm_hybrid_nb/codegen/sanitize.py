@@ -87,6 +87,18 @@ class SanitizerMixin:
         race = self._race_lanes()
         return not race or (all(ax.is_thread for ax in race) and not self._synced_by_thread_sync(info))
 
+    @staticmethod
+    def _lanes_tuple(axes: list["_Axis"]) -> ast.Tuple:
+        """The runtime's description of lane ``axes``: ``((axis, extent, tag), ...)``."""
+        return ast.Tuple([ast.Tuple([ast.Constant(ax.axis), ax.extent, ast.Constant(ax.tag)], ast.Load())
+                          for ax in axes], ast.Load())
+
+    def _named_lanes(self) -> ast.Tuple | None:
+        """The lanes an error names a thread by (``at (blockIdx.x=1, threadIdx.x=7)``): the tagged
+        ones (threads, blocks, parallel iterations); None when there are none."""
+        axes = [ax for ax in self.lanes.axes if ax.tag]
+        return self._lanes_tuple(axes) if axes else None
+
     def _logged_lanes(self) -> list["_Axis"]:
         return self._race_lanes() or self._statement_lanes()
 
@@ -120,8 +132,7 @@ class SanitizerMixin:
             keywords["log"] = _name("race_log")
             if self.gpu.serial_blocks and info.scope == "global":
                 keywords["grid"] = ast.Constant(True)
-            keywords["lanes"] = ast.Tuple([ast.Tuple([ast.Constant(ax.axis), ax.extent, ast.Constant(ax.tag)],
-                                                     ast.Load()) for ax in lanes], ast.Load())
+            keywords["lanes"] = self._lanes_tuple(lanes)
         index = ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load())
         return self._call("access", _name(info.name), index, ast.Constant(info.name), kw=keywords)
 

@@ -25,13 +25,13 @@ import numpy as np  # noqa: F401  (used inside helpers copied into scripts)
 # must be re-exported here (tests/test_runtime.py checks it); put it anywhere.
 # isort: off
 from ._lanes import parallel, vectorized, unrolled
-from ._gpu import thread_binding, thread_lanes, barrier
+from ._gpu import thread_binding, thread_lanes, barrier, _first_block, _barrier_threads
 from ._sanitizers import _lane_ids, _lane_text, _warp_numbers, _warp_bits, RaceLog, _direct_access
 from ._lanes import last_lane, last_lane_along
 from ._sanitizers import _lane_note, _unwritten_message, access, read_written
 from ._lanes import lanes_view, parallel_chunks
 from ._gpu import (_lane_array, _threads_first, thread_allreduce, thread_allreduce_values, warp_shuffle,
-                   warp_activemask, sblock, atomic_add)
+                   _shuffle_message, warp_activemask, sblock, atomic_add)
 from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floormod, shift_count, checked_arith,
                         packed_return,
                         float_floordiv, float_floormod, _float_to_int32_or_64, _in_int_range, OutOfRangeConversions,
@@ -71,9 +71,11 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "_lane_note": ("_lane_ids", "_lane_text"),
     "read_written": ("_unwritten_message",),
     "_unwritten_message": ("RaceLog",),
-    "warp_shuffle": ("_lane_array",),
     "warp_activemask": ("_lane_array",),
-    "barrier": ("_lane_array",),
+    "barrier": ("_lane_array", "_first_block", "_barrier_threads"),
+    "_barrier_threads": ("_lane_note",),
+    "checked_arith": ("_lane_note",),
+    "warp_shuffle": ("_lane_array", "_shuffle_message"),
     "store": ("_in_bounds", "_bounds_error", "_all", "_kept"),
     "contrib_sort": ("_stable_order",),
     "view": ("_as_dtype",),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._sanitizers import _lane_note  # named threads in errors (a helper dependency)
+
 
 # --------------------------------------------------------------------------- threads
 def thread_binding(*bounds, thread=""):
@@ -21,7 +23,7 @@ def thread_lanes(index, tag):
     return index
 
 
-def barrier(scope="shared", reached=True, log=None, thread_axes=None, ndim=None):
+def barrier(scope="shared", reached=True, log=None, thread_axes=None, ndim=None, lanes=()):
     """``__syncthreads``: a no-op in lockstep, but every thread of the block must reach it.
 
     ``scope="warp"`` is TVM's warp-synchronous step (``LowerThreadAllreduce`` puts it between the
@@ -29,6 +31,7 @@ def barrier(scope="shared", reached=True, log=None, thread_axes=None, ndim=None)
     generator emits nothing for it, so no thread need reach it.
     ``thread_axes`` (of ``ndim``-dimensional lanes): blocks run as lanes too, and each block's
     threads must agree among themselves only (one block may have left a loop another still runs).
+    ``lanes`` (as ``access`` takes them) name a thread that reaches the barrier and one that does not.
     With a sanitizer ``log``, the accesses since the previous barrier are checked for races.
     """
     reached = np.asarray(reached)
@@ -42,12 +45,29 @@ def barrier(scope="shared", reached=True, log=None, thread_axes=None, ndim=None)
             first = np.argwhere(split)[0]
             block = per_block[tuple(slice(None) if a in thread_axes else int(i) for a, i in enumerate(first))]
             raise RuntimeError(f"barrier ({scope}) not reached by all threads of the block: "
-                               f"{int(block.sum())} of {block.size} lanes reach it")
+                               f"{int(block.sum())} of {block.size} lanes reach it"
+                               f"{_barrier_threads(lanes, *_first_block(split, first, per_block))}")
     elif not reached.all():
         raise RuntimeError(f"barrier ({scope}) not reached by all threads of the block: "
-                           f"{int(reached.sum())} of {reached.size} lanes reach it")
+                           f"{int(reached.sum())} of {reached.size} lanes reach it"
+                           f"{_barrier_threads(lanes, reached, ~reached)}")
     if log is not None:
         log.flush("barrier")
+
+
+def _first_block(split, first, per_block):
+    """The threads of the block at ``first`` (a lane of ``split``) that reach and that miss the barrier."""
+    block = np.zeros(split.shape, bool)
+    block[tuple(first)] = True
+    return block & per_block, block & ~per_block
+
+
+def _barrier_threads(lanes, reaching, missing) -> str:
+    """``; (threadIdx.x=0) reaches it, (threadIdx.x=7) does not``; empty without lanes."""
+    if not lanes:
+        return ""
+    return (f"; ({_lane_note(lanes, reaching)[len(' at ('):]} reaches it, "
+            f"({_lane_note(lanes, missing)[len(' at ('):]} does not")
 
 
 class sblock:  # noqa: N801  (reads like TVMScript's T.sblock)
@@ -156,15 +176,22 @@ def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None, acti
                 where = tuple(int(i) for i in np.argwhere(missing)[0])
                 sources = np.reshape(src, np.shape(src) + (1,) * (flat.ndim - np.ndim(src)))
                 reader, source = where[0], int(np.broadcast_to(sources, flat.shape)[where])
-                raise RuntimeError(f"warp shuffle: thread {reader} of the block reads thread {source}, which "
-                                   f"does not take the branch around the shuffle (CUDA leaves that value "
-                                   f"undefined)")
+                raise RuntimeError(_shuffle_message(reader, source))
     if poison is not None and poison.pending is not None:
         tainted = np.broadcast_to(_lane_array(poison.pending, ndim), full.shape)
         poison.pending = pick(tainted.reshape(flat.shape)).reshape(full.shape)
     if poison is not None and undefined is not None:
         poison.taint(undefined)
+        if poison.note is None:  # named if the value reaches memory that is read (see ``access``)
+            where = tuple(int(i) for i in np.argwhere(undefined.reshape(flat.shape))[0])
+            sources = np.reshape(src, np.shape(src) + (1,) * (flat.ndim - np.ndim(src)))
+            poison.note = _shuffle_message(where[0], int(np.broadcast_to(sources, flat.shape)[where]))
     return pick(flat).reshape(full.shape)
+
+
+def _shuffle_message(reader, source) -> str:
+    return (f"warp shuffle: thread {reader} of the block reads thread {source}, which does not take the "
+            f"branch around the shuffle (CUDA leaves that value undefined)")
 
 
 def atomic_add(buffer, index, value, name="buffer", mask=None, shadow=None):

@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 
+from ._sanitizers import _lane_note  # named threads in errors (a helper dependency)
+
 
 # --------------------------------------------------------------------------- integer semantics
 def wrap(value, dtype):
@@ -96,7 +98,7 @@ def shift_count(count, bits, mask=None):
     return count
 
 
-def checked_arith(a, b, op, dtype, mask=None, poison=None, _limits={}):  # noqa: B006 (the default is the cache)
+def checked_arith(a, b, op, dtype, mask=None, poison=None, lanes=(), _limits={}):  # noqa: B006 (the default is the cache)
     """Sanitizer: ``a op b`` (``"+"``, ``"-"``, ``"*"``) of 32- or 64-bit integers, computed as the
     plain operator computes it (wrapping), after checking that the exact result fits ``dtype``.  TVM's
     llvm code generator emits these with ``nsw`` (signed) or ``nuw`` (unsigned), so a result that does
@@ -104,8 +106,9 @@ def checked_arith(a, b, op, dtype, mask=None, poison=None, _limits={}):  # noqa:
     x once ``nuw`` says the sum is at least C).  Lanes where ``mask`` is false are not checked.
     With ``poison`` (a ``RaceLog``: the value is on its way into an allocation, on an LLVM target,
     where poison is a value until used) the lanes that overflow are tainted instead of reported, and
-    the report comes if the stored element is read.  ``_limits`` keeps each dtype's range (a kernel
-    calls this once per statement execution)."""
+    the report comes if the stored element is read.  ``lanes`` (as ``access`` takes them) name the
+    first thread that overflows.  ``_limits`` keeps each dtype's range (a kernel calls this once per
+    statement execution)."""
     limits = _limits.get(dtype)
     if limits is None:
         info = np.iinfo(dtype)
@@ -143,7 +146,8 @@ def checked_arith(a, b, op, dtype, mask=None, poison=None, _limits={}):  # noqa:
         message = (f"{name} overflow: {x} {op} {y} = {fn(x, y)}, outside [{lo}, {hi}]; "
                    f"the target leaves it undefined (TVM's llvm code marks {name} {op} "
                    f"{'nsw' if lo < 0 else 'nuw'}; C's signed overflow on cuda), so the wrapped value is "
-                   f"poison (the native result depends on how the compiler used that)")
+                   f"poison (the native result depends on how the compiler used that)"
+                   f"{_lane_note(lanes, lane) if lanes else ''}")
         if poison is None:
             raise ValueError(message)
         poison.taint(lane)

@@ -500,7 +500,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
         if np.any(keep & ~ok):
             first = tuple(int(f[keep & ~ok][0]) for f in full)
             raise IndexError(f"out-of-bounds {'write' if write else 'read'} of {name}{list(first)} "
-                             f"(shape {tuple(buffer.shape)}){_lane_note(lanes, shape, keep & ~ok)}")
+                             f"(shape {tuple(buffer.shape)}){_lane_note(lanes, keep & ~ok)}")
     sel = tuple(f[keep] for f in full)
     # In the buffer's dtype, as the store writes it: its bits are compared (a Python float is float64).
     written = np.broadcast_to(np.asarray(value).astype(buffer.dtype, copy=False), shape + extra)[keep] if write else None
@@ -527,7 +527,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
             first = tuple(int(s[~written][0]) for s in sel)
             unset = np.zeros(shape, bool)
             unset[keep] = ~written
-            raise RuntimeError(_unwritten_message(name, list(first)) + _lane_note(lanes, shape, unset))
+            raise RuntimeError(_unwritten_message(name, list(first)) + _lane_note(lanes, unset))
     out = np.zeros(shape + extra, buffer.dtype)
     out[keep] = buffer[sel]
     return out[()] if out.ndim == 0 else out
@@ -545,13 +545,20 @@ def read_written(values, written, name, marks):
     return values
 
 
-def _lane_note(lanes, shape, where) -> str:
-    """`` at (threadIdx.x=31)``: the first lane (thread, or iteration of a parallel loop) where
-    ``where`` (a boolean array of ``shape``) holds; empty without lanes."""
-    if not lanes:
+def _lane_note(lanes, where) -> str:
+    """`` at (threadIdx.x=31)``: the first lane (thread, block, or iteration of a parallel loop)
+    where ``where`` (a boolean lane array, broadcast over the ``lanes``) holds; empty without lanes."""
+    where = np.asarray(where, dtype=bool)
+    if not lanes or not where.any():
         return ""
-    ids = _lane_ids(lanes, shape)[where]
-    return f" at ({_lane_text(lanes, int(ids[0]))})" if ids.size else ""
+    ndim = max(where.ndim, max(axis for axis, _extent, _tag in lanes) + 1)
+    where = where.reshape((1,) * (ndim - where.ndim) + where.shape)
+    lane_shape = [1] * ndim
+    for axis, extent, _tag in lanes:
+        lane_shape[axis] = extent
+    shape = np.broadcast_shapes(where.shape, tuple(lane_shape))
+    ids = _lane_ids(lanes, shape)[np.broadcast_to(where, shape)]
+    return f" at ({_lane_text(lanes, int(ids[0]))})"
 
 
 def _unwritten_message(name, first):
