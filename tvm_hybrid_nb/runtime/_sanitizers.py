@@ -64,6 +64,34 @@ def _warp_bits(lanes, lane_ids):
     return numbers, np.left_shift(np.uint32(1), numbers.astype(np.uint32))
 
 
+def _distinct(elems, size) -> bool:
+    """Whether the flat element numbers ``elems`` (of a buffer of ``size`` elements) are all different."""
+    if size <= 8 * elems.size:  # marks cost less than a sort
+        marks = np.zeros(size, bool)
+        marks[elems] = True
+        return int(np.count_nonzero(marks)) == elems.size
+    return np.unique(elems).size == elems.size
+
+
+class _DeferredRead:
+    """A race record of a read, kept as its index arrays until a write to the same memory before
+    the next barrier needs it (most reads meet none: shared-memory tiles read between barriers)."""
+
+    __slots__ = ("index", "lanes", "shape")
+
+    def __init__(self, index, lanes, shape):
+        self.index, self.lanes, self.shape = index, lanes, shape
+
+    def item(self):
+        """The record as :meth:`RaceLog.record` keeps it: ``(elements, lane ids, False, None, None)``."""
+        lane_shape = [1] * 12
+        for axis, extent, _tag in self.lanes:
+            lane_shape[axis] = extent
+        shape = np.broadcast_shapes(*(i.shape for i in self.index), tuple(lane_shape))
+        full = [np.broadcast_to(i, shape).reshape(-1) for i in self.index]
+        return (np.ravel_multi_index(full, self.shape), _lane_ids(self.lanes, shape).reshape(-1), False, None, None)
+
+
 class RaceLog:
     """Sanitizer: the elements each lane touched since the last barrier, per buffer.
 
@@ -164,6 +192,11 @@ class RaceLog:
         if grid and self.block is not None:
             self._check_blocks(name, shape, elems, write, values, previous)
 
+    def record_read(self, name, shape, index, lanes, statement=False):
+        """A read's record, as :meth:`record` keeps it (``statement``), deferred (:class:`_DeferredRead`)."""
+        book = self.statement if statement else self.records
+        book.setdefault(name, (shape, lanes, []))[2].append(_DeferredRead(index, lanes, shape))
+
     def _warp_write(self, name, shape, elems, lane_ids, lanes, values, previous):
         """A write of global memory by GPU threads since the last barrier.  Checked against the read
         ledger: changing an element that a thread of another warp read in an earlier statement races
@@ -250,7 +283,10 @@ class RaceLog:
         message), from the region's write records; None if they do not say."""
         entry = self.records.get(name)
         warp_of = _warp_numbers(lanes)
-        for elems, ids, write, _values, _previous in (entry[2] if entry is not None else []):
+        for item in (entry[2] if entry is not None else []):
+            if type(item) is _DeferredRead:
+                continue
+            elems, ids, write, _values, _previous = item
             ids = np.ravel(ids)
             hit = (np.ravel(elems) == element) & (warp_of(ids) == warp)
             if write and hit.any():
@@ -336,7 +372,10 @@ class RaceLog:
         return np.concatenate(keys)
 
     def _check(self, name, shape, lanes, items, where="one statement"):
-        if len(items) == 1 and np.unique(items[0][0]).size == items[0][0].size:
+        if not any(type(item) is not _DeferredRead and item[2] for item in items):
+            return  # reads only
+        items = [item.item() if type(item) is _DeferredRead else item for item in items]
+        if len(items) == 1 and _distinct(items[0][0], int(np.prod(shape, dtype=np.int64))):
             return  # one access touching each element once: no two lanes meet
         elems = np.concatenate([item[0] for item in items])
         ids = np.concatenate([item[1] for item in items])
@@ -473,6 +512,13 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     index = tuple(np.asarray(i) for i in index)
     in_bounds = all((0 <= i < n) if i.ndim == 0 else (i.size == 0 or (i.min() >= 0 and i.max() < n))
                     for i, n in zip(index, buffer.shape))  # every lane, kept or not
+    if (log is not None and not write and in_bounds and mask is None and not grid and lanes
+            and not (statement and region and (name in log.warp_ledger or name in log.watched))):
+        # A read whose record may never be needed: the record waits for a write (``_check``).
+        done = _direct_access(buffer, index, False, None, None, shadow, lanes, poison)
+        if done is not NotImplemented:
+            log.record_read(name, buffer.shape[:len(index)], tuple(np.array(i) for i in index), lanes, statement)
+            return done
     if log is None and in_bounds:
         done = _direct_access(buffer, index, write, value, mask, shadow, lanes, poison)
         if done is not NotImplemented:
