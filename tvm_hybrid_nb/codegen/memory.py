@@ -167,9 +167,16 @@ class MemoryAccessMixin:
         self._check_vector_buffer(info, values)
         if self._sanitized(info):
             views = self._checked_views(info, indices, values)
+            if views is not None and self._defers_poison(info) and self.defer_poison:
+                # Into a thread's own memory: never-written lanes are carried, not reported yet.
+                return Value(self._call("read_or_taint", *views, _name("race_log")), "np", _dtype(node), True)
             if views is not None:
-                return Value(self._call("read_written", *views, ast.Constant(info.name), _name(info.shadow)),
-                             "np", _dtype(node), True)
+                named = self._named_lanes()
+                return Value(self._call("read_written", *views, ast.Constant(info.name), _name(info.shadow),
+                                        *([named] if named is not None else [])), "np", _dtype(node), True)
+            logged = self._logged_view_read(info, indices, values)
+            if logged is not None:
+                return Value(logged, "np", _dtype(node), True)
             # ``access`` returns one value per lane only where lanes, lane indices or masks are involved.
             varying = (_varying(*values) or bool(info.prefix) or info.per_thread or bool(self._logged_lanes())
                        or bool(self.lanes.stmt_masks or self.lanes.masks))
@@ -250,7 +257,11 @@ class MemoryAccessMixin:
             views = None if self.overflow_deferred else self._checked_views(info, indices, values)
             if views is not None:
                 view, written = views
-                return [ast.Assign([ast.Subscript(view, ast.Constant(Ellipsis), ast.Store())], value),
+                store = ast.Assign([ast.Subscript(view, ast.Constant(Ellipsis), ast.Store())], value)
+                if self._defers_poison(info):  # the value may carry never-written lanes
+                    return [store, ast.Expr(self._call("mark_written", written, _name("race_log"),
+                                                       ast.Constant(info.name)))]
+                return [store,
                         ast.Assign([ast.Subscript(written, ast.Constant(Ellipsis), ast.Store())], ast.Constant(True))]
             return [ast.Expr(self._access_call(info, values, write=True, value=value))]
         view = self._lane_view(info, indices, values, write=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 
 from .names import Value, _Axis, _BufferInfo, _key, _name
 from .targets import LLVM_KINDS, overflow_is_poison
@@ -136,14 +137,34 @@ class SanitizerMixin:
         index = ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load())
         return self._call("access", _name(info.name), index, ast.Constant(info.name), kw=keywords)
 
-    def _checked_views(self, info: _BufferInfo, indices, values: list[Value]) -> tuple | None:
+    def _logged_view_read(self, info: _BufferInfo, indices, values: list[Value]) -> ast.expr | None:
+        """Sanitizer, fast mode: a read of shared memory by threads as lane views of the buffer and
+        of its written-marks, its race record deferred (``read_logged``); None where the access
+        needs ``access`` (no view, a mask, per-thread memory, global memory's ledgers)."""
+        if (info.shadow is None or info.per_thread or not info.scope.startswith("shared")
+                or not self._logged_lanes() or info.per_warp):
+            return None
+        views = self._checked_views(info, indices, values, logged=True)
+        if views is None:
+            return None
+        own_copy = set(info.prefix_axes)
+        lanes = [ax for ax in self._logged_lanes() if ax.var is None or _key(ax.var) not in own_copy]
+        if not lanes:
+            return None
+        index = ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load())
+        keywords = {"statement": ast.Constant(True)} if self._statement_records(info) else {}
+        return self._call("read_logged", *views, ast.Constant(info.name), _name(info.shadow), _name("race_log"),
+                          index, self._lanes_tuple(lanes), kw=keywords)
+
+    def _checked_views(self, info: _BufferInfo, indices, values: list[Value], logged: bool = False) -> tuple | None:
         """Sanitizer, fast mode: an allocation's access as lane views of the buffer and of its
         written-marks, where no race record is needed (no racing lanes) and the access is a view."""
-        if info.shadow is None or self._logged_lanes():
+        # A thread's own memory needs no race record: its views serve with racing lanes too.
+        if info.shadow is None or (self._logged_lanes() and not (logged or info.per_thread)):
             return None
         view = self._lane_view(info, indices, values)
         if view is None:
             return None
-        marks = _BufferInfo(info.shadow, info.shape, "bool", list(info.prefix), info.per_thread, per_warp=info.per_warp)
+        marks = dataclasses.replace(info, name=info.shadow, dtype="bool", shadow=None)
         written = self._lane_view(marks, indices, values)
         return None if written is None else (view, written)

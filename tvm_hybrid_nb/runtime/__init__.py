@@ -28,7 +28,8 @@ from ._lanes import parallel, vectorized, unrolled
 from ._gpu import thread_binding, thread_lanes, barrier, _first_block, _barrier_threads
 from ._sanitizers import _lane_ids, _lane_text, _warp_numbers, _warp_bits, _distinct, _DeferredRead, RaceLog, _direct_access
 from ._lanes import last_lane, last_lane_along
-from ._sanitizers import _lane_note, _unwritten_message, access, read_written
+from ._sanitizers import (_lane_note, _unwritten_message, access, read_written, read_logged,
+                           read_or_taint, mark_written)
 from ._lanes import lanes_view, parallel_chunks
 from ._gpu import (_lane_array, _threads_first, thread_allreduce, thread_allreduce_values, warp_shuffle,
                    _shuffle_message, warp_activemask, sblock, atomic_add)
@@ -70,7 +71,9 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "_warp_bits": ("_warp_numbers",),
     "access": ("_lane_ids", "_direct_access", "_unwritten_message", "_lane_note"),
     "_lane_note": ("_lane_ids", "_lane_text"),
-    "read_written": ("_unwritten_message",),
+    "read_written": ("_unwritten_message", "_lane_note"),
+    "read_logged": ("read_written",),
+    "mark_written": ("RaceLog",),
     "_unwritten_message": ("RaceLog",),
     "warp_activemask": ("_lane_array",),
     "barrier": ("_lane_array", "_first_block", "_barrier_threads"),

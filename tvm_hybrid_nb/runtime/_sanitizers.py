@@ -579,15 +579,49 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     return out[()] if out.ndim == 0 else out
 
 
-def read_written(values, written, name, marks):
+def read_written(values, written, name, marks, lanes=()):
     """Sanitizer, fast mode: the lane view ``values`` of an allocation when every element in it
-    was written; ``written`` is the same view of the allocation's written-marks ``marks``."""
+    was written; ``written`` is the same view of the allocation's written-marks ``marks``;
+    ``lanes`` (as ``access`` takes them) name the first thread that reads a never-written one."""
     if not written.all():
         lane = np.argwhere(~written)[0]
         offset = written.__array_interface__["data"][0] - marks.__array_interface__["data"][0]
         offset += sum(int(i) * int(s) for i, s in zip(lane, written.strides))
         first = [int(i) for i in np.unravel_index(offset // marks.itemsize, marks.shape)]
-        raise RuntimeError(_unwritten_message(name, first))
+        raise RuntimeError(_unwritten_message(name, first) + _lane_note(lanes, ~written))
+    return values
+
+
+def read_or_taint(values, written, log):
+    """Sanitizer, fast mode: a lane view of a thread's own memory read into a value stored to a
+    thread's own memory: lanes whose element was never written are carried (``log.taint``), as
+    :func:`access` does with ``poison``, and reported if the value reaches other memory."""
+    if not written.all():
+        log.taint(~written)
+    return values
+
+
+def mark_written(written, log, name):
+    """Sanitizer, fast mode: the written-marks of a lane view of a thread's own memory just stored:
+    written, except the lanes whose value carries a never-written or poison value (``log.pending``;
+    :func:`access` with ``poison``)."""
+    tainted = log.pending
+    if tainted is None:
+        written[...] = True
+    else:
+        tainted = np.broadcast_to(tainted, written.shape)
+        written[...] = ~tainted
+        if log.note is not None and tainted.any():
+            type(log).undefined_stores[name] = log.note
+    log.pending = log.note = None
+
+
+def read_logged(values, written, name, marks, log, index, lanes, statement=False):
+    """Sanitizer, fast mode: :func:`read_written` of a lane view of shared memory, whose race
+    record (of the element ``index`` each of the ``lanes`` reads) is kept deferred in ``log``
+    until a write to the same memory before the next barrier needs it."""
+    read_written(values, written, name, marks, lanes)
+    log.record_read(name, marks.shape, tuple(np.array(i) for i in index), lanes, statement)
     return values
 
 
