@@ -140,6 +140,13 @@ def checked_arith(a, b, op, dtype, mask=None, poison=None, lanes=(), _limits={})
     if mask is not None:
         bad = bad & np.asarray(mask, dtype=bool)
     if bad.any():
+        record = globals().get("__out_of_range__")
+        record = record.get() if record is not None else None
+        if record is not None and record.policy != "native":
+            # A rerun that gives poison conversions the type's min/max/zero to see which outputs
+            # depend on them: sums of those stand-ins are not the kernel's (the run with the native
+            # values checked its own).
+            return out
         lane = np.asarray(bad, dtype=bool)
         x, y = (int(np.broadcast_to(np.asarray(v), lane.shape)[lane].reshape(-1)[0]) for v in (a, b))
         name = np.dtype(dtype)
