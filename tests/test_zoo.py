@@ -47,7 +47,8 @@ def test_every_zoo_kernel_is_exact_at_every_stage(kernels, flavour):
 #: with a real race, and clean ones.
 SANITIZED_KERNELS = ("lm_head.fused_matmul1_add1", "lm_head.fused_matmul_silu_multiply", "lm_head.fused_rms_norm_add",
                      "norms.group_norm", "sortscan.argmax", "sortscan.gpu_2d_continuous_cumsum", "norms.layer_norm",
-                     "softmax.softmax", "shapes.cumsum", "shapes.cumprod", "sampler.parallel_sampling_from_prob")
+                     "softmax.softmax", "shapes.cumsum", "shapes.cumprod", "sampler.parallel_sampling_from_prob",
+                     "edge.fused_conv2d_add1")
 
 
 def test_zoo_under_sanitizers_has_no_false_alarms(kernels):
@@ -505,3 +506,47 @@ def test_a_float16_sum_that_overflows_in_any_order_compares_as_overflowed():
     assert zoo._outputs_equal([overflowed.astype(np.float32)], [want.astype(np.float32)], reordered=True) is not None
     assert zoo._outputs_equal([-want], [want], reordered=True, arithmetic_eps=eps16) is not None  # 1 vs -1
     assert zoo._outputs_equal([np.array([6e4, 1], np.float16)], [want], reordered=True, arithmetic_eps=eps16)
+
+
+def test_a_schedule_that_changes_the_result_is_a_tvm_finding_with_tvms_own_build_as_evidence():
+    # matmul with a reduction of extent 1 and a bias: dlight's Fallback rule inlines the add into the
+    # reduction's init and its update (nn.Linear(1, n) with a bias).
+    import numpy as np
+    import tvm
+    from tvm.script import tirx as T
+
+    import tvm_hybrid_nb as thn
+
+    @T.prim_func(s_tir=True)
+    def matmul_k1(a: T.Buffer((5, 1), "float32"), b: T.Buffer((1, 4), "float32"), c: T.Buffer((5, 4), "float32"),
+                  out: T.Buffer((5, 4), "float32")):
+        T.func_attr({"tirx.noalias": True})
+        mm = T.sblock_alloc_buffer((5, 4))
+        for i0, i1, k in T.grid(5, 4, 1):
+            with T.sblock("matmul"):
+                v_i0, v_i1, v_k = T.axis.remap("SSR", [i0, i1, k])
+                with T.init():
+                    mm[v_i0, v_i1] = T.float32(0.0)
+                mm[v_i0, v_i1] = mm[v_i0, v_i1] + a[v_i0, v_k] * b[v_k, v_i1]
+        for i0, i1 in T.grid(5, 4):
+            with T.sblock("add"):
+                v_i0, v_i1 = T.axis.remap("SS", [i0, i1])
+                out[v_i0, v_i1] = mm[v_i0, v_i1] + c[v_i0, v_i1]
+
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((5, 1), (1, 4), (5, 4)))
+    _, scheduled = zoo.schedule(matmul_k1, "dlight-gpu")
+    serial = thn.build(zoo._serial_threads(scheduled["main"]).with_attr("global_symbol", "main"), target="llvm")
+    by_tvm = np.zeros((5, 4), np.float32)
+    serial.run_native(a, b, c, by_tvm)
+    np.testing.assert_allclose(by_tvm, a @ b + 2 * c, rtol=1e-6)  # TVM's own build: the bias twice
+    emulated = np.zeros((5, 4), np.float32)
+    thn.build(scheduled, target=zoo.cuda_target()).emulate(a, b, c, emulated, stage=0)
+    np.testing.assert_allclose(emulated, a @ b + 2 * c, rtol=1e-6)
+    for flavour in zoo.FLAVOURS:
+        o = zoo.check_kernel("k1.fused_matmul_add", matmul_k1, flavour)
+        if flavour == "dlight-gpu":
+            assert o.outcome == "wrong" and zoo.SCHEDULE_CHANGE in o.reason, o
+            assert "reverse_compute_inline" in zoo.tvm_finding(o)
+        else:
+            assert o.outcome == "ok", o

@@ -31,7 +31,8 @@ from typing import Callable
 
 import numpy as np
 
-from .zoo_outcomes import (ALLOWED_REFUSALS, KernelOutcome, MEANING_CHANGE, TVM_CODEGEN_FINDINGS, TVM_FINDING,  # noqa: F401
+from .zoo_outcomes import (ALLOWED_REFUSALS, FLAGGED_AS_WRITTEN, KernelOutcome, MEANING_CHANGE, SCHEDULE_CHANGE, TVM_CODEGEN_FINDINGS,  # noqa: F401
+                           TVM_FINDING,
                            TVM_FINDINGS, TVM_KERNEL_FINDINGS, TVM_MEANING_FINDINGS, TVM_PASS_FINDINGS,
                            TVM_SCHEDULE_FINDINGS, codegen_finding, finding_matches, kernel_op, refusal_allowed,
                            UNDEFINED_NOT_COMPARED, UNWRITTEN_NOT_COMPARED, ROUNDING_NOISE_COMPARED, FUSE_TIR_FINDING_MESSAGE, schedule_failure, tvm_compile_failure,
@@ -480,6 +481,45 @@ def meaning_change(hm, inputs, outcome: KernelOutcome, mode: str) -> None:
         outcome.reason += f"; {MEANING_CHANGE} {results[changes[0]][0].label} and stays changed"
 
 
+def _serial_threads(func):
+    """``func`` with its thread-bound loops made serial: at the schedule's level (blocks), thread
+    bindings are annotations and the loops keep their meaning."""
+    import tvm_ffi
+    from tvm import tirx
+
+    def serial(loop):
+        if loop.kind != tirx.ForKind.THREAD_BINDING:
+            return loop
+        return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body,
+                        annotations=loop.annotations)
+
+    return tvm_ffi.structural_map(func, (tirx.For, serial))
+
+
+def schedule_meaning_change(hm, scheduled, inputs, expected, outcome: KernelOutcome, mode: str) -> None:
+    """For a wrong answer at stage 0 of a scheduled kernel (``scheduled``, the PrimFunc a schedule
+    rule produced): when TVM's own llvm build of it, thread-bound loops made serial, computes the
+    emulation's values and not ``expected``, say so in ``outcome.reason`` (:data:`SCHEDULE_CHANGE`):
+    the rule changed what the kernel computes, and TVM's build is the evidence.  Where TVM cannot build
+    it for llvm, or its values are neither, nothing is said."""
+    from . import module as hmodule
+
+    if outcome.flavour == "none":
+        return
+    try:
+        native = hmodule.build(_serial_threads(scheduled).with_attr("global_symbol", "main"), target="llvm")
+        args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
+        built = native.result_values(args, native.run_native(*args))
+        args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
+        emulated = hm.result_values(args, hm.emulate(*args, stage=0, mode=mode))
+    except Exception:  # noqa: BLE001 - no build or run of TVM's own: no evidence
+        return
+    bf16, eps = _bf16_native(hm), _arithmetic_eps(hm)
+    if (_outputs_equal(emulated, built, bf16, reordered=True, arithmetic_eps=eps) is None
+            and _outputs_equal(built, expected, bf16, reordered=True, arithmetic_eps=eps) is not None):
+        outcome.reason += f"; {SCHEDULE_CHANGE}"
+
+
 def _native_reference(func):
     """The llvm build of ``func``; where TVM's code generation fails on a documented bug
     (:data:`TVM_CODEGEN_FINDINGS`), the build of its rewrite to the same meaning."""
@@ -618,12 +658,14 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
             inputs = _in_parameter_order(hm.params, native.params, inputs)
         emulate_stages(hm, inputs, expected, outcome, mode=mode, check=check, unwritten=unwritten,
                        find_noise=find_noise)
+        if outcome.outcome == "wrong" and unwritten is not None and outcome.stage == hm.stages[0].label:
+            schedule_meaning_change(hm, mod["main"], inputs, expected, outcome, mode)
         if outcome.outcome == "wrong":
             # Under check=True every stage up to the one that differs ran clean under the sanitizers:
             # only a pass that changed the meaning is left to look for.
             first = explain_wrong(hm, inputs, outcome, mode) if not check else None
             if first is not None:
-                outcome.reason += f"; the sanitizers flag the kernel as written (stage 0): {first}"
+                outcome.reason += f"; {FLAGGED_AS_WRITTEN}: {first}"
             elif TVM_FINDING not in outcome.reason:
                 meaning_change(hm, inputs, outcome, mode)
     except (UnsupportedConstructError, StageNotEmulatableError) as exc:  # the parameters, at build

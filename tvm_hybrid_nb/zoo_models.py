@@ -264,6 +264,19 @@ def models() -> list:
             picked = op.take(op.reshape(logits - lse, (4 * 10,)), target)
             return op.negative(op.sum(picked)) * 0.25, op.softmax(h, axis=1), self.proj(x)
 
+    class EdgeShapes(nn.Module):
+        """Layers at the edge of dlight's GPU rules, where TVM's schedules compute something else: a
+        linear layer of one input feature (its reduction has extent 1; the Fallback rule adds the
+        bias twice) and a depthwise convolution with channel multiplier 2 (the Reduction rule's
+        bias step reads per-thread elements another thread wrote)."""
+
+        def __init__(self):
+            self.fc = nn.Linear(1, 8)
+            self.dw = nn.Conv2D(3, 6, 3, dilation=2, groups=3)
+
+        def forward(self, t, x):
+            return self.fc(t), self.dw(x)
+
     return [
         ("lm_head", LMHead(), {"x": spec.Tensor((1, 1, 32), f32)}),
         ("mlp", MLP(), {"x": spec.Tensor((2, 16), f32)}),
@@ -300,4 +313,5 @@ def models() -> list:
         ("half_lm_head", HalfLMHead(), {"x": spec.Tensor((1, 1, 256), "float16")}),
         ("loss", Loss(), {"logits": spec.Tensor((4, 10), f32), "target": spec.Tensor((4,), "int32"),
                           "h": spec.Tensor((2, 40, 3), f32), "x": spec.Tensor(("b", "n", 16), f32)}),
+        ("edge", EdgeShapes(), {"t": spec.Tensor((3, 1), f32), "x": spec.Tensor((1, 3, 12, 13), f32)}),
     ]

@@ -79,6 +79,14 @@ TVM_FINDINGS: dict[tuple[str, str, str], str] = {
         "s_tir.ThreadSync puts barriers only between the steps, so the race stays at every stage down to "
         "the CUDA source (warp-synchronous code without __syncwarp: a data race in CUDA's memory model).",
 }
+TVM_FINDINGS[("dlight-gpu", "fused_conv2d", "read of group_conv2d_nchw_intermediate_local")] = (
+    "s_tir/dlight/gpu/reduction.py on a depthwise conv2d with channel multiplier 2 (nn.Conv2D(3, 6, 3, "
+    "groups=3) + bias): the reduction block writes its per-thread (`local`) result at `ax1_1 * 9 + tx` while "
+    "the bias block, bound to the threads another way, reads it at `2 * tx + ax1_1`: thread 0 reads element "
+    "1, which only thread 1 wrote, in its own registers.  The CUDA source keeps both index expressions "
+    "(`group_conv2d_nchw_intermediate_local[18]` written at `ax1_1*9 + threadIdx.x`, read at "
+    "`threadIdx.x*2 + ...`): on a GPU the output reads uninitialised registers.  TVM's "
+    "LowerCrossThreadReduction raises on the variants without dilation, a TVM failure of its own.")
 TVM_FINDINGS[("dlight-gpu", "parallel_sampling_from_prob", "data race on cumsum")] = (
     "relax/backend/gpu_generic/sampling.py (gpu_multinomial_from_uniform, relax's GPU multinomial_from_uniform) "
     "scans a warp in block_cumsum as cumsum.py does: `output_shared[idx + j] += output_shared[idx - (1 << i) * "
@@ -170,8 +178,24 @@ TVM_PASS_FINDINGS[("dlight-gpu", "LowerCrossThreadReduction", "out-of-bounds wri
     "spatial one.")
 
 
+#: The words a wrong answer's reason gets when the sanitizers flag the kernel at stage 0 (its alarm
+#: follows): the native result is no reference, and the alarm may be a documented one (:data:`TVM_FINDINGS`).
+FLAGGED_AS_WRITTEN = "the sanitizers flag the kernel as written (stage 0)"
+
 #: The words :func:`meaning_change` adds to a wrong answer's reason, before the stage it names.
 MEANING_CHANGE = "the emulated result changes at stage"
+
+#: The words :func:`~tvm_hybrid_nb.zoo.schedule_meaning_change` adds to a wrong answer at stage 0 of a
+#: scheduled kernel when TVM's own build of the schedule computes the emulation's values.
+SCHEDULE_CHANGE = "TVM's own llvm build of the scheduled kernel computes these values too"
+#: Why that is TVM's failure, not the emulator's: the evidence is TVM's own build.
+SCHEDULE_CHANGE_EVIDENCE = (
+    "the schedule rule changed what the kernel computes: TVM's own llvm build of the scheduled PrimFunc, "
+    "its thread-bound loops run as serial loops (a schedule's block-level meaning: the bindings are "
+    "annotations there), computes the values the emulation of stage 0 computes, not the reference's.  "
+    "Seen: dlight's Fallback rule inlines an add that follows a reduction of extent 1 (nn.Linear(1, n) "
+    "with a bias, a 1x1 convolution of one input channel) into the reduction block, into its T.init and "
+    "into its update, so the bias is added twice (s_tir.Schedule.reverse_compute_inline).")
 
 #: Passes of TVM that change what a kernel computes (no sanitizer can see it: every stage is clean, the
 #: stages before the pass all give one result and the stages from it on all give another, the native
@@ -296,11 +320,13 @@ def tvm_finding(outcome: KernelOutcome) -> str | None:
     if outcome.outcome == "crash" and "native run refused" in outcome.reason:
         return next((why for (prefix, message), why in TVM_KERNEL_FINDINGS.items()
                      if kernel_op(outcome.kernel).startswith(prefix) and message in outcome.reason), None)
+    if outcome.outcome == "wrong" and SCHEDULE_CHANGE in outcome.reason:
+        return SCHEDULE_CHANGE_EVIDENCE
     if outcome.outcome == "wrong" and MEANING_CHANGE in outcome.reason:
         changed_at = outcome.reason.rsplit(MEANING_CHANGE, 1)[1]
         return next((why for pass_name, why in TVM_MEANING_FINDINGS.items()
                      if changed_at.split(" and stays")[0].endswith(pass_name)), None)
-    if outcome.outcome == "wrong" and TVM_FINDING not in outcome.reason:
+    if outcome.outcome == "wrong" and TVM_FINDING not in outcome.reason and FLAGGED_AS_WRITTEN not in outcome.reason:
         return None
     if outcome.outcome not in ("crash", "wrong"):
         return None

@@ -171,9 +171,14 @@ class MemoryAccessMixin:
                 # Into a thread's own memory: never-written lanes are carried, not reported yet.
                 return Value(self._call("read_or_taint", *views, _name("race_log")), "np", _dtype(node), True)
             if views is not None:
+                keywords = {}
                 named = self._named_lanes()
+                if named is not None:
+                    keywords["lanes"] = named
+                if self._prefix(info):
+                    keywords["lead"] = ast.Constant(len(self._prefix(info)))
                 return Value(self._call("read_written", *views, ast.Constant(info.name), _name(info.shadow),
-                                        *([named] if named is not None else [])), "np", _dtype(node), True)
+                                        kw=keywords), "np", _dtype(node), True)
             logged = self._logged_view_read(info, indices, values)
             if logged is not None:
                 return Value(logged, "np", _dtype(node), True)

@@ -134,7 +134,10 @@ class SanitizerMixin:
             if self.gpu.serial_blocks and info.scope == "global":
                 keywords["grid"] = ast.Constant(True)
             keywords["lanes"] = self._lanes_tuple(lanes)
-        index = ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load())
+        prefix = self._prefix(info)
+        if prefix:
+            keywords["lead"] = ast.Constant(len(prefix))
+        index = ast.Tuple(prefix + [v.node for v in values], ast.Load())
         return self._call("access", _name(info.name), index, ast.Constant(info.name), kw=keywords)
 
     def _logged_view_read(self, info: _BufferInfo, indices, values: list[Value]) -> ast.expr | None:
@@ -151,8 +154,11 @@ class SanitizerMixin:
         lanes = [ax for ax in self._logged_lanes() if ax.var is None or _key(ax.var) not in own_copy]
         if not lanes:
             return None
-        index = ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load())
+        prefix = self._prefix(info)
+        index = ast.Tuple(prefix + [v.node for v in values], ast.Load())
         keywords = {"statement": ast.Constant(True)} if self._statement_records(info) else {}
+        if prefix:
+            keywords["lead"] = ast.Constant(len(prefix))
         return self._call("read_logged", *views, ast.Constant(info.name), _name(info.shadow), _name("race_log"),
                           index, self._lanes_tuple(lanes), kw=keywords)
 

@@ -124,6 +124,9 @@ class RaceLog:
         #: element (:meth:`_warp_write`); None where no claim is made.
         self.warp_ledger = {}
         self.statement = {}
+        #: Per buffer name: how many leading dimensions of its array are the emulator's copies (a copy
+        #: per thread or per block lane), left out of the element a message names.
+        self.leads = {}
         #: Lanes whose value in the statement being run came from never-written memory (see ``access``)
         #: or is poison (``note``: the overflow that made it so, see ``checked_arith``).
         self.pending = None
@@ -169,7 +172,7 @@ class RaceLog:
         self.statement = {}
 
     def record(self, name, shape, index, lane_ids, write, lanes, values=None, statement=False, previous=None,
-               grid=False, region=False):
+               grid=False, region=False, lead=0):
         """``values``: what a write stores; ``previous``: what the elements held before it;
         ``grid``: global memory, also checked against the other blocks of the grid; ``region``
         (with ``statement``): writes are also kept until the threads end (global memory before
@@ -177,6 +180,8 @@ class RaceLog:
         in a later statement is ordered by the lockstep TVM's warp-synchronous code relies on); a
         read is checked against them: another warp's earlier write is a race
         (:meth:`_warp_read`)."""
+        if lead:
+            self.leads[name] = lead
         elems = np.ravel_multi_index(index, shape) if index else np.zeros(lane_ids.shape, np.int64)
         book = self.statement if statement else self.records
         entry = book.setdefault(name, (shape, lanes, []))
@@ -192,8 +197,10 @@ class RaceLog:
         if grid and self.block is not None:
             self._check_blocks(name, shape, elems, write, values, previous)
 
-    def record_read(self, name, shape, index, lanes, statement=False):
+    def record_read(self, name, shape, index, lanes, statement=False, lead=0):
         """A read's record, as :meth:`record` keeps it (``statement``), deferred (:class:`_DeferredRead`)."""
+        if lead:
+            self.leads[name] = lead
         book = self.statement if statement else self.records
         book.setdefault(name, (shape, lanes, []))[2].append(_DeferredRead(index, lanes, shape))
 
@@ -424,7 +431,7 @@ class RaceLog:
         bad = np.flatnonzero(conflict)
         if bad.size:
             k = starts[bad[0]]
-            where_index = np.unravel_index(elems[k], shape)
+            where_index = np.unravel_index(elems[k], shape)[self.leads.get(name, 0):]
             raise RuntimeError(
                 f"data race on {name}{[int(i) for i in where_index]}: lanes ({_lane_text(lanes, int(low[bad[0]]))}) "
                 f"and ({_lane_text(lanes, int(high[bad[0]]))}) both access it, at least one writing, with no "
@@ -476,13 +483,14 @@ def _direct_access(buffer, index, write, value, mask, shadow, lanes, poison):
 
 
 def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=(),
-           statement=False, poison=None, grid=False, region=False):
+           statement=False, poison=None, grid=False, region=False, lead=0):
     """Sanitizer access (``check=True``): bounds, reads of never-written allocation elements, and
     the per-lane record for race detection; then the read (returned) or write itself.
 
     ``grid``: an access of global memory by a GPU block run one after the others, checked
     against the other blocks of the launch too (see ``RaceLog.at_block``); ``region``: see
-    ``RaceLog.record``.
+    ``RaceLog.record``; ``lead``: how many leading entries of ``index`` pick the emulator's copy
+    of the buffer (per thread, per block lane), left out of the element that errors name.
 
     ``poison`` (a :class:`RaceLog`) follows MemorySanitizer's rule for a thread's registers: a
     never-written element read into a value that is only stored to thread-local memory is no error
@@ -517,7 +525,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
         # A read whose record may never be needed: the record waits for a write (``_check``).
         done = _direct_access(buffer, index, False, None, None, shadow, lanes, poison)
         if done is not NotImplemented:
-            log.record_read(name, buffer.shape[:len(index)], tuple(np.array(i) for i in index), lanes, statement)
+            log.record_read(name, buffer.shape[:len(index)], tuple(np.array(i) for i in index), lanes, statement, lead)
             return done
     if log is None and in_bounds:
         done = _direct_access(buffer, index, write, value, mask, shadow, lanes, poison)
@@ -545,14 +553,14 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
             ok = ok & (i >= 0) & (i < n)
         if np.any(keep & ~ok):
             first = tuple(int(f[keep & ~ok][0]) for f in full)
-            raise IndexError(f"out-of-bounds {'write' if write else 'read'} of {name}{list(first)} "
-                             f"(shape {tuple(buffer.shape)}){_lane_note(lanes, keep & ~ok)}")
+            raise IndexError(f"out-of-bounds {'write' if write else 'read'} of {name}{list(first)[lead:]} "
+                             f"(shape {tuple(buffer.shape)[lead:]}){_lane_note(lanes, keep & ~ok)}")
     sel = tuple(f[keep] for f in full)
     # In the buffer's dtype, as the store writes it: its bits are compared (a Python float is float64).
     written = np.broadcast_to(np.asarray(value).astype(buffer.dtype, copy=False), shape + extra)[keep] if write else None
     if log is not None and lanes:
         log.record(name, buffer.shape[:len(index)], sel, _lane_ids(lanes, shape)[keep], write, lanes, written,
-                   statement, previous=buffer[sel] if write else None, grid=grid, region=region)
+                   statement, previous=buffer[sel] if write else None, grid=grid, region=region, lead=lead)
     if write:
         buffer[sel] = written
         if shadow is not None:
@@ -573,22 +581,23 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
             first = tuple(int(s[~written][0]) for s in sel)
             unset = np.zeros(shape, bool)
             unset[keep] = ~written
-            raise RuntimeError(_unwritten_message(name, list(first)) + _lane_note(lanes, unset))
+            raise RuntimeError(_unwritten_message(name, list(first)[lead:]) + _lane_note(lanes, unset))
     out = np.zeros(shape + extra, buffer.dtype)
     out[keep] = buffer[sel]
     return out[()] if out.ndim == 0 else out
 
 
-def read_written(values, written, name, marks, lanes=()):
+def read_written(values, written, name, marks, lanes=(), lead=0):
     """Sanitizer, fast mode: the lane view ``values`` of an allocation when every element in it
     was written; ``written`` is the same view of the allocation's written-marks ``marks``;
-    ``lanes`` (as ``access`` takes them) name the first thread that reads a never-written one."""
+    ``lanes`` (as ``access`` takes them) name the first thread that reads a never-written one;
+    ``lead``: the leading dimensions of ``marks`` that are the emulator's copies (as ``access``)."""
     if not written.all():
         lane = np.argwhere(~written)[0]
         offset = written.__array_interface__["data"][0] - marks.__array_interface__["data"][0]
         offset += sum(int(i) * int(s) for i, s in zip(lane, written.strides))
         first = [int(i) for i in np.unravel_index(offset // marks.itemsize, marks.shape)]
-        raise RuntimeError(_unwritten_message(name, first) + _lane_note(lanes, ~written))
+        raise RuntimeError(_unwritten_message(name, first[lead:]) + _lane_note(lanes, ~written))
     return values
 
 
@@ -616,12 +625,12 @@ def mark_written(written, log, name):
     log.pending = log.note = None
 
 
-def read_logged(values, written, name, marks, log, index, lanes, statement=False):
+def read_logged(values, written, name, marks, log, index, lanes, statement=False, lead=0):
     """Sanitizer, fast mode: :func:`read_written` of a lane view of shared memory, whose race
     record (of the element ``index`` each of the ``lanes`` reads) is kept deferred in ``log``
     until a write to the same memory before the next barrier needs it."""
-    read_written(values, written, name, marks, lanes)
-    log.record_read(name, marks.shape, tuple(np.array(i) for i in index), lanes, statement)
+    read_written(values, written, name, marks, lanes, lead)
+    log.record_read(name, marks.shape, tuple(np.array(i) for i in index), lanes, statement, lead)
     return values
 
 
