@@ -82,3 +82,36 @@ def test_zoo_reports_the_squeeze_excite_conv_as_a_tvm_finding(relu):
         w = np.random.default_rng(2).uniform(-1, 1, (8, 24, 1, 1)).astype("float32")
         with pytest.raises(EmulationError, match="out-of-bounds write of conv2d_nchw"):
             hm.emulate(x, w, np.zeros((1, 8, 1, 1), "float32"), stage=hm.stage("tirx.ConvertSSA").index)
+
+
+@T.prim_func
+def _vthreads_share_a_tile(x: T.Buffer((2, 64), "float32"), y: T.Buffer((2, 64), "float32")):
+    T.func_attr({"tirx.is_scheduled": True, "global_symbol": "main"})
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        sh = T.alloc_buffer((64,), "float32", scope="shared")
+        for vt in T.thread_binding(2, thread="vthread.x"):
+            for tx in T.thread_binding(32, thread="threadIdx.x"):
+                sh[vt * 32 + tx] = x[bx, vt * 32 + tx] * T.float32(3)
+                T.tvm_storage_sync("shared")
+                y[bx, vt * 32 + tx] = sh[63 - (vt * 32 + tx)]
+
+
+def test_tvm_gives_each_vthread_its_own_copy_of_a_shared_tile():
+    # If this fails, TVM changed InjectVirtualThread: revisit its entry of zoo.TVM_PASS_FINDINGS.
+    lib = tvm.compile(tvm.IRModule({"main": _vthreads_share_a_tile}), target=zoo.cuda_target())
+    source = "".join(m.inspect_source() for m in lib.mod.imports)
+    assert "sh_ptr[(((int)threadIdx.x) + 96)] =" in source  # vthread 1 writes its own copy
+    assert "= sh_ptr[(63 - ((int)threadIdx.x))];" in source  # vthread 0 reads its copy's unwritten half
+
+
+def test_zoo_reports_vthreads_sharing_shared_memory_as_a_tvm_finding():
+    x = np.random.default_rng(0).standard_normal((2, 64)).astype(np.float32)
+    hm = thn.build(_vthreads_share_a_tile, target=zoo.cuda_target())
+    y = np.zeros((2, 64), np.float32)
+    hm.emulate(x, y, stage=0, mode="fast", check=True)  # the TIR as written: one tile, no alarm
+    np.testing.assert_array_equal(y, (x * np.float32(3))[:, ::-1])
+    for check in (False, True):
+        outcome = zoo.check_kernel("vthreads.share_a_tile", _vthreads_share_a_tile, "dlight-gpu",
+                                   reference=_vthreads_share_a_tile, check=check)
+        assert outcome.stage.endswith("InjectVirtualThread"), outcome
+        assert "InjectVirtualThread" in zoo.tvm_finding(outcome), outcome

@@ -164,6 +164,14 @@ _BF16_SORT_ARRAYS = (
     "before the pass hand over bfloat16 and emulate to numpy's sort.")
 for _flavour in ("none", "dlight-cpu"):
     TVM_PASS_FINDINGS[(_flavour, "BF16ComputeLegalize", "exceeds its storage")] = _BF16_SORT_ARRAYS
+TVM_PASS_FINDINGS[("dlight-gpu", "InjectVirtualThread", "an element of a buffer allocation that was never written")] = (
+    "tirx.InjectVirtualThread (VTInjector) gives every virtual thread its own copy of a buffer that a "
+    "vthread writes at an index depending on the vthread (its \"touched\" allocations: the copies are "
+    "placed side by side, the accesses offset by vthread * size), shared memory included, and "
+    "UnifyThreadBinding has already moved a block's allocation under the vthread launch.  A kernel whose "
+    "virtual threads exchange data through shared memory (vthread 0 writes half a tile, a barrier, "
+    "vthread 1 reads it) reads its own copy's never-written half from this stage on, in the CUDA source "
+    "too; the stages before share one buffer as the TIR says.")
 TVM_PASS_FINDINGS[("dlight-gpu", "LowerCrossThreadReduction", "out-of-bounds write of")] = (
     "s_tir/transform/lower_cross_thread_reduction.cc builds the predicate of the write-back block from the "
     "clauses it finds under an `And` of the reduction block's predicate (a StructuralWalk over And nodes "
@@ -301,7 +309,9 @@ def tvm_finding(outcome: KernelOutcome) -> str | None:
     sanitizers and the emulation share code, so their agreement alone proves nothing.  A failure
     of TVM itself (``outcome.tvm_failure``: dlight raises, ``tvm.compile`` raises) needs no document:
     TVM's own code is the evidence."""
-    if outcome.outcome == "crash":  # emulate_stages stops at the first failing stage: earlier ones are clean
+    if outcome.outcome == "crash" or (outcome.outcome == "wrong" and TVM_FINDING in outcome.reason):
+        # emulate_stages stops at the first failing stage: earlier ones are clean (a wrong answer:
+        # the sanitizers flag its stage, not stage 0)
         found = next((why for (flavour, pass_name, message), why in TVM_PASS_FINDINGS.items()
                       if outcome.flavour == flavour and outcome.stage.endswith(pass_name) and message in outcome.reason),
                      None)
