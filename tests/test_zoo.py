@@ -550,3 +550,23 @@ def test_a_schedule_that_changes_the_result_is_a_tvm_finding_with_tvms_own_build
             assert "reverse_compute_inline" in zoo.tvm_finding(o)
         else:
             assert o.outcome == "ok", o
+
+
+def test_an_integer_product_that_overflows_on_the_seeded_inputs_is_checked_on_narrow_ones():
+    # cumprod of int32 in [-100, 100] over 6 elements overflows (undefined: nsw); in [-1, 1] it cannot.
+    import numpy as np
+    from tvm.relax import op as R
+    from tvm.relax.frontend.nn import spec
+    from tvm.relax.frontend.nn.core import wrap_nested
+
+    from tvm_hybrid_nb.signature import seeded_values
+
+    kernels = _nn_kernels("prod", lambda self, x: wrap_nested(R.cumprod(x._expr, axis=1), "cumprod"),
+                          {"x": spec.Tensor((3, 6), "int32")})
+    (k,) = [k for k in kernels if k.llvm is not None and "cumprod" in k.name]
+    (x,) = seeded_values([("x", "int32", [3, 6], False)], 0, {})
+    assert np.abs(np.cumprod(x.astype(np.int64), axis=1)).max() > np.iinfo(np.int32).max  # the overflow is real
+    for flavour in ("none", "dlight-cpu"):
+        o = zoo.check_kernel(k.name, k.llvm, flavour, reference=k.reference, check=True)
+        assert o.outcome == "ok" and o.reason.startswith(zoo.NARROW_INTEGERS), o
+        assert zoo.check_kernel(k.name, k.llvm, flavour, reference=k.reference).reason == ""  # wraps alike
