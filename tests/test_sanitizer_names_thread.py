@@ -80,3 +80,22 @@ def test_value_from_a_thread_outside_the_branch_is_named_when_read(mode):
         hm.emulate(x, np.zeros(32, np.float32), stage=0, mode=mode, check=True)
     message = str(err.value)
     assert "warp shuffle: thread 0 of the block reads thread 16, which does not take the branch" in message
+
+
+@T.prim_func
+def half_written_register(x: T.Buffer((32,), "float32"), y: T.Buffer((32,), "float32")):
+    T.func_attr({"tirx.is_scheduled": True, "global_symbol": "main"})
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        v = T.alloc_buffer((2,), "float32", scope="local")
+        if tx < 20:
+            v[1] = x[tx]
+        y[tx] = v[1]
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_a_never_written_register_is_named_as_the_kernel_declares_it_with_its_thread(mode):
+    hm = thn.build(half_written_register, target=cuda_target())
+    x = np.arange(32, dtype=np.float32)
+    with pytest.raises(EmulationError, match=r"read of v\[1\], an element of a buffer allocation that was never "
+                                             r"written at \(threadIdx.x=20\)"):
+        hm.emulate(x, np.zeros(32, np.float32), stage=0, mode=mode, check=True)

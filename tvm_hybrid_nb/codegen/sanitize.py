@@ -137,6 +137,10 @@ class SanitizerMixin:
         prefix = self._prefix(info)
         if prefix:
             keywords["lead"] = ast.Constant(len(prefix))
+        if "lanes" not in keywords:
+            named = self._named_lanes()
+            if named is not None:
+                keywords["names"] = named
         index = ast.Tuple(prefix + [v.node for v in values], ast.Load())
         return self._call("access", _name(info.name), index, ast.Constant(info.name), kw=keywords)
 

@@ -483,14 +483,15 @@ def _direct_access(buffer, index, write, value, mask, shadow, lanes, poison):
 
 
 def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=(),
-           statement=False, poison=None, grid=False, region=False, lead=0):
+           statement=False, poison=None, grid=False, region=False, lead=0, names=()):
     """Sanitizer access (``check=True``): bounds, reads of never-written allocation elements, and
     the per-lane record for race detection; then the read (returned) or write itself.
 
     ``grid``: an access of global memory by a GPU block run one after the others, checked
     against the other blocks of the launch too (see ``RaceLog.at_block``); ``region``: see
     ``RaceLog.record``; ``lead``: how many leading entries of ``index`` pick the emulator's copy
-    of the buffer (per thread, per block lane), left out of the element that errors name.
+    of the buffer (per thread, per block lane), left out of the element that errors name;
+    ``names``: lanes (as ``lanes``) that only name the thread in errors, where ``lanes`` is empty.
 
     ``poison`` (a :class:`RaceLog`) follows MemorySanitizer's rule for a thread's registers: a
     never-written element read into a value that is only stored to thread-local memory is no error
@@ -554,7 +555,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
         if np.any(keep & ~ok):
             first = tuple(int(f[keep & ~ok][0]) for f in full)
             raise IndexError(f"out-of-bounds {'write' if write else 'read'} of {name}{list(first)[lead:]} "
-                             f"(shape {tuple(buffer.shape)[lead:]}){_lane_note(lanes, keep & ~ok)}")
+                             f"(shape {tuple(buffer.shape)[lead:]}){_lane_note(lanes or names, keep & ~ok)}")
     sel = tuple(f[keep] for f in full)
     # In the buffer's dtype, as the store writes it: its bits are compared (a Python float is float64).
     written = np.broadcast_to(np.asarray(value).astype(buffer.dtype, copy=False), shape + extra)[keep] if write else None
@@ -581,7 +582,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
             first = tuple(int(s[~written][0]) for s in sel)
             unset = np.zeros(shape, bool)
             unset[keep] = ~written
-            raise RuntimeError(_unwritten_message(name, list(first)[lead:]) + _lane_note(lanes, unset))
+            raise RuntimeError(_unwritten_message(name, list(first)[lead:]) + _lane_note(lanes or names, unset))
     out = np.zeros(shape + extra, buffer.dtype)
     out[keep] = buffer[sel]
     return out[()] if out.ndim == 0 else out
