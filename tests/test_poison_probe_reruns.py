@@ -86,3 +86,40 @@ def test_an_overflow_of_the_kernels_own_values_is_still_reported(mode):
     hm.emulate(x, n, y, z, stage=0, mode=mode, check=True)
     np.testing.assert_array_equal(z, n * n)
     np.testing.assert_array_equal(y, [-1, 4, 7, -1])
+
+
+def _int32_chain(step):
+    from tvm import te, tirx
+
+    x = te.placeholder((4,), "float32", name="x")
+    c = te.compute((4,), lambda i: tirx.Cast("int32", x[i] * tirx.const(1e10, "float32")), name="c")
+    a = te.compute((4,), lambda i: step(c[i]), name="a")
+    b = te.compute((4,), lambda i: a[i] + tirx.const(1, "int32"), name="b")
+    y = te.compute((4,), lambda i: tirx.Select(tirx.abs(x[i]) < tirx.const(1e-3, "float32"), b[i],
+                                               tirx.const(0, "int32")), name="y")
+    return te.create_prim_func([x, y]).with_attr("global_symbol", "main")
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("step", ["copy", "add", "mul"])
+def test_arithmetic_on_a_discarded_int32_poison_is_no_overflow(mode, step):
+    # x * 1e10 out of int32's range is poison; x86 gives INT_MIN (times 3 overflows) or the probes
+    # INT_MAX (plus 1 overflows): the select drops every such lane, the output is defined.
+    from tvm import tirx
+
+    steps = {"copy": lambda v: v, "add": lambda v: v + tirx.const(4, "int32"),
+             "mul": lambda v: v * tirx.const(3, "int32")}
+    func = _int32_chain(steps[step])
+    x = np.array([0.0, 5.0, -7.0, 1e-4], np.float32)
+    want = _native(func, x, np.zeros(4, np.int32))[1]
+    small = {"copy": 0, "add": 4, "mul": 0}[step] + 1
+    np.testing.assert_array_equal(want, [small, 0, 0, steps_py(step, 1000000) + 1])
+    hm = thn.build(func, target="llvm")
+    for check in (False, True):
+        y = np.zeros(4, np.int32)
+        hm.emulate(x.copy(), y, stage=0, mode=mode, check=check)
+        np.testing.assert_array_equal(y, want)
+
+
+def steps_py(step, value):
+    return {"copy": value, "add": value + 4, "mul": value * 3}[step]

@@ -196,7 +196,24 @@ class HybridModule:
         kernel = s.kernel(mode, check, sizes=bound.sizes)
         pristine = _copies(arrays) if getattr(kernel, "converts_float_to_int", False) else None
         record = OutOfRangeConversions()
-        result = self._outputs_of(arrays, self._run_bound(kernel, s, bound, arrays, progress, record))
+        try:
+            returned = self._run_bound(kernel, s, bound, arrays, progress, record)
+        except EmulationError as exc:
+            if not (check and record.first is not None and pristine is not None and _is_overflow(exc)):
+                raise
+            # An overflow after a conversion that LLVM makes poison may be the poison's (x86's
+            # INT_MIN stand-in times 3): run again with 0 for those values, the overflow sanitizer
+            # on; an overflow there too is the kernel's.  The probes below then find the outputs that
+            # depend on the poison.
+            for a, p in zip(arrays, pristine):
+                if isinstance(a, np.ndarray):
+                    a[...] = p
+            record = OutOfRangeConversions("zero")
+            try:
+                returned = self._run_bound(kernel, s, bind_arguments(self.params, arrays), arrays, progress, record)
+            except EmulationError:
+                raise exc from None
+        result = self._outputs_of(arrays, returned)
         if record.first is not None:
             self._refuse_undefined_results(kernel, s, pristine, self.result_values(arrays, result), record)
         return result
@@ -229,7 +246,7 @@ class HybridModule:
         for policy in OutOfRangeConversions.POLICIES[1:]:
             args = _copies(pristine)
             returned = self._run_bound(kernel, s, bind_arguments(self.params, args), args, None,
-                                       OutOfRangeConversions(policy))
+                                       OutOfRangeConversions(policy, probing=True))
             for mask, a, b in zip(undefined, results, self.result_values(args, self._outputs_of(args, returned))):
                 mask |= _bits_differ(a, b)
         counts = [int(m.sum()) for m in undefined]
@@ -504,6 +521,12 @@ class HybridModule:
 
         return module_html(self)
 
+
+
+def _is_overflow(exc: EmulationError) -> bool:
+    """Whether an emulation failed on the overflow sanitizer (``checked_arith``): the overflow, or the
+    read of the element an overflowing value was stored to (poison on LLVM targets)."""
+    return isinstance(exc.__cause__, (ValueError, RuntimeError)) and " overflow: " in str(exc.__cause__)
 
 
 def _copies(arrays) -> list:

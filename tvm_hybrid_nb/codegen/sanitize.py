@@ -96,8 +96,10 @@ class SanitizerMixin:
 
     def _named_lanes(self) -> ast.Tuple | None:
         """The lanes an error names a thread by (``at (blockIdx.x=1, threadIdx.x=7)``): the tagged
-        ones (threads, blocks, parallel iterations); None when there are none."""
-        axes = [ax for ax in self.lanes.axes if ax.tag]
+        ones (threads, blocks, parallel iterations) whose extent is a name or a number (an extent
+        expression, copied into every checked operation, would multiply the script); None when
+        there are none."""
+        axes = [ax for ax in self.lanes.axes if ax.tag and isinstance(ax.extent, (ast.Constant, ast.Name))]
         return self._lanes_tuple(axes) if axes else None
 
     def _logged_lanes(self) -> list["_Axis"]:

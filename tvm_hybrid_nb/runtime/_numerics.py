@@ -142,11 +142,11 @@ def checked_arith(a, b, op, dtype, mask=None, poison=None, lanes=(), _limits={})
     if bad.any():
         record = globals().get("__out_of_range__")
         record = record.get() if record is not None else None
-        if record is not None and record.policy != "native":
+        if record is not None and record.probing:
             # A rerun that gives poison conversions the type's min/max/zero to see which outputs
             # depend on them: sums of those stand-ins are not the kernel's (the run with the native
-            # values checked its own).
-            return out
+            # values checked its own).  Wrapped into the dtype, as the plain operator wraps.
+            return (out - lo) % (1 << bits) + lo if isinstance(out, int) else np.asarray(out).astype(dtype)[()]
         lane = np.asarray(bad, dtype=bool)
         x, y = (int(np.broadcast_to(np.asarray(v), lane.shape)[lane].reshape(-1)[0]) for v in (a, b))
         name = np.dtype(dtype)
@@ -159,6 +159,8 @@ def checked_arith(a, b, op, dtype, mask=None, poison=None, lanes=(), _limits={})
             raise ValueError(message)
         poison.taint(lane)
         poison.note = poison.note or message
+        # The poison's stand-in, wrapped into the dtype (it is stored, and reported if read).
+        return (out - lo) % (1 << bits) + lo if isinstance(out, int) else np.asarray(out).astype(dtype)[()]
     return out
 
 
@@ -270,14 +272,17 @@ class OutOfRangeConversions:
     ``INT_MIN`` in a scalar tail).  ``policy`` is the value a run gives them: ``"native"`` (the x86-64
     sequences :func:`_float_to_int` models), or the type's ``"min"``, ``"max"`` or ``"zero"``; a run
     under each that changes an output shows that the output depends on an undefined value.
-    ``first`` is the first such conversion seen: (value, source dtype, destination dtype)."""
+    ``first`` is the first such conversion seen: (value, source dtype, destination dtype).
+    ``probing``: a rerun that only looks for outputs depending on those values; the overflow
+    sanitizer (``checked_arith``) stays quiet in it, the stand-ins' sums not being the kernel's."""
 
     POLICIES = ("native", "min", "max", "zero")
 
-    def __init__(self, policy: str = "native"):
+    def __init__(self, policy: str = "native", probing: bool = False):
         if policy not in self.POLICIES:
             raise ValueError(f"policy must be one of {self.POLICIES}, got {policy!r}")
         self.policy = policy
+        self.probing = probing
         self.first = None
 
     def convert(self, x, native, dtype):
