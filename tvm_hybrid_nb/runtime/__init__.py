@@ -78,7 +78,7 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "warp_activemask": ("_lane_array",),
     "barrier": ("_lane_array", "_first_block", "_barrier_threads"),
     "_barrier_threads": ("_lane_note",),
-    "checked_arith": ("_lane_note",),
+    "checked_arith": ("_lane_note", "wrap"),
     "warp_shuffle": ("_lane_array", "_shuffle_message"),
     "store": ("_in_bounds", "_bounds_error", "_all", "_kept"),
     "contrib_sort": ("_stable_order",),

@@ -173,25 +173,24 @@ def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None, acti
         if missing.any():
             undefined = missing.reshape(full.shape)
             if strict:
-                where = tuple(int(i) for i in np.argwhere(missing)[0])
-                sources = np.reshape(src, np.shape(src) + (1,) * (flat.ndim - np.ndim(src)))
-                reader, source = where[0], int(np.broadcast_to(sources, flat.shape)[where])
-                raise RuntimeError(_shuffle_message(reader, source))
+                raise RuntimeError(_shuffle_message(missing, src))
     if poison is not None and poison.pending is not None:
         tainted = np.broadcast_to(_lane_array(poison.pending, ndim), full.shape)
         poison.pending = pick(tainted.reshape(flat.shape)).reshape(full.shape)
     if poison is not None and undefined is not None:
         poison.taint(undefined)
         if poison.note is None:  # named if the value reaches memory that is read (see ``access``)
-            where = tuple(int(i) for i in np.argwhere(undefined.reshape(flat.shape))[0])
-            sources = np.reshape(src, np.shape(src) + (1,) * (flat.ndim - np.ndim(src)))
-            poison.note = _shuffle_message(where[0], int(np.broadcast_to(sources, flat.shape)[where]))
+            poison.note = _shuffle_message(undefined.reshape(flat.shape), src)
     return pick(flat).reshape(full.shape)
 
 
-def _shuffle_message(reader, source) -> str:
-    return (f"warp shuffle: thread {reader} of the block reads thread {source}, which does not take the "
-            f"branch around the shuffle (CUDA leaves that value undefined)")
+def _shuffle_message(missing, src) -> str:
+    """The first thread (lane of ``missing``, threads first) that reads a thread outside the branch,
+    and the thread it reads (``src``, per thread or one for all)."""
+    where = tuple(int(i) for i in np.argwhere(missing)[0])
+    sources = np.broadcast_to(np.reshape(src, np.shape(src) + (1,) * (missing.ndim - np.ndim(src))), missing.shape)
+    return (f"warp shuffle: thread {where[0]} of the block reads thread {int(sources[where])}, which does not "
+            f"take the branch around the shuffle (CUDA leaves that value undefined)")
 
 
 def atomic_add(buffer, index, value, name="buffer", mask=None, shadow=None):

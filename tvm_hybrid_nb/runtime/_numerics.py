@@ -146,7 +146,7 @@ def checked_arith(a, b, op, dtype, mask=None, poison=None, lanes=(), _limits={})
             # A rerun that gives poison conversions the type's min/max/zero to see which outputs
             # depend on them: sums of those stand-ins are not the kernel's (the run with the native
             # values checked its own).  Wrapped into the dtype, as the plain operator wraps.
-            return (out - lo) % (1 << bits) + lo if isinstance(out, int) else np.asarray(out).astype(dtype)[()]
+            return wrap(out, dtype)
         lane = np.asarray(bad, dtype=bool)
         x, y = (int(np.broadcast_to(np.asarray(v), lane.shape)[lane].reshape(-1)[0]) for v in (a, b))
         name = np.dtype(dtype)
@@ -159,8 +159,7 @@ def checked_arith(a, b, op, dtype, mask=None, poison=None, lanes=(), _limits={})
             raise ValueError(message)
         poison.taint(lane)
         poison.note = poison.note or message
-        # The poison's stand-in, wrapped into the dtype (it is stored, and reported if read).
-        return (out - lo) % (1 << bits) + lo if isinstance(out, int) else np.asarray(out).astype(dtype)[()]
+        return wrap(out, dtype)  # the poison's stand-in (it is stored, and reported if read)
     return out
 
 

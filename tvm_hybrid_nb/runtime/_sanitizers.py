@@ -168,6 +168,13 @@ class RaceLog:
         """Mark ``lanes`` (a boolean lane array) as carrying an uninitialised value."""
         self.pending = lanes if self.pending is None else (self.pending | lanes)
 
+    def stored(self, name, undefined):
+        """The pending value was stored into ``name``: ``undefined``, whether a lane stored one that is
+        undefined (then reading it names why: ``note``)."""
+        if self.note is not None and undefined:
+            type(self).undefined_stores[name] = self.note
+        self.pending = self.note = None
+
     def new_statement(self):
         self.statement = {}
 
@@ -567,9 +574,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
         if shadow is not None:
             shadow[sel] = True if tainted is None else ~np.broadcast_to(tainted, shape)[keep]
         if poison is not None:
-            if poison.note is not None and tainted is not None and np.broadcast_to(tainted, shape)[keep].any():
-                type(poison).undefined_stores[name] = poison.note
-            poison.pending = poison.note = None
+            poison.stored(name, tainted is not None and np.broadcast_to(tainted, shape)[keep].any())
         return None
     if shadow is not None:
         written = shadow[sel]
@@ -621,9 +626,7 @@ def mark_written(written, log, name):
     else:
         tainted = np.broadcast_to(tainted, written.shape)
         written[...] = ~tainted
-        if log.note is not None and tainted.any():
-            type(log).undefined_stores[name] = log.note
-    log.pending = log.note = None
+    log.stored(name, tainted is not None and tainted.any())
 
 
 def read_logged(values, written, name, marks, log, index, lanes, statement=False, lead=0):
