@@ -121,10 +121,7 @@ class SanitizerMixin:
             keywords["shadow"] = _name(info.shadow)
         if (self._defers_poison(info) and (write or self.defer_poison)) or (write and self.overflow_deferred):
             keywords["poison"] = _name("race_log")
-        # Racing lanes that each have their own copy of the buffer (a parallel loop's privatised
-        # scratch) never meet in it: their records would only cost a sort per write.
-        own_copy = set(info.prefix_axes)
-        lanes = [ax for ax in self._logged_lanes() if ax.var is None or _key(ax.var) not in own_copy]
+        lanes = self._record_lanes(info)
         if lanes and not info.per_thread:
             if self._statement_records(info):
                 keywords["statement"] = ast.Constant(True)
@@ -146,6 +143,13 @@ class SanitizerMixin:
         index = ast.Tuple(prefix + [v.node for v in values], ast.Load())
         return self._call("access", _name(info.name), index, ast.Constant(info.name), kw=keywords)
 
+    def _record_lanes(self, info: _BufferInfo) -> list["_Axis"]:
+        """The lanes whose accesses of ``info`` are recorded for the race check.  Racing lanes that
+        each have their own copy of the buffer (a parallel loop's privatised scratch) never meet in
+        it: their records would only cost a sort per write."""
+        own_copy = set(info.prefix_axes)
+        return [ax for ax in self._logged_lanes() if ax.var is None or _key(ax.var) not in own_copy]
+
     def _logged_view_read(self, info: _BufferInfo, indices, values: list[Value]) -> ast.expr | None:
         """Sanitizer, fast mode: a read of shared memory by threads as lane views of the buffer and
         of its written-marks, its race record deferred (``read_logged``); None where the access
@@ -156,8 +160,7 @@ class SanitizerMixin:
         views = self._checked_views(info, indices, values, logged=True)
         if views is None:
             return None
-        own_copy = set(info.prefix_axes)
-        lanes = [ax for ax in self._logged_lanes() if ax.var is None or _key(ax.var) not in own_copy]
+        lanes = self._record_lanes(info)
         if not lanes:
             return None
         prefix = self._prefix(info)
