@@ -114,11 +114,11 @@ class ControlFlowMixin:
             loop = node
             if decision.cut is not None:  # only the values the guard inside can pass
                 loop, lo, extent = self._cut_loop(node, decision.cut)
+            # Lanes of blocks and parallel iterations carry a tag: errors name the block or iteration.
+            lane_tag = tag if kind == 4 else f"parallel {node.loop_var.name}" if kind == 1 else ""
             if strategy == PARALLEL_CHUNKS and self._can_split_parallel():
-                return self._as_planned(node, lambda: self._split_parallel(loop, lo, extent, copies()))
-            # Block lanes carry their tag (errors name the block) where lane k is block k.
-            block_tag = tag if kind == 4 and decision.cut is None and _is_zero(node.min) else ""
-            return self._as_planned(node, lambda: self._vectorized_for(loop, lo, copies(), tag=block_tag))
+                return self._as_planned(node, lambda: self._split_parallel(loop, lo, extent, copies(), lane_tag))
+            return self._as_planned(node, lambda: self._vectorized_for(loop, lo, copies(), tag=lane_tag))
         if _is_zero(node.min):
             bounds = [extent.node]
         else:
@@ -142,7 +142,7 @@ class ControlFlowMixin:
         outer_chain, self.hooks.chain = self.hooks.chain, chain
         tag = str(node.thread_binding.thread_tag) if kind == 4 and node.thread_binding is not None else ""
         try:
-            with self._serial_blocks(tag):
+            with self._serial_gpu_loop(tag, name):
                 body = self.visit_stmt(node.body)
         finally:
             self.serial.depth -= 1

@@ -168,10 +168,7 @@ class ExpressionsMixin:
             # Compiled with nsw/nuw (or as C's signed arithmetic): a result that does not fit is
             # poison (undefined), not a wrap.
             mask = self._mask_expr(self._used_lanes())
-            keywords = {"mask": mask} if mask is not None else {}
-            named = self._named_lanes()
-            if named is not None:
-                keywords["lanes"] = named
+            keywords = self._name_threads({"mask": mask} if mask is not None else {})
             if self.defer_overflow:  # on its way into an allocation: poison until used (see sanitize.py)
                 keywords["poison"] = _name("race_log")
                 self.overflow_deferred = True
@@ -491,9 +488,7 @@ class ExpressionsMixin:
             keywords = {}
             if mask is not None:
                 keywords["reached"] = mask
-                named = self._named_lanes()
-                if named is not None:
-                    keywords["lanes"] = named
+                self._name_threads(keywords)
                 if any(not ax.is_thread for ax in self.lanes.axes):  # blocks as lanes: each block its own
                     keywords["thread_axes"] = ast.Tuple([ast.Constant(a) for a in self.THREAD_AXES.values()],
                                                         ast.Load())

@@ -107,7 +107,7 @@ class GpuMixin:
             self.serial.depth += 1
             outer_chain, self.hooks.chain = self.hooks.chain, chain
             try:
-                with self._serial_blocks(str(iv.thread_tag)):
+                with self._serial_gpu_loop(str(iv.thread_tag), name):
                     body = self.visit_stmt(node.body)
             finally:
                 self.serial.depth -= 1
@@ -132,7 +132,7 @@ class GpuMixin:
         private = self._per_block_allocs(node)
         if strategy == PARALLEL_CHUNKS and self._can_split_parallel():
             extent = self.visit_expr(node.value)
-            return self._as_planned(node, lambda: self._split_parallel(loop, lo, extent, private))
+            return self._as_planned(node, lambda: self._split_parallel(loop, lo, extent, private, str(iv.thread_tag)))
         return self._as_planned(node, lambda: self._lanes_for(iv.var, loop.min, lo, node.value, node.body,
                                                               is_thread=False, tag=str(iv.thread_tag),
                                                               private_allocs=private))

@@ -207,9 +207,10 @@ class LanesMixin:
         return (self.serial.depth == 0 and not self.lanes.axes and not self.lanes.stmt_masks and not self.lanes.masks
                 and not self.check)
 
-    def _split_parallel(self, node, lo: Value, extent: Value, private_allocs=()) -> list[ast.stmt]:
+    def _split_parallel(self, node, lo: Value, extent: Value, private_allocs=(), tag: str = "") -> list[ast.stmt]:
         """A ``T.parallel`` loop proven independent: a function of one chunk of its iterations (run
-        as lanes) and a ``parallel_chunks`` call that runs the chunks on the machine's cores."""
+        as lanes, ``tag`` naming them in errors) and a ``parallel_chunks`` call that runs the
+        chunks on the machine's cores."""
         var = node.loop_var
         dtype = _dtype(var)
         chunk_lo = tirx.Var(f"{var.name}_lo", dtype)
@@ -226,7 +227,7 @@ class LanesMixin:
         self.lanes.chunked_var, self.lanes.chunked_extent, self.lanes.peak_lanes = _key(var), extent.node, 0
         try:
             body = self._lanes_for(var, chunk_lo, Value(_name(self.namer.lookup(chunk_lo)), "py", dtype),
-                                   chunk_extent, node.body, is_thread=False, private_allocs=private_allocs)
+                                   chunk_extent, node.body, is_thread=False, tag=tag, private_allocs=private_allocs)
         finally:
             self.lanes.chunked_var = self.lanes.chunked_extent = None
         self.lanes.parallel_loops.append(self.namer.lookup(var))

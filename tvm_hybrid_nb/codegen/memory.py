@@ -171,10 +171,7 @@ class MemoryAccessMixin:
                 # Into a thread's own memory: never-written lanes are carried, not reported yet.
                 return Value(self._call("read_or_taint", *views, _name("race_log")), "np", _dtype(node), True)
             if views is not None:
-                keywords = {}
-                named = self._named_lanes()
-                if named is not None:
-                    keywords["lanes"] = named
+                keywords = self._name_threads({})
                 if self._prefix(info):
                     keywords["lead"] = ast.Constant(len(self._prefix(info)))
                 return Value(self._call("read_written", *views, ast.Constant(info.name), _name(info.shadow),
@@ -199,7 +196,15 @@ class MemoryAccessMixin:
         mask = self._mask_expr(self.lanes.stmt_masks + self.lanes.masks)
         if mask is not None:
             args.append(mask)
-        return Value(self._call("load", *args), "np", dtype, varying or bool(self.lanes.stmt_masks))
+        return Value(self._call("load", *args, kw=self._bounds_keywords(info)), "np", dtype,
+                     varying or bool(self.lanes.stmt_masks))
+
+    def _bounds_keywords(self, info: _BufferInfo) -> dict:
+        """The keywords of ``load``/``store`` that name the element and the thread in errors."""
+        keywords = self._name_threads({})
+        if self._prefix(info):
+            keywords["lead"] = ast.Constant(len(self._prefix(info)))
+        return keywords
 
     def visit_BufferStore(self, node) -> list[ast.stmt]:
         info = self._buffer(node.buffer)
@@ -288,7 +293,7 @@ class MemoryAccessMixin:
                 ast.Constant(info.name)]
         if self.lanes.stmt_masks:
             args.append(self._mask_expr(self.lanes.stmt_masks))
-        return [ast.Expr(self._call("store", *args))]
+        return [ast.Expr(self._call("store", *args, kw=self._bounds_keywords(info)))]
 
     def _assign_element(self, load, value: ast.expr) -> list[ast.stmt]:
         """``buffer[indices] = value`` for the element ``load`` names."""

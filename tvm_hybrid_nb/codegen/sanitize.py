@@ -32,14 +32,19 @@ class SanitizerMixin:
     BLOCK_AXES = {"blockIdx.x": 0, "blockIdx.y": 1, "blockIdx.z": 2}
 
     @contextlib.contextmanager
-    def _serial_blocks(self, tag: str):
-        """While generating the body of a loop over GPU blocks that run one after another."""
+    def _serial_gpu_loop(self, tag: str, name: str):
+        """While generating the body of a loop bound to GPU ``tag`` (blocks, or threads) whose
+        iterations run one after another, ``name`` the Python loop variable: errors name it."""
         counted = self.check and tag in self.BLOCK_AXES
         self.gpu.serial_blocks += counted
+        if tag:
+            self.gpu.serial_loops.append((tag, name))
         try:
             yield
         finally:
             self.gpu.serial_blocks -= counted
+            if tag:
+                self.gpu.serial_loops.pop()
 
     def _block_ledger(self, tag: str, name: str, loop: ast.For) -> list[ast.stmt]:
         """Sanitizer: a loop over GPU blocks run one after another, telling the race log which
@@ -94,13 +99,21 @@ class SanitizerMixin:
         return ast.Tuple([ast.Tuple([ast.Constant(ax.axis), ax.extent, ast.Constant(ax.tag)], ast.Load())
                           for ax in axes], ast.Load())
 
-    def _named_lanes(self) -> ast.Tuple | None:
-        """The lanes an error names a thread by (``at (blockIdx.x=1, threadIdx.x=7)``): the tagged
-        ones (threads, blocks, parallel iterations) whose extent is a name or a number (an extent
-        expression, copied into every checked operation, would multiply the script); None when
-        there are none."""
-        axes = [ax for ax in self.lanes.axes if ax.tag and isinstance(ax.extent, (ast.Constant, ast.Name))]
-        return self._lanes_tuple(axes) if axes else None
+    #: The order in which a thread is named: blocks, virtual threads, threads, then parallel loops.
+    _TAG_RANKS = (("blockIdx", 0), ("vthread", 1), ("threadIdx", 2))
+
+    def _name_threads(self, keywords: dict) -> dict:
+        """``keywords`` of a runtime call, plus ``at``, by which its errors name the thread
+        (``at (blockIdx.x=1, threadIdx.x=7)``): the tag and the loop variable of each GPU loop
+        (and parallel loop run as lanes) around the point being generated, whether its iterations
+        run one after another (a number) or as lanes (the lane array)."""
+        loops = list(self.gpu.serial_loops) + [(ax.tag, ax.name) for ax in self.lanes.axes if ax.tag]
+        if loops:
+            rank = {tag: next((r for prefix, r in self._TAG_RANKS if tag.startswith(prefix)), 3) for tag, _ in loops}
+            loops.sort(key=lambda loop: rank[loop[0]])
+            keywords["at"] = ast.Tuple([ast.Tuple([ast.Constant(tag), _name(name)], ast.Load()) for tag, name in loops],
+                                       ast.Load())
+        return keywords
 
     def _logged_lanes(self) -> list["_Axis"]:
         return self._race_lanes() or self._statement_lanes()
@@ -136,10 +149,7 @@ class SanitizerMixin:
         prefix = self._prefix(info)
         if prefix:
             keywords["lead"] = ast.Constant(len(prefix))
-        if "lanes" not in keywords:
-            named = self._named_lanes()
-            if named is not None:
-                keywords["names"] = named
+        self._name_threads(keywords)
         index = ast.Tuple(prefix + [v.node for v in values], ast.Load())
         return self._call("access", _name(info.name), index, ast.Constant(info.name), kw=keywords)
 
@@ -168,6 +178,7 @@ class SanitizerMixin:
         keywords = {"statement": ast.Constant(True)} if self._statement_records(info) else {}
         if prefix:
             keywords["lead"] = ast.Constant(len(prefix))
+        self._name_threads(keywords)
         return self._call("read_logged", *views, ast.Constant(info.name), _name(info.shadow), _name("race_log"),
                           index, self._lanes_tuple(lanes), kw=keywords)
 

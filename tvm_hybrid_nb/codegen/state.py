@@ -141,6 +141,9 @@ class GpuState:
     #: Sanitizer: how many loops over GPU blocks that run one after another enclose the point being
     #: generated (their global-memory accesses go to the grid ledger, see ``RaceLog.at_block``).
     serial_blocks: int = 0
+    #: (tag, Python loop variable) of each loop bound to a GPU thread tag whose iterations run one
+    #: after another around the point being generated, outermost first (errors name them).
+    serial_loops: list = field(default_factory=list)
     #: The function's block-scoped allocations, by key (found on first use).
     shared: dict | None = None
     #: Loop variable of each grid loop run as lanes -> (the buffers allocated outside it, which the

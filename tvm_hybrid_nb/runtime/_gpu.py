@@ -23,7 +23,7 @@ def thread_lanes(index, tag):
     return index
 
 
-def barrier(scope="shared", reached=True, log=None, thread_axes=None, ndim=None, lanes=()):
+def barrier(scope="shared", reached=True, log=None, thread_axes=None, ndim=None, at=()):
     """``__syncthreads``: a no-op in lockstep, but every thread of the block must reach it.
 
     ``scope="warp"`` is TVM's warp-synchronous step (``LowerThreadAllreduce`` puts it between the
@@ -31,7 +31,7 @@ def barrier(scope="shared", reached=True, log=None, thread_axes=None, ndim=None,
     generator emits nothing for it, so no thread need reach it.
     ``thread_axes`` (of ``ndim``-dimensional lanes): blocks run as lanes too, and each block's
     threads must agree among themselves only (one block may have left a loop another still runs).
-    ``lanes`` (as ``access`` takes them) name a thread that reaches the barrier and one that does not.
+    ``at`` (as ``access`` takes it) names a thread that reaches the barrier and one that does not.
     With a sanitizer ``log``, the accesses since the previous barrier are checked for races.
     """
     reached = np.asarray(reached)
@@ -46,11 +46,11 @@ def barrier(scope="shared", reached=True, log=None, thread_axes=None, ndim=None,
             block = per_block[tuple(slice(None) if a in thread_axes else int(i) for a, i in enumerate(first))]
             raise RuntimeError(f"barrier ({scope}) not reached by all threads of the block: "
                                f"{int(block.sum())} of {block.size} lanes reach it"
-                               f"{_barrier_threads(lanes, *_first_block(split, first, per_block))}")
+                               f"{_barrier_threads(*_first_block(split, first, per_block), at)}")
     elif not reached.all():
         raise RuntimeError(f"barrier ({scope}) not reached by all threads of the block: "
                            f"{int(reached.sum())} of {reached.size} lanes reach it"
-                           f"{_barrier_threads(lanes, reached, ~reached)}")
+                           f"{_barrier_threads(reached, ~reached, at)}")
     if log is not None:
         log.flush("barrier")
 
@@ -62,12 +62,12 @@ def _first_block(split, first, per_block):
     return block & per_block, block & ~per_block
 
 
-def _barrier_threads(lanes, reaching, missing) -> str:
-    """``; (threadIdx.x=0) reaches it, (threadIdx.x=7) does not``; empty without lanes."""
-    if not lanes:
+def _barrier_threads(reaching, missing, at) -> str:
+    """``; (threadIdx.x=0) reaches it, (threadIdx.x=7) does not``; empty without ``at``."""
+    if not at:
         return ""
-    return (f"; ({_lane_note(lanes, reaching)[len(' at ('):]} reaches it, "
-            f"({_lane_note(lanes, missing)[len(' at ('):]} does not")
+    return (f"; ({_lane_note(reaching, at)[len(' at ('):]} reaches it, "
+            f"({_lane_note(missing, at)[len(' at ('):]} does not")
 
 
 class sblock:  # noqa: N801  (reads like TVMScript's T.sblock)

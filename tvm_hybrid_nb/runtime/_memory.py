@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._sanitizers import _lane_note  # named threads in errors (a helper dependency)
+
 
 # --------------------------------------------------------------------------- allocations and views
 def _as_dtype(storage, dtype):
@@ -179,8 +181,10 @@ def storage_extent(data, dtype, elem_offset, known):
 
 
 # --------------------------------------------------------------------------- bounds-checked access
-def _bounds_error(kind, name, buffer, index, mask=None):
-    """The first offending element (of all lanes) named in one line."""
+def _bounds_error(kind, name, buffer, index, mask=None, lead=0, at=()):
+    """The first offending element (of all lanes) named in one line, with its thread where ``at``
+    names one (see ``_lane_note``); ``lead``: how many leading entries of ``index`` pick the
+    emulator's copy of the buffer (left out of the name)."""
     arrays = [np.asarray(i) for i in index]
     shape = np.broadcast_shapes(*(a.shape for a in arrays), np.shape(mask) if mask is not None else ())
     full = [np.broadcast_to(a, shape) for a in arrays]
@@ -191,8 +195,9 @@ def _bounds_error(kind, name, buffer, index, mask=None):
         bad &= np.broadcast_to(np.asarray(mask, dtype=bool), shape)
     count = int(bad.sum())
     first = [int(f[bad][0]) for f in full] if count else [np.asarray(a).tolist() for a in arrays]
-    lanes = f" ({count} of {bad.size} lanes)" if bad.size > 1 else ""
-    return IndexError(f"out-of-bounds {kind} of {name}{first}{lanes} (shape {tuple(buffer.shape)})")
+    share = f" ({count} of {bad.size} lanes)" if bad.size > 1 else ""
+    return IndexError(f"out-of-bounds {kind} of {name}{first[lead:]}{share} (shape {tuple(buffer.shape)[lead:]})"
+                      f"{_lane_note(bad, at) if count else ''}")
 
 
 def _all(ok) -> bool:
@@ -214,19 +219,20 @@ def _in_bounds(buffer, index):
     return ok
 
 
-def load(buffer, index, name="buffer", mask=None):
+def load(buffer, index, name="buffer", mask=None, lead=0, at=()):
     """Bounds-checked read of ``buffer[index]``.
 
     Lanes where ``mask`` is false (masked-out lanes of a ``Select``) may be out of bounds: they read 0.
+    ``lead`` and ``at`` only name the element and the thread in errors (see :func:`_bounds_error`).
     """
     index = tuple(index)
     ok = _in_bounds(buffer, index)
     if mask is None:
         if not _all(ok):
-            raise _bounds_error("read", name, buffer, index)
+            raise _bounds_error("read", name, buffer, index, None, lead, at)
         return buffer[index]
     if not np.all(ok | ~np.asarray(mask, dtype=bool)):
-        raise _bounds_error("read", name, buffer, index, mask)
+        raise _bounds_error("read", name, buffer, index, mask, lead, at)
     if buffer.size == 0:  # no element to stand in for the masked-out lanes (a (4, 0) slice): all read 0
         shape = np.broadcast_shapes(np.shape(ok), *(np.shape(i) for i in index))
         out = np.zeros(shape + tuple(buffer.shape[len(index):]), buffer.dtype)
@@ -242,9 +248,10 @@ def _kept(values, shape, keep):
     return (values if values.shape == shape else np.broadcast_to(values, shape))[keep]
 
 
-def store(buffer, index, value, name="buffer", mask=None):
-    """Bounds-checked write of ``value`` to ``buffer[index]``; with ``mask``, only where it holds."""
-    index = tuple(index)
+def store(buffer, index, value, name="buffer", mask=None, lead=0, at=()):
+    """Bounds-checked write of ``value`` to ``buffer[index]``; with ``mask``, only where it holds.
+    ``lead`` and ``at`` only name the element and the thread in errors (see :func:`_bounds_error`)."""
+    index = given = tuple(index)
     if mask is not None:
         if not index:  # a 0-d buffer written by the lanes the mask keeps: the last of them wins
             buffer, index = buffer[np.newaxis], (0,)
@@ -254,5 +261,7 @@ def store(buffer, index, value, name="buffer", mask=None):
         index = tuple(_kept(i, shape, keep) for i in index)
         value = _kept(value, shape, keep)
     if not _all(_in_bounds(buffer, index)):
-        raise _bounds_error("write", name, buffer, index)
+        if mask is not None and given:  # named in the lanes' own shape, not as the kept elements
+            raise _bounds_error("write", name, buffer, given, mask, lead, at)
+        raise _bounds_error("write", name, buffer, index, None, lead, at)
     buffer[index] = value

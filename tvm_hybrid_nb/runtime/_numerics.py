@@ -98,7 +98,7 @@ def shift_count(count, bits, mask=None):
     return count
 
 
-def checked_arith(a, b, op, dtype, mask=None, poison=None, lanes=(), _limits={}):  # noqa: B006 (the default is the cache)
+def checked_arith(a, b, op, dtype, mask=None, poison=None, at=(), _limits={}):  # noqa: B006 (the default is the cache)
     """Sanitizer: ``a op b`` (``"+"``, ``"-"``, ``"*"``) of 32- or 64-bit integers, computed as the
     plain operator computes it (wrapping), after checking that the exact result fits ``dtype``.  TVM's
     llvm code generator emits these with ``nsw`` (signed) or ``nuw`` (unsigned), so a result that does
@@ -154,7 +154,7 @@ def checked_arith(a, b, op, dtype, mask=None, poison=None, lanes=(), _limits={})
                    f"the target leaves it undefined (TVM's llvm code marks {name} {op} "
                    f"{'nsw' if lo < 0 else 'nuw'}; C's signed overflow on cuda), so the wrapped value is "
                    f"poison (the native result depends on how the compiler used that)"
-                   f"{_lane_note(lanes, lane) if lanes else ''}")
+                   f"{_lane_note(lane, at)}")
         if poison is None:
             raise ValueError(message)
         poison.taint(lane)

@@ -490,7 +490,7 @@ def _direct_access(buffer, index, write, value, mask, shadow, lanes, poison):
 
 
 def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=(),
-           statement=False, poison=None, grid=False, region=False, lead=0, names=()):
+           statement=False, poison=None, grid=False, region=False, lead=0, at=()):
     """Sanitizer access (``check=True``): bounds, reads of never-written allocation elements, and
     the per-lane record for race detection; then the read (returned) or write itself.
 
@@ -498,7 +498,8 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     against the other blocks of the launch too (see ``RaceLog.at_block``); ``region``: see
     ``RaceLog.record``; ``lead``: how many leading entries of ``index`` pick the emulator's copy
     of the buffer (per thread, per block lane), left out of the element that errors name;
-    ``names``: lanes (as ``lanes``) that only name the thread in errors, where ``lanes`` is empty.
+    ``at``: the GPU (or parallel) loops around it, by which errors name the thread (see
+    :func:`_lane_note`).
 
     ``poison`` (a :class:`RaceLog`) follows MemorySanitizer's rule for a thread's registers: a
     never-written element read into a value that is only stored to thread-local memory is no error
@@ -562,7 +563,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
         if np.any(keep & ~ok):
             first = tuple(int(f[keep & ~ok][0]) for f in full)
             raise IndexError(f"out-of-bounds {'write' if write else 'read'} of {name}{list(first)[lead:]} "
-                             f"(shape {tuple(buffer.shape)[lead:]}){_lane_note(lanes or names, keep & ~ok)}")
+                             f"(shape {tuple(buffer.shape)[lead:]}){_lane_note(keep & ~ok, at)}")
     sel = tuple(f[keep] for f in full)
     # In the buffer's dtype, as the store writes it: its bits are compared (a Python float is float64).
     written = np.broadcast_to(np.asarray(value).astype(buffer.dtype, copy=False), shape + extra)[keep] if write else None
@@ -587,23 +588,23 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
             first = tuple(int(s[~written][0]) for s in sel)
             unset = np.zeros(shape, bool)
             unset[keep] = ~written
-            raise RuntimeError(_unwritten_message(name, list(first)[lead:]) + _lane_note(lanes or names, unset))
+            raise RuntimeError(_unwritten_message(name, list(first)[lead:]) + _lane_note(unset, at))
     out = np.zeros(shape + extra, buffer.dtype)
     out[keep] = buffer[sel]
     return out[()] if out.ndim == 0 else out
 
 
-def read_written(values, written, name, marks, lanes=(), lead=0):
+def read_written(values, written, name, marks, lead=0, at=()):
     """Sanitizer, fast mode: the lane view ``values`` of an allocation when every element in it
     was written; ``written`` is the same view of the allocation's written-marks ``marks``;
-    ``lanes`` (as ``access`` takes them) name the first thread that reads a never-written one;
+    ``at`` (as ``access`` takes it) names the first thread that reads a never-written one;
     ``lead``: the leading dimensions of ``marks`` that are the emulator's copies (as ``access``)."""
     if not written.all():
         lane = np.argwhere(~written)[0]
         offset = written.__array_interface__["data"][0] - marks.__array_interface__["data"][0]
         offset += sum(int(i) * int(s) for i, s in zip(lane, written.strides))
         first = [int(i) for i in np.unravel_index(offset // marks.itemsize, marks.shape)]
-        raise RuntimeError(_unwritten_message(name, first[lead:]) + _lane_note(lanes, ~written))
+        raise RuntimeError(_unwritten_message(name, first[lead:]) + _lane_note(~written, at))
     return values
 
 
@@ -629,29 +630,34 @@ def mark_written(written, log, name):
     log.stored(name, tainted is not None and tainted.any())
 
 
-def read_logged(values, written, name, marks, log, index, lanes, statement=False, lead=0):
+def read_logged(values, written, name, marks, log, index, lanes, statement=False, lead=0, at=()):
     """Sanitizer, fast mode: :func:`read_written` of a lane view of shared memory, whose race
     record (of the element ``index`` each of the ``lanes`` reads) is kept deferred in ``log``
     until a write to the same memory before the next barrier needs it."""
-    read_written(values, written, name, marks, lanes, lead)
+    read_written(values, written, name, marks, lead, at)
     log.record_read(name, marks.shape, tuple(np.array(i) for i in index), lanes, statement, lead)
     return values
 
 
-def _lane_note(lanes, where) -> str:
-    """`` at (threadIdx.x=31)``: the first lane (thread, block, or iteration of a parallel loop)
-    where ``where`` (a boolean lane array, broadcast over the ``lanes``) holds; empty without lanes."""
-    where = np.asarray(where, dtype=bool)
-    if not lanes or not where.any():
+def _lane_note(where, at) -> str:
+    """`` at (blockIdx.x=1, threadIdx.x=31)``: the thread (block, iteration of a parallel loop) of
+    the first lane where ``where`` (a boolean lane array) holds.  ``at`` holds ``(tag, value)`` for
+    each GPU loop (or parallel loop) around the access: ``value`` is the loop variable, a number
+    where the iterations run one after another, the lane array where they run as lanes (lanes
+    broadcast as the script's arrays do).  Empty without ``at``."""
+    if not at:
         return ""
-    ndim = max(where.ndim, max(axis for axis, _extent, _tag in lanes) + 1)
-    where = where.reshape((1,) * (ndim - where.ndim) + where.shape)
-    lane_shape = [1] * ndim
-    for axis, extent, _tag in lanes:
-        lane_shape[axis] = extent
-    shape = np.broadcast_shapes(where.shape, tuple(lane_shape))
-    ids = _lane_ids(lanes, shape)[np.broadcast_to(where, shape)]
-    return f" at ({_lane_text(lanes, int(ids[0]))})"
+    values = [np.asarray(v) for _tag, v in at]
+    where = np.asarray(where, dtype=bool)
+    try:
+        shape = np.broadcast_shapes(where.shape, *(v.shape for v in values))
+    except ValueError:  # not lanes of the same arrays: name what is certain
+        values = [v if v.ndim == 0 else None for v in values]
+        shape = ()
+    where = np.broadcast_to(where, shape)
+    first = tuple(np.argwhere(where)[0]) if where.any() else (0,) * len(shape)
+    parts = [f"{tag}={int(np.broadcast_to(v, shape)[first])}" for (tag, _v), v in zip(at, values) if v is not None]
+    return f" at ({', '.join(parts)})" if parts else ""
 
 
 def _unwritten_message(name, first):
