@@ -511,15 +511,18 @@ class ExpressionsMixin:
         if short in self.NUMPY_MATH or short in self.HELPER_MATH:
             operands = [self._math_operand(a) for a in args]
             nodes = [o.node for o in operands]
-            if short in self.HELPER_MATH:
-                call = self._call(self.HELPER_MATH[short], *nodes)
-            else:
-                call = ast.Call(_np(self.NUMPY_MATH[short]), nodes, [])
-                if short in self.DOUBLE_MATH and _scalar_dtype(dtype) in ("float16", "float32"):
-                    call = self._call("in_double", _np(self.NUMPY_MATH[short]), *nodes)
+            fn = self._use(self.HELPER_MATH[short]) if short in self.HELPER_MATH else _np(self.NUMPY_MATH[short])
+            double = (short not in self.HELPER_MATH and short in self.DOUBLE_MATH
+                      and _scalar_dtype(dtype) in ("float16", "float32"))
             if (len(nodes) == 1 and _is_float(dtype) and short not in self.NAN_EXACT_MATH
                     and _is_float(operands[0].dtype)):
-                call = self._call("nan_through", call, nodes[0])
+                # The operand once, not once for the value and once for the NaN check: nested
+                # math (log of exp of ...) would double the script at every level.
+                call = self._call("nan_through", fn, nodes[0], kw={"double": ast.Constant(True)} if double else None)
+            elif double:
+                call = self._call("in_double", fn, *nodes)
+            else:
+                call = ast.Call(fn, nodes, [])
             return Value(call, "np", dtype, _varying(*operands))
         raise UnsupportedConstructError(name, "no exact numpy translation")
 

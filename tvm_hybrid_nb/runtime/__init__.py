@@ -82,6 +82,7 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "warp_shuffle": ("_lane_array", "_shuffle_message"),
     "store": ("_in_bounds", "_bounds_error", "_all", "_kept"),
     "contrib_sort": ("_stable_order",),
+    "nan_through": ("in_double",),
     "view": ("_as_dtype",),
     "strided_view": ("_as_dtype",),
     "flat_view": ("_as_dtype",),

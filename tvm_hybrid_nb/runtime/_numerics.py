@@ -477,9 +477,12 @@ def in_double(fn, x):
     return out[()] if out.ndim == 0 else out
 
 
-def nan_through(out, x):
-    """A NaN operand comes out as itself, quieted, as libm returns it (numpy's vector loops may
-    give their own NaN instead), so NaN signs and payloads do not depend on how numpy ran."""
+def nan_through(fn, x, double=False):
+    """``fn(x)`` (computed in float64 as :func:`in_double` does, where ``double``), a NaN operand
+    coming out as itself, quieted, as libm returns it (numpy's vector loops may give their own NaN
+    instead), so NaN signs and payloads do not depend on how numpy ran.  ``x`` is given once: a
+    script nesting these calls stays linear in the kernel's expression."""
+    out = in_double(fn, x) if double else fn(x)
     nan = np.isnan(x)
     if not np.any(nan):
         return out
