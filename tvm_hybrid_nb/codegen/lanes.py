@@ -32,8 +32,10 @@ class LanesMixin:
         """Fast mode: an access whose index is affine in the lanes is a strided view of the buffer
         (``lanes_view``), not a gather or scatter through index arrays.  A buffer with a copy per
         lane or per thread is viewed through its lane dimensions too (a thread's accumulator).
-        ``gather``: a read that other lanes reuse is copied once, contiguous (see below)."""
-        if (not self.fast or self.lanes.stmt_masks or self.lanes.masks
+        ``gather``: a read that other lanes reuse is copied once, contiguous (see below).
+        Exact mode's threads use views under the sanitizers only: their checked accesses of a
+        view cost a fraction of ``access`` (a plain exact script keeps its subscripts)."""
+        if (not (self.fast or self.check) or self.lanes.stmt_masks or self.lanes.masks
                 or info.name in self.scope.strided_storage
                 or _lanes(info.dtype) > 1 or not self._in_bounds(info, indices)):
             return None

@@ -3,7 +3,7 @@
 Owns :class:`RaceLog` (the per-lane accesses between barriers, and the race check; the grid
 ledger of the GPU blocks that run one after another) with
 ``_lane_ids``/``_lane_text``, ``access`` (the checked read or write of exact mode, which feeds the
-log and the written-marks) and ``read_written`` (fast mode's check that a lane view was written).
+log and the written-marks) and ``read_written`` (the check that a lane view was written).
 """
 from __future__ import annotations
 
@@ -595,7 +595,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
 
 
 def read_written(values, written, name, marks, lead=0, at=()):
-    """Sanitizer, fast mode: the lane view ``values`` of an allocation when every element in it
+    """Sanitizer (lane views): the lane view ``values`` of an allocation when every element in it
     was written; ``written`` is the same view of the allocation's written-marks ``marks``;
     ``at`` (as ``access`` takes it) names the first thread that reads a never-written one;
     ``lead``: the leading dimensions of ``marks`` that are the emulator's copies (as ``access``)."""
@@ -609,7 +609,7 @@ def read_written(values, written, name, marks, lead=0, at=()):
 
 
 def read_or_taint(values, written, log):
-    """Sanitizer, fast mode: a lane view of a thread's own memory read into a value stored to a
+    """Sanitizer (lane views): a lane view of a thread's own memory read into a value stored to a
     thread's own memory: lanes whose element was never written are carried (``log.taint``), as
     :func:`access` does with ``poison``, and reported if the value reaches other memory."""
     if not written.all():
@@ -618,7 +618,7 @@ def read_or_taint(values, written, log):
 
 
 def mark_written(written, log, name):
-    """Sanitizer, fast mode: the written-marks of a lane view of a thread's own memory just stored:
+    """Sanitizer (lane views): the written-marks of a lane view of a thread's own memory just stored:
     written, except the lanes whose value carries a never-written or poison value (``log.pending``;
     :func:`access` with ``poison``)."""
     tainted = log.pending
@@ -631,7 +631,7 @@ def mark_written(written, log, name):
 
 
 def read_logged(values, written, name, marks, log, index, lanes, statement=False, lead=0, at=()):
-    """Sanitizer, fast mode: :func:`read_written` of a lane view of shared memory, whose race
+    """Sanitizer (lane views): :func:`read_written` of a lane view of shared memory, whose race
     record (of the element ``index`` each of the ``lanes`` reads) is kept deferred in ``log``
     until a write to the same memory before the next barrier needs it."""
     read_written(values, written, name, marks, lead, at)
