@@ -142,8 +142,9 @@ class ControlFlowMixin:
         outer_chain, self.hooks.chain = self.hooks.chain, chain
         tag = str(node.thread_binding.thread_tag) if kind == 4 and node.thread_binding is not None else ""
         try:
-            with self._serial_gpu_loop(tag, name):
+            with self._serial_gpu_loop(tag, name) as front:
                 body = self.visit_stmt(node.body)
+            body = front + body
         finally:
             self.serial.depth -= 1
             self.serial.frames.pop()

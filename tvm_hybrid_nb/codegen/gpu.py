@@ -107,8 +107,9 @@ class GpuMixin:
             self.serial.depth += 1
             outer_chain, self.hooks.chain = self.hooks.chain, chain
             try:
-                with self._serial_gpu_loop(str(iv.thread_tag), name):
+                with self._serial_gpu_loop(str(iv.thread_tag), name) as front:
                     body = self.visit_stmt(node.body)
+                body = front + body
             finally:
                 self.serial.depth -= 1
                 self.hooks.chain = outer_chain

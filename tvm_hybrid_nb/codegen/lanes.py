@@ -316,12 +316,15 @@ class LanesMixin:
             size = self.lanes.chunked_extent if ax.var is not None and _key(ax.var) == self.lanes.chunked_var else ax.extent
             lanes *= size.value if isinstance(size, ast.Constant) else 1
         self.lanes.peak_lanes = max(self.lanes.peak_lanes, lanes)
+        front: list[ast.stmt] = []
         try:
-            body = [s for buf in private_allocs for s in self.visit_AllocBuffer(_AllocLike(buf, per_block=not race))]
-            body += self.visit_stmt(body_stmt)
+            with self._thread_names_scope(bool(tag), front):
+                body = [s for buf in private_allocs for s in self.visit_AllocBuffer(_AllocLike(buf, per_block=not race))]
+                body += self.visit_stmt(body_stmt)
         finally:
             self.lanes.vector_depth -= 1
             self.lanes.axes.pop()
+        body = front + body
         self.lanes.vectorized_loops.append(name)
         if self.check and (outermost_race or outermost_thread):
             # The lanes end together: check what they did since the last barrier.

@@ -6,7 +6,7 @@ import ast
 import contextlib
 import dataclasses
 
-from .names import Value, _Axis, _BufferInfo, _key, _name
+from .names import Value, _Axis, _BufferInfo, _key, _name, _store_name
 from .targets import LLVM_KINDS, overflow_is_poison
 
 
@@ -34,17 +34,37 @@ class SanitizerMixin:
     @contextlib.contextmanager
     def _serial_gpu_loop(self, tag: str, name: str):
         """While generating the body of a loop bound to GPU ``tag`` (blocks, or threads) whose
-        iterations run one after another, ``name`` the Python loop variable: errors name it."""
+        iterations run one after another, ``name`` the Python loop variable: errors name it.
+        Yields a list that ends up holding the statements the body must start with."""
         counted = self.check and tag in self.BLOCK_AXES
         self.gpu.serial_blocks += counted
+        front: list[ast.stmt] = []
         if tag:
             self.gpu.serial_loops.append((tag, name))
         try:
-            yield
+            with self._thread_names_scope(bool(tag), front):
+                yield front
         finally:
             self.gpu.serial_blocks -= counted
             if tag:
                 self.gpu.serial_loops.pop()
+
+    @contextlib.contextmanager
+    def _thread_names_scope(self, changed: bool, front: list):
+        """While generating a loop body where the loops that name a thread (``_name_threads``)
+        have just ``changed``: their ``(tag, value)`` tuple, if an error may need it, is assigned
+        once at the body's start (appended to ``front``), not spelled out in every checked call."""
+        if not changed:
+            yield
+            return
+        frame = [self._thread_loops(), None]
+        self.gpu.naming_frames.append(frame)
+        try:
+            yield
+        finally:
+            self.gpu.naming_frames.pop()
+            if frame[1] is not None:
+                front.append(ast.Assign([_store_name(frame[1])], self._thread_tuple(frame[0])))
 
     def _block_ledger(self, tag: str, name: str, loop: ast.For) -> list[ast.stmt]:
         """Sanitizer: a loop over GPU blocks run one after another, telling the race log which
@@ -102,17 +122,33 @@ class SanitizerMixin:
     #: The order in which a thread is named: blocks, virtual threads, threads, then parallel loops.
     _TAG_RANKS = (("blockIdx", 0), ("vthread", 1), ("threadIdx", 2))
 
+    def _thread_loops(self) -> tuple:
+        """``(tag, Python variable)`` of each GPU loop (and parallel loop run as lanes) around the
+        point being generated, blocks first."""
+        loops = list(self.gpu.serial_loops) + [(ax.tag, ax.name) for ax in self.lanes.axes if ax.tag]
+        rank = {tag: next((r for prefix, r in self._TAG_RANKS if tag.startswith(prefix)), 3) for tag, _ in loops}
+        return tuple(sorted(loops, key=lambda loop: rank[loop[0]]))
+
+    @staticmethod
+    def _thread_tuple(loops: tuple) -> ast.Tuple:
+        return ast.Tuple([ast.Tuple([ast.Constant(tag), _name(name)], ast.Load()) for tag, name in loops], ast.Load())
+
     def _name_threads(self, keywords: dict) -> dict:
         """``keywords`` of a runtime call, plus ``at``, by which its errors name the thread
         (``at (blockIdx.x=1, threadIdx.x=7)``): the tag and the loop variable of each GPU loop
         (and parallel loop run as lanes) around the point being generated, whether its iterations
-        run one after another (a number) or as lanes (the lane array)."""
-        loops = list(self.gpu.serial_loops) + [(ax.tag, ax.name) for ax in self.lanes.axes if ax.tag]
-        if loops:
-            rank = {tag: next((r for prefix, r in self._TAG_RANKS if tag.startswith(prefix)), 3) for tag, _ in loops}
-            loops.sort(key=lambda loop: rank[loop[0]])
-            keywords["at"] = ast.Tuple([ast.Tuple([ast.Constant(tag), _name(name)], ast.Load()) for tag, name in loops],
-                                       ast.Load())
+        run one after another (a number) or as lanes (the lane array).  The tuple is assigned once
+        per loop body where it can be (``_thread_names_scope``)."""
+        loops = self._thread_loops()
+        if not loops:
+            return keywords
+        frame = self.gpu.naming_frames[-1] if self.gpu.naming_frames else None
+        if frame is not None and frame[0] == loops:
+            if frame[1] is None:
+                frame[1] = self.namer.define_name("threads")
+            keywords["at"] = _name(frame[1])
+        else:
+            keywords["at"] = self._thread_tuple(loops)
         return keywords
 
     def _logged_lanes(self) -> list["_Axis"]:
@@ -161,7 +197,7 @@ class SanitizerMixin:
         return [ax for ax in self._logged_lanes() if ax.var is None or _key(ax.var) not in own_copy]
 
     def _logged_view_read(self, info: _BufferInfo, indices, values: list[Value]) -> ast.expr | None:
-        """Sanitizer, fast mode: a read of shared memory by threads as lane views of the buffer and
+        """Sanitizer (lane views): a read of shared memory by threads as lane views of the buffer and
         of its written-marks, its race record deferred (``read_logged``); None where the access
         needs ``access`` (no view, a mask, per-thread memory, global memory's ledgers)."""
         if (info.shadow is None or info.per_thread or not info.scope.startswith("shared")
@@ -183,7 +219,7 @@ class SanitizerMixin:
                           index, self._lanes_tuple(lanes), kw=keywords)
 
     def _checked_views(self, info: _BufferInfo, indices, values: list[Value], logged: bool = False) -> tuple | None:
-        """Sanitizer, fast mode: an allocation's access as lane views of the buffer and of its
+        """Sanitizer (lane views): an allocation's access as lane views of the buffer and of its
         written-marks, where no race record is needed (no racing lanes) and the access is a view."""
         # A thread's own memory needs no race record: its views serve with racing lanes too.
         if info.shadow is None or (self._logged_lanes() and not (logged or info.per_thread)):

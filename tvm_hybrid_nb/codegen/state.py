@@ -144,6 +144,9 @@ class GpuState:
     #: (tag, Python loop variable) of each loop bound to a GPU thread tag whose iterations run one
     #: after another around the point being generated, outermost first (errors name them).
     serial_loops: list = field(default_factory=list)
+    #: Per loop body that changes them: [those loops, the Python name of their tuple or None]
+    #: (see ``SanitizerMixin._thread_names_scope``).
+    naming_frames: list = field(default_factory=list)
     #: The function's block-scoped allocations, by key (found on first use).
     shared: dict | None = None
     #: Loop variable of each grid loop run as lanes -> (the buffers allocated outside it, which the
