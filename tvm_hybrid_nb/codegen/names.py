@@ -192,6 +192,9 @@ class _Namer:
     def __init__(self, reserved: set[str]):
         self._used = set(reserved)
         self._names: dict[int, str] = {}
+        # The last suffix tried per hint: a stage that names thousands of objects alike (an unrolled
+        # kernel's ``threads``) would otherwise try every taken suffix again on each name.
+        self._last_suffix: dict[str, int] = {}
 
     def define(self, obj, hint: str) -> str:
         hint = ascii_identifier(hint or "v") or "v"
@@ -199,12 +202,21 @@ class _Namer:
             hint = "v_" + hint
         if hint.startswith("__"):  # dunders are the script's own hooks (``__progress__``)
             hint = "v" + hint
-        name, n = hint, 0
-        while name in self._used or keyword.iskeyword(name):
-            n += 1
-            name = f"{hint}_{n}"
-        self._used.add(name)
+        name = self._fresh(hint)
         self._names[_key(obj)] = name
+        return name
+
+    def _fresh(self, hint: str) -> str:
+        name, n = hint, 0
+        if name in self._used or keyword.iskeyword(name):
+            n = self._last_suffix.get(hint, 0)
+            while True:
+                n += 1
+                name = f"{hint}_{n}"
+                if name not in self._used:
+                    break
+            self._last_suffix[hint] = n
+        self._used.add(name)
         return name
 
     def lookup(self, obj) -> str | None:
@@ -212,12 +224,7 @@ class _Namer:
 
     def define_name(self, hint: str) -> str:
         """A fresh name that belongs to no TIR object (sanitizer bookkeeping)."""
-        name, n = hint, 0
-        while name in self._used:
-            n += 1
-            name = f"{hint}_{n}"
-        self._used.add(name)
-        return name
+        return self._fresh(hint)
 
 
 @dataclass
