@@ -570,3 +570,29 @@ def test_an_integer_product_that_overflows_on_the_seeded_inputs_is_checked_on_na
         o = zoo.check_kernel(k.name, k.llvm, flavour, reference=k.reference, check=True)
         assert o.outcome == "ok" and o.reason.startswith(zoo.NARROW_INTEGERS), o
         assert zoo.check_kernel(k.name, k.llvm, flavour, reference=k.reference).reason == ""  # wraps alike
+
+
+def test_an_integer_hash_that_overflows_on_every_input_is_tvms_poison_with_its_llvm_ir_as_evidence():
+    # x * 2654435761 + 0x9e3779b9 in uint32 wraps in relax (numpy's meaning) and in the CUDA build, but
+    # TVM's llvm code generator marks uint32 arithmetic `nuw`: the wrapped value is poison natively, on
+    # the seeded inputs and on [-1, 1] alike (the constants overflow).  Not a crash of the emulator: a
+    # TVM finding whose evidence is the native build's own LLVM IR.  A product that fits stays ok.
+    from tvm.relax.frontend.nn import spec
+
+    def hash_forward(self, x):
+        return x * 2654435761 + 2654435769
+
+    kernels = _nn_kernels("hash", hash_forward, {"x": spec.Tensor((6,), "uint32")})
+    (k,) = [k for k in kernels if k.llvm is not None]
+    for flavour in ("none", "dlight-cpu"):
+        o = zoo.check_kernel(k.name, k.llvm, flavour, reference=k.reference, check=True)
+        assert o.outcome == "crash" and "uint32 overflow" in o.reason, o
+        evidence = zoo.tvm_finding(o)
+        assert evidence is not None and "nuw i32" in evidence and "LLVM IR" in evidence, evidence
+        assert zoo.check_kernel(k.name, k.llvm, flavour, reference=k.reference).outcome == "ok"  # wraps alike
+    o = zoo.check_kernel(k.name, k.cuda or k.llvm, "dlight-gpu", reference=k.reference, check=True)
+    assert o.outcome == "ok", o  # CUDA's unsigned arithmetic wraps: defined
+
+    small = _nn_kernels("small", lambda self, x: x * 3 + 5, {"x": spec.Tensor((6,), "uint32")})
+    (k,) = [k for k in small if k.llvm is not None]
+    assert zoo.check_kernel(k.name, k.llvm, "none", reference=k.reference, check=True).outcome == "ok"

@@ -637,10 +637,45 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
         return outcome
     narrowed = _check_kernel(name, func, flavour, mode, seed, reference, check, narrow=True)
     if narrowed.outcome != "ok" and not tvm_finding(narrowed):
+        if outcome.outcome == "crash" and not outcome.tvm_failure:
+            outcome.tvm_failure = _poison_wrap_evidence(func, flavour, outcome.reason)
         return outcome
     narrowed.reason = "; ".join(filter(None, [NARROW_INTEGERS, narrowed.reason]))
     narrowed.seconds += outcome.seconds
     return narrowed
+
+
+_LLVM_OPCODES = {"+": "add", "-": "sub", "*": "mul", "<<": "shl"}
+_POISON_ALARM = re.compile(r"\b(u?int)(\d+) overflow: .*?TVM's llvm code marks \w+ (\S+) (nuw|nsw)\b")
+
+
+def _poison_wrap_evidence(func, flavour: str, reason: str) -> str | None:
+    """TVM's own evidence when an integer operation overflows on any input the zoo tries (a hash:
+    ``x * 2654435761`` in uint32): the llvm build marks it ``nuw``/``nsw`` (TVM's ``CodeGenLLVM`` does for
+    32- and 64-bit integers), so the wrap-around that the model's arithmetic has in relax (numpy's
+    meaning, and the CUDA build's for unsigned types) is poison natively; None unless the LLVM IR
+    of the scheduled kernel shows that flag on that operation."""
+    import tvm
+
+    found = _POISON_ALARM.search(reason)
+    if found is None or flavour == "dlight-gpu":
+        return None
+    kind, bits, op, flag = found.groups()
+    opcode = _LLVM_OPCODES.get(op)
+    if opcode is None:
+        return None
+    target, mod = schedule(func, flavour)
+    try:
+        source = tvm.tirx.build(mod, target=target).inspect_source("ll")
+    except Exception:  # noqa: BLE001 - no IR, no evidence
+        return None
+    line = re.search(rf"%[\w.]+ = {opcode} (?:nuw |nsw )*(?<= ){flag} (?:nuw |nsw )*(?:<\d+ x )?i{bits} [^\n]*", source)
+    if line is None:
+        return None
+    return (f"TVM's llvm code generator emits {kind}{bits} `{op}` with `{flag}` (the native build's LLVM IR: "
+            f"`{line.group(0).split(', !dbg')[0]}`), so where this kernel's {kind}{bits} arithmetic wraps, as "
+            f"relax's (numpy's) meaning has it, the native result is poison; it overflows on the seeded inputs "
+            f"and on inputs in [-1, 1] alike, so no input gives a defined reference")
 
 
 def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference, check: bool,
