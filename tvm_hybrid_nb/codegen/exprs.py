@@ -12,7 +12,7 @@ import tvm
 from ..errors import UnsupportedConstructError
 from .names import (Value, _BinaryLike, _CannotVectorize, _INT64_MAX, _const, _dtype, _float_bits, _int_range,
     _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _scalar_dtype, _store_name, _type_key, _varying)
-from .targets import short_circuits
+from .targets import operand_bits, short_circuits
 
 
 class ExpressionsMixin:
@@ -149,12 +149,13 @@ class ExpressionsMixin:
         op = (self.ARITH_OPS.get(key) or self.BITWISE_OPS[key])()
         kind = self._result_kind(a, b)
         if key in ("prim.LShift", "prim.RShift") and _is_int(dtype):
-            bits = _float_bits(dtype)
+            bits = operand_bits(self.target_kind, dtype)
             lo, hi = self._bounds(node.b)
             if self.check and not (0 <= lo and hi < bits):
-                # A shift by the bit width or more (or by a negative count) is poison in LLVM: the
-                # native result depends on how LLVM compiled it.  Without the sanitizer numpy's
-                # meaning (0, or the sign for >>) is used in both modes.
+                # A shift by the bit width or more (or by a negative count) is poison in LLVM and
+                # undefined in C (of the promoted int: a uint8 shifted by 8..31 is defined there,
+                # numpy's 0 or sign fill after the store's truncation): the native result depends
+                # on how it was compiled.  Without the sanitizer numpy's meaning is used.
                 mask = self._mask_expr(self._used_lanes())
                 b = Value(self._call("shift_count", b.node, ast.Constant(bits),
                                      kw={"mask": mask} if mask is not None else None), b.kind, b.dtype, b.varying)
@@ -241,11 +242,14 @@ class ExpressionsMixin:
         if b_lo >= 1 and (floor_family or a_lo >= 0):
             out = ast.BinOp(a.node, plain_op(), b.node)
         else:
-            extra = [ast.Constant(_scalar_dtype(dtype))] if _scalar_dtype(dtype).startswith("int") else []
+            # A narrow division is done in C's promoted int on C targets: int8 -128 / -1 does not trap.
+            divided = (_scalar_dtype(dtype) if operand_bits(self.target_kind, dtype) == _float_bits(dtype)
+                       else "int32")
+            extra = [ast.Constant(divided)] if _scalar_dtype(dtype).startswith("int") else []
             mask = self._mask_expr(self.lanes.stmt_masks + self.lanes.lazy_masks)
             out = self._call(int_helper, a.node, b.node, *extra, kw={"mask": mask} if mask is not None else None)
         kind = self._result_kind(a, b)
-        if kind == "py" and key == "prim.Div" and not self._fits(node, dtype):
+        if kind == "py" and key in ("prim.Div", "prim.FloorDiv") and not self._fits(node, dtype):
             out = self._call("wrap", out, ast.Constant(dtype))  # INT_MIN / -1
         return Value(out, kind, dtype, varying)
 

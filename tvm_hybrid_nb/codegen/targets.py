@@ -34,3 +34,11 @@ def overflow_is_poison(kind: str, dtype: str) -> bool:
     if not _is_int(dtype) or _float_bits(dtype) < 32:
         return False
     return kind in LLVM_KINDS or (kind in C_KINDS and not dtype.startswith("uint"))
+
+
+def operand_bits(kind: str, dtype: str) -> int:
+    """The width in which an integer shift or division of ``dtype`` is computed on target ``kind``:
+    C's integer promotion makes a narrower operand an ``int`` (so a uint8 shifted by 8..31, or int8
+    ``-128 / -1``, is defined there and the store truncates); TVM's llvm code keeps the dtype's width."""
+    bits = _float_bits(dtype)
+    return 32 if kind in C_KINDS and bits < 32 else bits

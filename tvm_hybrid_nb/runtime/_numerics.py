@@ -94,7 +94,7 @@ def shift_count(count, bits, mask=None):
     if np.any(bad):
         first = np.broadcast_to(np.asarray(count), np.shape(bad))[bad].reshape(-1)[0]
         raise ValueError(f"shift by {int(first)} of a {bits}-bit integer: counts outside [0, {bits}) are "
-                         f"undefined in LLVM (the native result depends on how it was compiled)")
+                         f"undefined in LLVM and C (the native result depends on how it was compiled)")
     return count
 
 

@@ -1,0 +1,96 @@
+"""C targets compute narrow integer shifts and divisions in the promoted ``int`` (15th probe): a
+uint8 shifted by 8..31 and int8 ``-128 / -1`` are defined in CUDA C, undefined or a trap in TVM's
+llvm code.  And a Select's other arm, which the native code computes too, reads the real memory
+under ``check=True`` (it read 0, so a divisor there was a false division by zero)."""
+import numpy as np
+import pytest
+import tvm
+from tvm.script import tirx as T
+
+import tvm_hybrid_nb as thn
+from tvm_hybrid_nb.errors import EmulationError
+
+CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
+
+
+@T.prim_func
+def shift_gpu(a: T.Buffer((8,), "uint8"), s: T.Buffer((8,), "uint8"), o: T.Buffer((8,), "uint8")):
+    for i in T.thread_binding(8, thread="threadIdx.x"):
+        o[i] = a[i] >> s[i]
+
+
+@T.prim_func
+def shift_cpu(a: T.Buffer((8,), "uint8"), s: T.Buffer((8,), "uint8"), o: T.Buffer((8,), "uint8")):
+    for i in range(8):
+        o[i] = a[i] >> s[i]
+
+
+@T.prim_func
+def div_gpu(x: T.Buffer((4,), "int8"), o: T.Buffer((4,), "int8"), p: T.Buffer((4,), "int8")):
+    for i in T.thread_binding(4, thread="threadIdx.x"):
+        o[i] = T.floordiv(x[i], T.int8(-1))
+        p[i] = T.truncdiv(x[i], T.int8(-1))
+
+
+@T.prim_func
+def div_cpu(x: T.Buffer((4,), "int8"), o: T.Buffer((4,), "int8"), p: T.Buffer((4,), "int8")):
+    for i in range(4):
+        o[i] = T.floordiv(x[i], T.int8(-1))
+        p[i] = T.truncdiv(x[i], T.int8(-1))
+
+
+@T.prim_func
+def select_gpu(a: T.Buffer((4,), "int64"), d: T.Buffer((4,), "int64"), o: T.Buffer((4,), "int64")):
+    for i in T.thread_binding(4, thread="threadIdx.x"):
+        o[i] = T.Select(d[i] < T.int64(0), a[i] // (d[i] * T.int64(-1)), a[i] // d[i])
+
+
+MODES = [(mode, check) for mode in ("fast", "exact") for check in (False, True)]
+
+
+@pytest.mark.parametrize("mode,check", MODES)
+def test_a_narrow_shift_past_its_width_is_defined_in_cuda_c(mode, check):
+    a = np.array([255, 128, 7, 200, 1, 64, 33, 99], "uint8")
+    s = np.array([8, 9, 1, 12, 0, 31, 8, 3], "uint8")
+    want = ((a.astype(np.int64) >> s.astype(np.int64)) & 0xFF).astype("uint8")  # C: promote, shift, truncate
+    out = np.zeros(8, "uint8")
+    thn.build(shift_gpu, target=CUDA).emulate(a, s, out, mode=mode, check=check)
+    np.testing.assert_array_equal(out, want)
+
+
+def test_a_narrow_shift_past_its_width_stays_undefined_for_llvm():
+    a = np.array([255] * 8, "uint8")
+    s = np.array([8, 0, 0, 0, 0, 0, 0, 0], "uint8")
+    with pytest.raises(EmulationError, match="shift by 8 of a 8-bit integer"):
+        thn.build(shift_cpu).emulate(a, s, np.zeros(8, "uint8"), check=True)
+
+
+@pytest.mark.parametrize("mode,check", MODES)
+def test_int8_min_over_minus_one_wraps_in_cuda_c(mode, check):
+    x = np.array([-128, 127, -1, 5], "int8")
+    want = (-(x.astype(np.int32))).astype(np.int8)  # C: promote, divide, convert back (-128 stays -128)
+    o, p = np.zeros(4, "int8"), np.zeros(4, "int8")
+    thn.build(div_gpu, target=CUDA).emulate(x, o, p, mode=mode, check=check)
+    np.testing.assert_array_equal(o, want)
+    np.testing.assert_array_equal(p, want)
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_int8_min_over_minus_one_still_traps_for_llvm(mode):
+    # TVM's llvm code divides with `sdiv i8`: x86 raises SIGFPE on the native run.
+    x = np.array([-128, 127, -1, 5], "int8")
+    with pytest.raises(EmulationError, match="-128 / -1 does not fit int8"):
+        thn.build(div_cpu).emulate(x, np.zeros(4, "int8"), np.zeros(4, "int8"), mode=mode)
+
+
+@pytest.mark.parametrize("mode,check", MODES)
+def test_a_selects_other_arm_divides_by_the_real_memory(mode, check):
+    # relax's dynamic strided_slice shape function: Select(stride < 0, n // -stride, n // stride).
+    a = np.array([7, -9, 100, -5], "int64")
+    d = np.array([3, -4, -7, 2], "int64")  # no zero
+    out = np.zeros(4, "int64")
+    thn.build(select_gpu, target=CUDA).emulate(a, d, out, mode=mode, check=check)
+    np.testing.assert_array_equal(out, np.where(d < 0, a // -d, a // d))
+    d[1] = 0  # a zero divisor in either arm is a real division by zero: both arms are computed
+    with pytest.raises(EmulationError, match="division by zero"):
+        thn.build(select_gpu, target=CUDA).emulate(a, d, out, mode=mode, check=check)
