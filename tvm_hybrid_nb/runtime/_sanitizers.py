@@ -485,7 +485,8 @@ def _direct_access(buffer, index, write, value, mask, shadow, lanes, poison):
             if poison is None:
                 return NotImplemented
             poison.taint(unset)
-    out = np.where(keep, buffer[index], buffer.dtype.type(0))
+    values = buffer[index]  # every lane's, kept or not: masked-out lanes read memory, as load() does
+    out = np.array(np.broadcast_to(values, np.broadcast_shapes(keep.shape, values.shape)))
     return out[()] if out.ndim == 0 else out
 
 
@@ -591,6 +592,12 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
             raise RuntimeError(_unwritten_message(name, list(first)[lead:]) + _lane_note(unset, at))
     out = np.zeros(shape + extra, buffer.dtype)
     out[keep] = buffer[sel]
+    if mask is not None and buffer.size:
+        # Masked-out lanes (a Select's other arm, which the native code computes too) read the
+        # memory where it is in bounds, as load() does: a divisor read there is the real one, not 0.
+        rest = ~keep if in_bounds else ~keep & ok
+        if rest.any():
+            out[rest] = buffer[tuple(f[rest] for f in full)]
     return out[()] if out.ndim == 0 else out
 
 
