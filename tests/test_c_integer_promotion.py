@@ -94,3 +94,83 @@ def test_a_selects_other_arm_divides_by_the_real_memory(mode, check):
     d[1] = 0  # a zero divisor in either arm is a real division by zero: both arms are computed
     with pytest.raises(EmulationError, match="division by zero"):
         thn.build(select_gpu, target=CUDA).emulate(a, d, out, mode=mode, check=check)
+
+
+@T.prim_func
+def promoted_gpu(a: T.Buffer((8,), "uint8"), b: T.Buffer((8,), "uint8"), o: T.Buffer((8,), "int32"),
+                 q: T.Buffer((8,), "uint8"), s: T.Buffer((8,), "uint8")):
+    for i in T.thread_binding(8, thread="threadIdx.x"):
+        o[i] = T.Cast("int32", a[i] + b[i])          # CUDA: ((int)(a + b)), no wrap in between
+        q[i] = (a[i] + b[i]) >> T.uint8(1)            # CUDA: ((a + b) >> 1) in int
+        # stored (through an if_then_else's arm): C's truncation equals the TIR's wrap
+        s[i] = T.if_then_else(a[i] > T.uint8(0), (a[i] + b[i]) * T.uint8(3) - a[i], b[i])
+
+
+def _promoted_args(a, b):
+    return [a, b, np.zeros(8, "int32"), np.zeros(8, "uint8"), np.zeros(8, "uint8")]
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_narrow_arithmetic_read_unwrapped_by_cuda_c_is_reported_under_check(mode):
+    # TVM's CUDA code computes uint8 `a + b` in int (C's integer promotion) and only a store
+    # truncates it: where a wider cast or a right shift reads an overflowing sum, the CUDA kernel
+    # and its TIR differ (300 against 44).  The TIR's wrap is emulated; check=True says where.
+    hm = thn.build(promoted_gpu, target=CUDA)
+    a = np.array([200, 1, 2, 3, 4, 5, 6, 7], "uint8")
+    b = np.array([100, 1, 1, 1, 1, 1, 1, 1], "uint8")
+    args = _promoted_args(a, b)
+    hm.emulate(*args, mode=mode)
+    wrapped = (a + b).astype(np.uint8)  # numpy wraps, as the TIR does
+    np.testing.assert_array_equal(args[2], wrapped.astype(np.int32))
+    np.testing.assert_array_equal(args[3], wrapped >> 1)
+    with pytest.raises(EmulationError, match=r"uint8 overflow: 200 \+ 100 = 300.*C's integer promotion.*"
+                                             r"uses 300 where the TIR wraps it to 44"):
+        hm.emulate(*_promoted_args(a, b), mode=mode, check=True)
+    # No overflow read unwrapped: clean, and the stored expression may overflow freely.
+    small = np.array([100, 1, 2, 3, 4, 5, 6, 7], "uint8")
+    args = _promoted_args(small, b)
+    hm.emulate(*args, mode=mode, check=True)
+    np.testing.assert_array_equal(args[4], ((small.astype(np.int64) + b) * 3 - small).astype(np.uint8))
+
+
+@T.prim_func
+def promoted_cpu(a: T.Buffer((8,), "uint8"), b: T.Buffer((8,), "uint8"), o: T.Buffer((8,), "int32")):
+    for i in range(8):
+        o[i] = T.Cast("int32", a[i] + b[i])
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_narrow_arithmetic_read_unwrapped_is_no_alarm_for_llvm(mode):
+    # TVM's llvm code computes uint8 arithmetic in i8: the wrap is the kernel's own.
+    a = np.array([200, 1, 2, 3, 4, 5, 6, 7], "uint8")
+    o = np.zeros(8, "int32")
+    thn.build(promoted_cpu).emulate(a, a.copy(), o, mode=mode, check=True)
+    np.testing.assert_array_equal(o, (a + a).astype(np.int32))
+
+
+@T.prim_func
+def nibble_swap_gpu(x: T.Buffer((8,), "uint8"), o: T.Buffer((8,), "uint8"), p: T.Buffer((8,), "uint8"),
+                    w: T.Buffer((8,), "int32")):
+    for i in T.thread_binding(8, thread="threadIdx.x"):
+        o[i] = T.bitwise_or(T.shift_left(x[i], T.uint8(4)), T.shift_right(x[i], T.uint8(4)))
+        p[i] = (x[i] << T.uint8(4)) | (x[i] >> T.uint8(4))
+        w[i] = T.Cast("int32", T.shift_left(x[i], T.uint8(4)))  # CUDA: (int)(x << 4), unwrapped
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_bitwise_operations_pass_a_stores_truncation_through(mode):
+    # relax's uint8 nibble swap `(x << 4) | (x >> 4)`: C computes it in int, the store truncates, and
+    # truncation commutes with `|`: the CUDA kernel and its TIR agree, no alarm (u8_bit_tricks).
+    x = np.array([0x12, 0xF0, 0xAB, 0, 1, 0x80, 0x7F, 0xFF], "uint8")
+    want = ((x << 4) | (x >> 4)).astype(np.uint8)
+    o, p, w = np.zeros(8, "uint8"), np.zeros(8, "uint8"), np.zeros(8, "int32")
+    hm = thn.build(nibble_swap_gpu, target=CUDA)
+    hm.emulate(x, o, p, w, mode=mode)
+    np.testing.assert_array_equal(o, want)
+    np.testing.assert_array_equal(p, want)
+    with pytest.raises(EmulationError, match=r"uint8 overflow: 18 << 4 = 288.*wraps it to 32"):
+        hm.emulate(x, o, p, w, mode=mode, check=True)  # but the widening cast reads x << 4 unwrapped
+    small = np.array([0x01, 0x0F, 0x0A, 0, 1, 0x08, 0x07, 0x0F], "uint8")
+    hm.emulate(small, o, p, w, mode=mode, check=True)
+    np.testing.assert_array_equal(o, ((small << 4) | (small >> 4)).astype(np.uint8))
+    np.testing.assert_array_equal(w, (small.astype(np.int32) << 4))

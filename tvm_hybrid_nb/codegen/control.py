@@ -60,6 +60,7 @@ class ControlFlowMixin:
             # over it are views at that element; any other use of it is refused (visit_Var).
             self.scope.address_binds[_key(node.var)] = node.value
             return []
+        self._note_truncated(node.value)
         value = self.visit_expr(node.value)
         name = self.namer.define(node.var, node.var.name)
         if value.kind == "weak" or (_is_float(value.dtype) and value.kind != "np"):

@@ -12,7 +12,7 @@ import tvm
 from ..errors import UnsupportedConstructError
 from .names import (Value, _BinaryLike, _CannotVectorize, _INT64_MAX, _const, _dtype, _float_bits, _int_range,
     _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _scalar_dtype, _store_name, _type_key, _varying)
-from .targets import operand_bits, short_circuits
+from .targets import C_KINDS, operand_bits, short_circuits
 
 
 class ExpressionsMixin:
@@ -34,6 +34,9 @@ class ExpressionsMixin:
     #: integers (``CodeGenLLVM::CreateAdd``/``Sub``/``Mul``), whose overflow is poison, not a wrap
     #: (see :func:`.targets.overflow_is_poison` for the other targets).
     POISON_ON_OVERFLOW = {"prim.Add": "+", "prim.Sub": "-", "prim.Mul": "*"}
+    #: Sanitizer, C targets: the 8- and 16-bit operators whose result C keeps in the promoted ``int``
+    #: until a store or a narrowing cast truncates it (``_note_truncated``).
+    PROMOTED_OPS = {"prim.Add": "+", "prim.Sub": "-", "prim.Mul": "*", "prim.LShift": "<<"}
     #: Math intrinsics computed by numpy in the operand dtype.
     NUMPY_MATH = {name: name for name in (
         "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "arcsin",
@@ -88,6 +91,43 @@ class ExpressionsMixin:
         if _float_bits(dtype) >= 64:
             return low <= -_INT64_MAX or high >= _INT64_MAX or low < lo
         return low < lo or high > hi
+
+    def _note_truncated(self, expr) -> None:
+        """Sanitizer, C targets: mark the narrow integer operations in ``expr`` (a stored or bound
+        value) whose result reaches the store only through operations that agree modulo the width
+        (``+ - * <<``, bitwise ``& | ^ ~``, the arms of a Select or an ``if_then_else``, a cast to no
+        wider an integer): the store's truncation makes C's promoted value and the TIR's wrap the
+        same there."""
+        if not (self.check and self.target_kind in C_KINDS):
+            return
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            key, dtype = _type_key(node), _dtype(node)
+            if not _is_int(dtype) or _float_bits(dtype) >= 32:
+                continue
+            call = node.op.name.rsplit(".", 1)[-1] if key == "ir.Call" and isinstance(node.op, tvm.ir.Op) else None
+            if key in self.PROMOTED_OPS or call == "shift_left":
+                self.c_truncated.add(_key(node))
+                stack += [node.a, node.b] if key in ("prim.Add", "prim.Sub", "prim.Mul") else [
+                    node.a if call is None else node.args[0]]
+            elif key in ("prim.BitwiseAnd", "prim.BitwiseOr", "prim.BitwiseXor"):
+                stack += [node.a, node.b]
+            elif call in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"):
+                stack += list(node.args)
+            elif key == "prim.Select":
+                stack += [node.true_value, node.false_value]
+            elif call == "if_then_else":
+                stack += [node.args[1], node.args[2]]
+            elif key == "prim.Cast" and _is_int(_dtype(node.value)) and _float_bits(_dtype(node.value)) >= _float_bits(dtype):
+                stack.append(node.value)
+
+    def _promotion_observed(self, node, key: str, dtype: str) -> bool:
+        """Whether an 8- or 16-bit ``node`` on a C target is read unwrapped by the compiled kernel (not
+        marked by :meth:`_note_truncated`), under the sanitizers."""
+        return (self.check and key in self.PROMOTED_OPS and self.target_kind in C_KINDS
+                and _is_int(dtype) and _float_bits(dtype) < 32 and _lanes(dtype) == 1
+                and _key(node) not in self.c_truncated)
 
     def _used_lanes(self) -> list[ast.expr]:
         """Sanitizer: the lane conditions under which the value being generated is used: a poison
@@ -164,6 +204,13 @@ class ExpressionsMixin:
                 a = Value(ast.Call(_np(_scalar_dtype(dtype)), [a.node], []), "np", dtype, a.varying)
                 kind = "np"
         out = ast.BinOp(a.node, op, b.node)
+        if self._promotion_observed(node, key, dtype) and self._may_overflow(node, dtype):
+            mask = self._mask_expr(self._used_lanes())
+            keywords = self._name_threads({"mask": mask} if mask is not None else {})
+            keywords["promoted"] = ast.Constant(True)
+            checked = self._call("checked_arith", a.node, b.node, ast.Constant(self.PROMOTED_OPS[key]),
+                                 ast.Constant(_scalar_dtype(dtype)), kw=keywords)
+            return Value(checked, "np", dtype, _varying(a, b))
         if (self.check and key in self.POISON_ON_OVERFLOW and self._poison_on_overflow(dtype)
                 and self._may_overflow(node, dtype)):
             # Compiled with nsw/nuw (or as C's signed arithmetic): a result that does not fit is
@@ -405,6 +452,7 @@ class ExpressionsMixin:
         return self._conditional(node.condition, node.true_value, node.false_value, _dtype(node), lazy=False)
 
     def visit_Let(self, node) -> Value:
+        self._note_truncated(node.value)
         value = self.visit_expr(node.value)
         name = self.namer.define(node.var, node.var.name)
         if value.kind == "weak":

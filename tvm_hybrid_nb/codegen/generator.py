@@ -92,6 +92,9 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
         #: ``_defers_overflow``); ``overflow_deferred``: such an operation was emitted for it.
         self.defer_overflow = False
         self.overflow_deferred = False
+        #: Sanitizer, C targets: the narrow integer operations whose result a store truncates
+        #: before anything reads it (``_note_truncated``).
+        self.c_truncated: set = set()
 
     # ------------------------------------------------------------------ entry
     def function_def(self) -> tuple[ast.FunctionDef, list[ParamSpec]]:

@@ -219,6 +219,7 @@ class MemoryAccessMixin:
         saved_defer = self.defer_poison, self.defer_overflow
         self.defer_poison, self.defer_overflow = self._defers_poison(info), self._defers_overflow(info)
         self.overflow_deferred = False
+        self._note_truncated(node.value)
         try:
             stored = self.visit_expr(node.value)
         finally:

@@ -98,7 +98,8 @@ def shift_count(count, bits, mask=None):
     return count
 
 
-def checked_arith(a, b, op, dtype, mask=None, poison=None, at=(), _limits={}):  # noqa: B006 (the default is the cache)
+def checked_arith(a, b, op, dtype, mask=None, poison=None, at=(), promoted=False,
+                  _limits={}):  # noqa: B006 (the default is the cache)
     """Sanitizer: ``a op b`` (``"+"``, ``"-"``, ``"*"``) of 32- or 64-bit integers, computed as the
     plain operator computes it (wrapping), after checking that the exact result fits ``dtype``.  TVM's
     llvm code generator emits these with ``nsw`` (signed) or ``nuw`` (unsigned), so a result that does
@@ -108,13 +109,18 @@ def checked_arith(a, b, op, dtype, mask=None, poison=None, at=(), _limits={}):  
     where poison is a value until used) the lanes that overflow are tainted instead of reported, and
     the report comes if the stored element is read.  ``lanes`` (as ``access`` takes them) name the
     first thread that overflows.  ``_limits`` keeps each dtype's range (a kernel calls this once per
-    statement execution)."""
+    statement execution).
+
+    ``promoted``: an 8- or 16-bit ``+``, ``-``, ``*`` or ``<<`` on a target printed as C, whose result
+    something other than a store reads (a widening cast, a comparison, a division, a right shift):
+    C computes it in the promoted ``int``, so an overflow there is seen unwrapped by the compiled
+    kernel, where the TIR wraps it; reported, as the two then differ."""
     limits = _limits.get(dtype)
     if limits is None:
         info = np.iinfo(dtype)
         limits = _limits[dtype] = (int(info.min), int(info.max), info.bits)
     lo, hi, bits = limits
-    fn = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}[op]
+    fn = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y, "<<": lambda x, y: x << y}[op]
     if isinstance(a, int) and isinstance(b, int):
         out = exact = fn(a, b)
         bad = np.asarray(exact < lo or exact > hi)
@@ -150,6 +156,12 @@ def checked_arith(a, b, op, dtype, mask=None, poison=None, at=(), _limits={}):  
         lane = np.asarray(bad, dtype=bool)
         x, y = (int(np.broadcast_to(np.asarray(v), lane.shape)[lane].reshape(-1)[0]) for v in (a, b))
         name = np.dtype(dtype)
+        if promoted:
+            raise ValueError(
+                f"{name} overflow: {x} {op} {y} = {fn(x, y)}, outside [{lo}, {hi}], read before any store "
+                f"truncates it: the target's C code computes {name} arithmetic in int (C's integer "
+                f"promotion), so the compiled kernel uses {fn(x, y)} where the TIR wraps it to "
+                f"{wrap(fn(x, y), dtype)}; the kernel and its TIR differ here{_lane_note(lane, at)}")
         message = (f"{name} overflow: {x} {op} {y} = {fn(x, y)}, outside [{lo}, {hi}]; "
                    f"the target leaves it undefined (TVM's llvm code marks {name} {op} "
                    f"{'nsw' if lo < 0 else 'nuw'}; C's signed overflow on cuda), so the wrapped value is "
