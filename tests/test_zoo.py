@@ -596,3 +596,30 @@ def test_an_integer_hash_that_overflows_on_every_input_is_tvms_poison_with_its_l
     small = _nn_kernels("small", lambda self, x: x * 3 + 5, {"x": spec.Tensor((6,), "uint32")})
     (k,) = [k for k in small if k.llvm is not None]
     assert zoo.check_kernel(k.name, k.llvm, "none", reference=k.reference, check=True).outcome == "ok"
+
+
+def test_a_shift_past_the_bit_width_on_every_input_is_tvms_poison_in_every_flavour():
+    # uint8 x >> (s % 4 + 5): counts reach 8 on any input.  TVM's llvm code shifts with a plain
+    # `lshr <n x i8>` (poison from a count of 8); CUDA C shifts the promoted int (0).  So the llvm
+    # flavours' own stage 0 and, for cuda, the native reference are undefined: a TVM finding with
+    # the reference's LLVM IR as evidence, not an emulator crash or a wrong answer (15th probe).
+    from tvm import relax
+    from tvm.relax import op as R
+    from tvm.relax.frontend.nn import spec
+    from tvm.relax.frontend.nn.core import wrap_nested
+
+    def shift_forward(self, x, s):
+        four, five = (relax.const(v, "uint8") for v in (4, 5))
+        count = R.add(R.floor_mod(s._expr, four), five)
+        return wrap_nested(R.right_shift(x._expr, count), "right_shift")
+
+    kernels = _nn_kernels("shift", shift_forward, {"x": spec.Tensor((6,), "uint8"), "s": spec.Tensor((6,), "uint8")})
+    (k,) = [k for k in kernels if "right_shift" in k.name]
+    for flavour in ("none", "dlight-cpu", "dlight-gpu"):
+        func = k.cuda if flavour == "dlight-gpu" and k.cuda is not None else k.llvm
+        o = zoo.check_kernel(k.name, func, flavour, reference=k.reference, check=True)
+        assert o.outcome == "crash" and "shift by 8 of a 8-bit integer" in o.reason, (flavour, o)
+        evidence = zoo.tvm_finding(o)
+        assert evidence is not None and "lshr" in evidence and "i8" in evidence, (flavour, evidence)
+    o = zoo.check_kernel(k.name, k.cuda or k.llvm, "dlight-gpu", reference=k.reference, check=True)
+    assert o.reason.startswith(zoo.REFERENCE_UNDEFINED), o

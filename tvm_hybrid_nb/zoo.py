@@ -616,6 +616,12 @@ def _binds_threads(func) -> bool:
 #: kernel's integer arithmetic overflows at stage 0, which the target leaves undefined (a product
 #: of many of them: an integer cumprod), so the native result there is no reference.
 NARROW_INTEGERS = "integer inputs in [-1, 1]: on the seeded ones stage 0 overflows (undefined)"
+#: Says that a stage-0 difference is the reference's: the sanitizers find the native reference's own
+#: kernel undefined on the seeded inputs (a shift by its bit width, an nsw/nuw overflow), so its
+#: result there is no reference (the uint8 ``>> 8`` that CUDA C defines and TVM's llvm code does not).
+REFERENCE_UNDEFINED = "the native reference is undefined on these inputs"
+#: The sanitizer alarms of behaviour the target leaves undefined, which other inputs may avoid.
+_UNDEFINED_ALARMS = (" overflow: ", "shift by ")
 
 
 def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 0,
@@ -629,16 +635,21 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
     integer inputs in [-1, 1] (:data:`NARROW_INTEGERS`) and that outcome, said so, stands if it is
     ok or a TVM finding."""
     outcome = _check_kernel(name, func, flavour, mode, seed, reference, check)
-    overflows = ((check and outcome.outcome == "crash" and outcome.stage.startswith("0 ")
-                  and " overflow: " in outcome.reason)
+    undefined = ((check and outcome.outcome == "crash" and outcome.stage.startswith("0 ")
+                  and any(alarm in outcome.reason for alarm in _UNDEFINED_ALARMS))
+                 or outcome.reason.startswith(REFERENCE_UNDEFINED)
                  or (outcome.outcome == "wrong" and f"{FLAGGED_AS_WRITTEN}: ValueError: " in outcome.reason
                      and " overflow: " in outcome.reason.split(FLAGGED_AS_WRITTEN, 1)[1]))
-    if not overflows:
+    if not undefined:
         return outcome
     narrowed = _check_kernel(name, func, flavour, mode, seed, reference, check, narrow=True)
     if narrowed.outcome != "ok" and not tvm_finding(narrowed):
         if outcome.outcome == "crash" and not outcome.tvm_failure:
-            outcome.tvm_failure = _poison_wrap_evidence(func, flavour, outcome.reason)
+            own = flavour != "dlight-gpu" and not outcome.reason.startswith(REFERENCE_UNDEFINED)
+            llvm_func = func if own or reference is None else reference
+            if isinstance(llvm_func, type(func)):
+                outcome.tvm_failure = _poison_wrap_evidence(llvm_func, "none" if not own else flavour,
+                                                            outcome.reason)
         return outcome
     narrowed.reason = "; ".join(filter(None, [NARROW_INTEGERS, narrowed.reason]))
     narrowed.seconds += outcome.seconds
@@ -647,6 +658,24 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
 
 _LLVM_OPCODES = {"+": "add", "-": "sub", "*": "mul", "<<": "shl"}
 _POISON_ALARM = re.compile(r"\b(u?int)(\d+) overflow: .*?TVM's llvm code marks \w+ (\S+) (nuw|nsw)\b")
+_SHIFT_ALARM = re.compile(r"shift by (-?\d+) of a (\d+)-bit integer")
+
+
+def _reference_undefined(native, inputs, mode: str) -> str | None:
+    """The sanitizers' alarm when the native reference's own kernel is undefined on ``inputs`` (a
+    shift by its bit width, an overflow its llvm code marks nsw/nuw), else None."""
+    from .errors import EmulationError
+
+    args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
+    try:
+        native.emulate(*args, stage=0, mode=mode, check=True)
+    except EmulationError as exc:
+        text = str(exc).splitlines()[0]
+        if any(alarm in text for alarm in _UNDEFINED_ALARMS):
+            return text.rsplit("): ", 1)[-1][:400]
+    except Exception:  # noqa: BLE001 - no verdict on the reference: nothing said
+        return None
+    return None
 
 
 def _poison_wrap_evidence(func, flavour: str, reason: str) -> str | None:
@@ -657,23 +686,35 @@ def _poison_wrap_evidence(func, flavour: str, reason: str) -> str | None:
     of the scheduled kernel shows that flag on that operation."""
     import tvm
 
-    found = _POISON_ALARM.search(reason)
-    if found is None or flavour == "dlight-gpu":
+    found, shift = _POISON_ALARM.search(reason), _SHIFT_ALARM.search(reason)
+    if (found is None and shift is None) or flavour == "dlight-gpu":
         return None
-    kind, bits, op, flag = found.groups()
-    opcode = _LLVM_OPCODES.get(op)
-    if opcode is None:
-        return None
+    if found is not None:
+        kind, bits, op, flag = found.groups()
+        opcode = _LLVM_OPCODES.get(op)
+        if opcode is None:
+            return None
+        pattern = rf"%[\w.]+ = {opcode} (?:nuw |nsw )*(?<= ){flag} (?:nuw |nsw )*(?:<\d+ x i{bits}>|i{bits}) [^\n]*"
+    else:
+        count, bits = shift.groups()
+        # a count that is a value, not a constant: index arithmetic shifts by constants
+        pattern = rf"%[\w.]+ = (?:shl|lshr|ashr) (?:nuw |nsw |exact )*(?:<\d+ x i{bits}>|i{bits}) %[\w.]+, %[^\n]*!dbg[^\n]*"
     target, mod = schedule(func, flavour)
     try:
         source = tvm.tirx.build(mod, target=target).inspect_source("ll")
     except Exception:  # noqa: BLE001 - no IR, no evidence
         return None
-    line = re.search(rf"%[\w.]+ = {opcode} (?:nuw |nsw )*(?<= ){flag} (?:nuw |nsw )*(?:<\d+ x )?i{bits} [^\n]*", source)
+    line = re.search(pattern, source)
     if line is None:
         return None
+    instruction = line.group(0).split(", !dbg")[0]
+    if found is None:
+        return (f"TVM's llvm code shifts {bits}-bit integers with a plain LLVM shift (the native build's LLVM IR: "
+                f"`{instruction}`), whose result for a count of {bits} or more is poison, where relax's "
+                f"(numpy's) shift gives 0 or the sign; the kernel's counts reach {count} on the seeded inputs "
+                f"and on inputs in [-1, 1] alike, so no input gives a defined reference")
     return (f"TVM's llvm code generator emits {kind}{bits} `{op}` with `{flag}` (the native build's LLVM IR: "
-            f"`{line.group(0).split(', !dbg')[0]}`), so where this kernel's {kind}{bits} arithmetic wraps, as "
+            f"`{instruction}`), so where this kernel's {kind}{bits} arithmetic wraps, as "
             f"relax's (numpy's) meaning has it, the native result is poison; it overflows on the seeded inputs "
             f"and on inputs in [-1, 1] alike, so no input gives a defined reference")
 
@@ -728,7 +769,11 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
         emulate_stages(hm, inputs, expected, outcome, mode=mode, check=check, unwritten=unwritten,
                        find_noise=find_noise)
         if outcome.outcome == "wrong" and unwritten is not None and outcome.stage == hm.stages[0].label:
-            schedule_meaning_change(hm, mod["main"], inputs, expected, outcome, mode)
+            alarm = _reference_undefined(native, reference_inputs, mode) if check else None
+            if alarm is not None:
+                outcome.outcome, outcome.reason = "crash", f"{REFERENCE_UNDEFINED}: {alarm}"
+            else:
+                schedule_meaning_change(hm, mod["main"], inputs, expected, outcome, mode)
         if outcome.outcome == "wrong":
             # Under check=True every stage up to the one that differs ran clean under the sanitizers:
             # only a pass that changed the meaning is left to look for.
