@@ -623,3 +623,27 @@ def test_a_shift_past_the_bit_width_on_every_input_is_tvms_poison_in_every_flavo
         assert evidence is not None and "lshr" in evidence and "i8" in evidence, (flavour, evidence)
     o = zoo.check_kernel(k.name, k.cuda or k.llvm, "dlight-gpu", reference=k.reference, check=True)
     assert o.reason.startswith(zoo.REFERENCE_UNDEFINED), o
+
+
+def test_index_put_with_repeated_indices_is_tvms_race():
+    # topi's index_put updates in a T.parallel loop: six indices into an axis of 2 repeat, and with
+    # accumulate=True two iterations read-modify-write one element (a lost update on real threads).
+    # The race is reported at stage 0 and documented as TVM's (15th probe, index_put_acc).
+    from tvm import relax
+    from tvm.relax import op as R
+    from tvm.relax.frontend.nn import spec
+    from tvm.relax.frontend.nn.core import wrap_nested
+
+    def put_forward(self, d, r, v):
+        rows = R.floor_mod(r._expr, relax.const(2, "int64"))
+        return wrap_nested(R.index_put(d._expr, (rows,), v._expr, accumulate=True), "index_put")
+
+    kernels = _nn_kernels("put", put_forward, {"d": spec.Tensor((2,), "float32"), "r": spec.Tensor((6,), "int64"),
+                                               "v": spec.Tensor((6,), "float32")})
+    (k,) = [k for k in kernels if "index_put" in k.name and k.llvm is not None]
+    for flavour in ("none", "dlight-cpu"):
+        o = zoo.check_kernel(k.name, k.llvm, flavour, reference=k.reference, check=True)
+        assert o.outcome == "crash" and "data race on out_buf" in o.reason, (flavour, o)
+        assert "topi/index_put.py" in zoo.tvm_finding(o)
+        o.kernel = "put.scatter_elements"  # another operator's race stays a failure of the zoo
+        assert zoo.tvm_finding(o) is None

@@ -102,6 +102,13 @@ _SCAN_LOCALS_RACE = (
     "ConvertSSA on, the emulation shares them as the CUDA kernel does and the result goes wrong.")
 for _scan in ("cumsum", "cumprod"):
     TVM_FINDINGS[("dlight-gpu", _scan, "data race on v_")] = _SCAN_LOCALS_RACE
+_INDEX_PUT_RACE = (
+    "topi/index_put.py (relax's index_put) runs its updates in `T.parallel(0, index_len)`: with a repeated "
+    "index two iterations write one element of out_buf (with accumulate=True each reads it first, "
+    "`out[idx] = out[idx] + values[k]`, so a concurrent update is lost; without it which write lands is "
+    "unspecified).  numpy's `np.add.at` and PyTorch's `index_put_(accumulate=True)` sum every duplicate.")
+for _flavour in ("none", "dlight-cpu", "dlight-gpu"):
+    TVM_FINDINGS[(_flavour, "index_put", "data race on out_buf")] = _INDEX_PUT_RACE
 
 
 #: dlight rules that raise on a kernel instead of declining it (a rule returns None for what it does not
