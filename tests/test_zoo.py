@@ -647,3 +647,22 @@ def test_index_put_with_repeated_indices_is_tvms_race():
         assert "topi/index_put.py" in zoo.tvm_finding(o)
         o.kernel = "put.scatter_elements"  # another operator's race stays a failure of the zoo
         assert zoo.tvm_finding(o) is None
+
+
+def test_integer_inputs_that_index_out_of_bounds_are_checked_as_zeros():
+    # relax's dynamic_strided_slice reads x at begin + i * stride, begin and stride being inputs the
+    # output's size must agree with (an NMS's shape function computes them): seeded values read out
+    # of bounds, so the native reference refuses; zeros read in bounds and the kernel is checked.
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def dynamic_slice(x: T.Buffer((6, 3), "int64"), begin: T.Buffer((2,), "int64"), stride: T.Buffer((2,), "int64"),
+                      out: T.Buffer((4, 2), "int64")):
+        for i, j in T.grid(4, 2):
+            with T.sblock("slice"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                out[vi, vj] = x[T.min(T.max(begin[0], T.int64(0)), T.int64(5)) + vi * stride[0],
+                                T.min(T.max(begin[1], T.int64(0)), T.int64(2)) + vj * stride[1]]
+
+    o = zoo.check_kernel("t.dynamic_strided_slice", dynamic_slice, "none", check=True)
+    assert o.outcome == "ok" and "integer inputs 0" in o.reason, o
