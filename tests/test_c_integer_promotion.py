@@ -174,3 +174,18 @@ def test_bitwise_operations_pass_a_stores_truncation_through(mode):
     hm.emulate(small, o, p, w, mode=mode, check=True)
     np.testing.assert_array_equal(o, ((small << 4) | (small >> 4)).astype(np.uint8))
     np.testing.assert_array_equal(w, (small.astype(np.int32) << 4))
+
+
+def test_a_checked_operation_keeps_its_dtype_against_a_constant():
+    # numpy promotes an int32 array and a Python constant given as a 0-d array to int64; the checked
+    # operation's result is the TIR's dtype, as the unchecked operator's is.
+    from tvm_hybrid_nb import runtime
+
+    out = runtime.checked_arith(np.array([1, -2], np.int32), 100, "*", "int32")
+    assert out.dtype == np.int32 and out.tolist() == [100, -200]
+    out = runtime.checked_arith(np.array([1, 2], np.uint8), 100, "+", "uint8", promoted=True)
+    assert out.dtype == np.uint8 and out.tolist() == [101, 102]
+    with pytest.raises(ValueError, match=r"uint8 overflow: 200 \+ 100 = 300.*wraps it to 44"):
+        runtime.checked_arith(np.array([200, 2], np.uint8), 100, "+", "uint8", promoted=True)
+    with pytest.raises(ValueError, match=r"int16 overflow: 300 << 8 = 76800"):
+        runtime.checked_arith(np.array([300], np.int16), 8, "<<", "int16", promoted=True)

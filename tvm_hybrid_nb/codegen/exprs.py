@@ -210,7 +210,7 @@ class ExpressionsMixin:
             keywords["promoted"] = ast.Constant(True)
             checked = self._call("checked_arith", a.node, b.node, ast.Constant(self.PROMOTED_OPS[key]),
                                  ast.Constant(_scalar_dtype(dtype)), kw=keywords)
-            return Value(checked, "np", dtype, _varying(a, b))
+            return Value(checked, kind, dtype, _varying(a, b))  # in range: nothing left to wrap
         if (self.check and key in self.POISON_ON_OVERFLOW and self._poison_on_overflow(dtype)
                 and self._may_overflow(node, dtype)):
             # Compiled with nsw/nuw (or as C's signed arithmetic): a result that does not fit is

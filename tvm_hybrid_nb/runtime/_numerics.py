@@ -128,7 +128,7 @@ def checked_arith(a, b, op, dtype, mask=None, poison=None, at=(), promoted=False
         a, b = np.asarray(a), np.asarray(b)
         wide = np.uint64 if op == "*" and lo == 0 else np.int64
         exact = fn(a.astype(wide), b.astype(wide))
-        out = exact.astype(np.result_type(a, b), copy=False)
+        out = exact.astype(dtype, copy=False)  # the operation's dtype, not numpy's promotion of a constant
         bad = (exact < lo) | (exact > hi) if lo < 0 else exact > hi
         if wide is np.int64 and lo == 0:
             bad = bad | (exact < 0)
