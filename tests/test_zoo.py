@@ -58,9 +58,15 @@ def test_zoo_under_sanitizers_has_no_false_alarms(kernels):
     alarms = [o for o in report.problems()
               if not zoo.tvm_finding(o) and not (o.outcome == "refused" and zoo.refusal_allowed(o))]
     assert not alarms, "\n".join(f"{o.flavour} {o.kernel}: {o.outcome} at {o.stage}: {o.reason}" for o in alarms)
-    for flavour, prefix, message in zoo.TVM_FINDINGS:  # each real bug is still found
+    # Each real bug is still found; index_put's race needs repeated indices, which the zoo's seeded
+    # ones need not have (its own test below makes them).
+    tested_elsewhere = {"index_put"}
+    for flavour, prefix, message in zoo.TVM_FINDINGS:
+        if prefix in tested_elsewhere:
+            continue
         assert any(zoo.finding_matches(o, flavour, prefix, message) for o in report.outcomes), (flavour, prefix, message)
-    assert sum(o.outcome == "ok" for o in report.outcomes) >= len(report.outcomes) - len(zoo.TVM_FINDINGS)
+    found_here = [key for key in zoo.TVM_FINDINGS if key[1] not in tested_elsewhere]
+    assert sum(o.outcome == "ok" for o in report.outcomes) >= len(report.outcomes) - len(found_here)
 
 
 def test_zoo_command_prints_the_table(capsys):
@@ -641,8 +647,9 @@ def test_index_put_with_repeated_indices_is_tvms_race():
     kernels = _nn_kernels("put", put_forward, {"d": spec.Tensor((2,), "float32"), "r": spec.Tensor((6,), "int64"),
                                                "v": spec.Tensor((6,), "float32")})
     (k,) = [k for k in kernels if "index_put" in k.name and k.llvm is not None]
-    for flavour in ("none", "dlight-cpu"):
-        o = zoo.check_kernel(k.name, k.llvm, flavour, reference=k.reference, check=True)
+    for flavour in ("none", "dlight-cpu", "dlight-gpu"):
+        func = k.cuda if flavour == "dlight-gpu" and k.cuda is not None else k.llvm
+        o = zoo.check_kernel(k.name, func, flavour, reference=k.reference, check=True)
         assert o.outcome == "crash" and "data race on out_buf" in o.reason, (flavour, o)
         assert "topi/index_put.py" in zoo.tvm_finding(o)
         o.kernel = "put.scatter_elements"  # another operator's race stays a failure of the zoo
