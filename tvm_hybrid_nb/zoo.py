@@ -650,7 +650,10 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
     the sanitizers' explanation of a wrong answer) is an integer overflow at stage 0 on the seeded
     inputs (undefined), the kernel is checked again on
     integer inputs in [-1, 1] (:data:`NARROW_INTEGERS`) and that outcome, said so, stands if it is
-    ok or a TVM finding."""
+    ok or a TVM finding.  So is a difference at stage 0 where the native reference itself is
+    undefined on the seeded inputs (:data:`REFERENCE_UNDEFINED`: a shift by its bit width).  Undefined
+    on every input, the alarm is TVM's when its llvm code shows the poison instruction
+    (:func:`_llvm_poison_evidence`)."""
     outcome = _check_kernel(name, func, flavour, mode, seed, reference, check)
     undefined = ((check and outcome.outcome == "crash" and outcome.stage.startswith("0 ")
                   and any(alarm in outcome.reason for alarm in _UNDEFINED_ALARMS))
@@ -662,11 +665,8 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
     narrowed = _check_kernel(name, func, flavour, mode, seed, reference, check, narrow=True)
     if narrowed.outcome != "ok" and not tvm_finding(narrowed):
         if outcome.outcome == "crash" and not outcome.tvm_failure:
-            own = flavour != "dlight-gpu" and not outcome.reason.startswith(REFERENCE_UNDEFINED)
-            llvm_func = func if own or reference is None else reference
-            if isinstance(llvm_func, type(func)):
-                outcome.tvm_failure = _poison_wrap_evidence(llvm_func, "none" if not own else flavour,
-                                                            outcome.reason)
+            outcome.tvm_failure = _llvm_poison_evidence(*_undefined_llvm_kernel(func, flavour, reference, outcome),
+                                                        outcome.reason)
         return outcome
     narrowed.reason = "; ".join(filter(None, [NARROW_INTEGERS, narrowed.reason]))
     narrowed.seconds += outcome.seconds
@@ -695,16 +695,29 @@ def _reference_undefined(native, inputs, mode: str) -> str | None:
     return None
 
 
-def _poison_wrap_evidence(func, flavour: str, reason: str) -> str | None:
-    """TVM's own evidence when an integer operation overflows on any input the zoo tries (a hash:
-    ``x * 2654435761`` in uint32): the llvm build marks it ``nuw``/``nsw`` (TVM's ``CodeGenLLVM`` does for
-    32- and 64-bit integers), so the wrap-around that the model's arithmetic has in relax (numpy's
-    meaning, and the CUDA build's for unsigned types) is poison natively; None unless the LLVM IR
-    of the scheduled kernel shows that flag on that operation."""
+def _undefined_llvm_kernel(func, flavour: str, reference, outcome: KernelOutcome) -> tuple:
+    """``(PrimFunc, flavour)`` of the llvm kernel an undefined-behaviour alarm is about: the scheduled
+    kernel's own on an llvm flavour, the unscheduled reference's when the reference was found undefined
+    (:data:`REFERENCE_UNDEFINED`) or the kernel is a GPU one; ``(None, None)`` for a numpy reference."""
+    import tvm
+
+    if flavour != "dlight-gpu" and not outcome.reason.startswith(REFERENCE_UNDEFINED):
+        return func, flavour
+    unscheduled = func if reference is None else reference
+    return (unscheduled, "none") if isinstance(unscheduled, tvm.tirx.PrimFunc) else (None, None)
+
+
+def _llvm_poison_evidence(func, flavour: str | None, reason: str) -> str | None:
+    """TVM's own evidence when an integer operation is undefined on every input the zoo tries (the
+    sanitizers' ``reason``), from the LLVM IR of ``func`` built the ``flavour`` way for llvm:
+    an overflow (a hash ``x * 2654435761`` in uint32), where TVM's ``CodeGenLLVM`` marks 32- and 64-bit
+    arithmetic ``nuw``/``nsw``, or a shift count reaching the bit width, where it emits a plain LLVM
+    shift; either is poison natively, where the model's meaning in relax (numpy's) wraps or gives 0.
+    None unless the IR shows that instruction."""
     import tvm
 
     found, shift = _POISON_ALARM.search(reason), _SHIFT_ALARM.search(reason)
-    if (found is None and shift is None) or flavour == "dlight-gpu":
+    if func is None or (found is None and shift is None):
         return None
     if found is not None:
         kind, bits, op, flag = found.groups()
