@@ -38,7 +38,9 @@ from .zoo_outcomes import (ALLOWED_REFUSALS, FLAGGED_AS_WRITTEN, KernelOutcome, 
                            UNDEFINED_NOT_COMPARED, UNWRITTEN_NOT_COMPARED, ROUNDING_NOISE_COMPARED, FUSE_TIR_FINDING_MESSAGE, schedule_failure, tvm_compile_failure,
                            tvm_finding)
 
-from .zoo_reference import _arithmetic_eps, _bf16_native, _outputs_equal, _rounding_noise, _unwritten_elements
+from .zoo_reference import (_arithmetic_eps, _bf16_native, _outputs_equal, _reference_run, _rounding_noise,  # noqa: F401
+                             _unwritten_elements)
+from .zoo_undefined import REFERENCE_UNDEFINED, UNDEFINED_ALARMS, llvm_poison_evidence, reference_undefined
 
 #: Sizes bound to the symbolic dimensions of the models.
 SYMBOLIC_SIZES = {"n": 5, "m": 3}
@@ -547,68 +549,6 @@ def _native_reference(func):
     return hm
 
 
-def _integer_zeros(params, inputs: list) -> list:
-    """``inputs`` with every integer input array made 0."""
-    return [np.zeros_like(a) if isinstance(a, np.ndarray) and not p.is_output and a.dtype.kind in "iu" else a
-            for a, p in zip(inputs, params)]
-
-
-def _without_integer_zeros(params, inputs: list) -> list:
-    """``inputs`` with every 0 of an integer input array made 1 (a model that divides by a tensor)."""
-    return [np.where(a == 0, 1, a).astype(a.dtype) if isinstance(a, np.ndarray) and not p.is_output
-            and a.dtype.kind in "iu" else a for a, p in zip(inputs, params)]
-
-
-def _reference_run(native, inputs: list, outcome: KernelOutcome) -> tuple[list, list, Callable | None]:
-    """The inputs used, the values the native build of the reference computes on them and a function
-    that finds the elements it leaves unwritten (:func:`_unwritten_elements`; None when the reference
-    is not a native run).  Seeded integer arrays whose zeros the kernel divides by (the run is refused: it would
-    crash the process) are run again without zeros; a failure of TVM's own runtime (its sort library
-    has no int8) is TVM's."""
-    from .errors import ArgumentTypeError, EmulationError
-
-    def run(values):
-        args = [a.copy() if isinstance(a, np.ndarray) else a for a in values]
-        return args, native.run_native(*args)
-
-    try:
-        try:
-            args, result = run(inputs)
-        except EmulationError as exc:
-            if "native run refused" in str(exc) and "division by zero" in str(exc):
-                inputs = _without_integer_zeros(native.params, inputs)
-                args, result = run(inputs)
-                outcome.reason = "on integer inputs without 0 (the seeded ones divide by zero)"
-            elif "native run refused" in str(exc) and "out-of-bounds" in str(exc):
-                # Integer inputs that say where to read (a dynamic strided slice's begin and
-                # strides) with no contract the zoo knows: zeros read in bounds where any input does.
-                zeros = _integer_zeros(native.params, inputs)
-                try:
-                    args, result = run(zeros)
-                except EmulationError:
-                    raise exc from None
-                inputs = zeros
-                outcome.reason = "on integer inputs 0 (the seeded ones index out of bounds)"
-            else:
-                raise
-    except ArgumentTypeError as exc:
-        if "tvm.contrib.sort" not in str(exc):
-            raise
-        # TVM's library sorts bfloat16 wrong and corrupts memory: the reference is the exact
-        # emulation of the unscheduled kernel (tests/test_zoo.py checks it against numpy).
-        outcome.reason = f"reference: the emulation of the unscheduled kernel ({exc})"
-        args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
-        result = native.emulate(*args, stage=0, mode="exact")
-        return inputs, native.result_values(args, result), None
-    except Exception as exc:  # noqa: BLE001
-        if type(exc).__module__.split(".")[0] in ("tvm", "tvm_ffi"):
-            outcome.tvm_failure = (f"TVM's runtime fails on the native build of the unscheduled kernel: "
-                                   f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-        raise
-    expected = native.result_values(args, result)
-    return inputs, expected, lambda: _unwritten_elements(native, inputs, expected)
-
-
 def _in_parameter_order(params, reference_params, inputs: list) -> list:
     """``inputs`` (in the order of ``reference_params``) in the order of ``params``: buffers in their order,
     scalar parameters matched by name.  The two lowerings of a model may list a kernel's scalar size
@@ -633,12 +573,6 @@ def _binds_threads(func) -> bool:
 #: kernel's integer arithmetic overflows at stage 0, which the target leaves undefined (a product
 #: of many of them: an integer cumprod), so the native result there is no reference.
 NARROW_INTEGERS = "integer inputs in [-1, 1]: on the seeded ones stage 0 overflows (undefined)"
-#: Says that a stage-0 difference is the reference's: the sanitizers find the native reference's own
-#: kernel undefined on the seeded inputs (a shift by its bit width, an nsw/nuw overflow), so its
-#: result there is no reference (the uint8 ``>> 8`` that CUDA C defines and TVM's llvm code does not).
-REFERENCE_UNDEFINED = "the native reference is undefined on these inputs"
-#: The sanitizer alarms of behaviour the target leaves undefined, which other inputs may avoid.
-_UNDEFINED_ALARMS = (" overflow: ", "shift by ")
 
 
 def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 0,
@@ -653,10 +587,10 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
     ok or a TVM finding.  So is a difference at stage 0 where the native reference itself is
     undefined on the seeded inputs (:data:`REFERENCE_UNDEFINED`: a shift by its bit width).  Undefined
     on every input, the alarm is TVM's when its llvm code shows the poison instruction
-    (:func:`_llvm_poison_evidence`)."""
+    (:func:`.zoo_undefined.llvm_poison_evidence`)."""
     outcome = _check_kernel(name, func, flavour, mode, seed, reference, check)
     undefined = ((check and outcome.outcome == "crash" and outcome.stage.startswith("0 ")
-                  and any(alarm in outcome.reason for alarm in _UNDEFINED_ALARMS))
+                  and any(alarm in outcome.reason for alarm in UNDEFINED_ALARMS))
                  or outcome.reason.startswith(REFERENCE_UNDEFINED)
                  or (outcome.outcome == "wrong" and f"{FLAGGED_AS_WRITTEN}: ValueError: " in outcome.reason
                      and " overflow: " in outcome.reason.split(FLAGGED_AS_WRITTEN, 1)[1]))
@@ -665,34 +599,13 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
     narrowed = _check_kernel(name, func, flavour, mode, seed, reference, check, narrow=True)
     if narrowed.outcome != "ok" and not tvm_finding(narrowed):
         if outcome.outcome == "crash" and not outcome.tvm_failure:
-            outcome.tvm_failure = _llvm_poison_evidence(*_undefined_llvm_kernel(func, flavour, reference, outcome),
-                                                        outcome.reason)
+            llvm_func, llvm_flavour = _undefined_llvm_kernel(func, flavour, reference, outcome)
+            if llvm_func is not None:
+                outcome.tvm_failure = llvm_poison_evidence(*schedule(llvm_func, llvm_flavour)[::-1], outcome.reason)
         return outcome
     narrowed.reason = "; ".join(filter(None, [NARROW_INTEGERS, narrowed.reason]))
     narrowed.seconds += outcome.seconds
     return narrowed
-
-
-_LLVM_OPCODES = {"+": "add", "-": "sub", "*": "mul", "<<": "shl"}
-_POISON_ALARM = re.compile(r"\b(u?int)(\d+) overflow: .*?TVM's llvm code marks \w+ (\S+) (nuw|nsw)\b")
-_SHIFT_ALARM = re.compile(r"shift by (-?\d+) of a (\d+)-bit integer")
-
-
-def _reference_undefined(native, inputs, mode: str) -> str | None:
-    """The sanitizers' alarm when the native reference's own kernel is undefined on ``inputs`` (a
-    shift by its bit width, an overflow its llvm code marks nsw/nuw), else None."""
-    from .errors import EmulationError
-
-    args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
-    try:
-        native.emulate(*args, stage=0, mode=mode, check=True)
-    except EmulationError as exc:
-        text = str(exc).splitlines()[0]
-        if any(alarm in text for alarm in _UNDEFINED_ALARMS):
-            return text.rsplit("): ", 1)[-1][:400]
-    except Exception:  # noqa: BLE001 - no verdict on the reference: nothing said
-        return None
-    return None
 
 
 def _undefined_llvm_kernel(func, flavour: str, reference, outcome: KernelOutcome) -> tuple:
@@ -706,47 +619,6 @@ def _undefined_llvm_kernel(func, flavour: str, reference, outcome: KernelOutcome
     unscheduled = func if reference is None else reference
     return (unscheduled, "none") if isinstance(unscheduled, tvm.tirx.PrimFunc) else (None, None)
 
-
-def _llvm_poison_evidence(func, flavour: str | None, reason: str) -> str | None:
-    """TVM's own evidence when an integer operation is undefined on every input the zoo tries (the
-    sanitizers' ``reason``), from the LLVM IR of ``func`` built the ``flavour`` way for llvm:
-    an overflow (a hash ``x * 2654435761`` in uint32), where TVM's ``CodeGenLLVM`` marks 32- and 64-bit
-    arithmetic ``nuw``/``nsw``, or a shift count reaching the bit width, where it emits a plain LLVM
-    shift; either is poison natively, where the model's meaning in relax (numpy's) wraps or gives 0.
-    None unless the IR shows that instruction."""
-    import tvm
-
-    found, shift = _POISON_ALARM.search(reason), _SHIFT_ALARM.search(reason)
-    if func is None or (found is None and shift is None):
-        return None
-    if found is not None:
-        kind, bits, op, flag = found.groups()
-        opcode = _LLVM_OPCODES.get(op)
-        if opcode is None:
-            return None
-        pattern = rf"%[\w.]+ = {opcode} (?:nuw |nsw )*(?<= ){flag} (?:nuw |nsw )*(?:<\d+ x i{bits}>|i{bits}) [^\n]*"
-    else:
-        count, bits = shift.groups()
-        # a count that is a value, not a constant: index arithmetic shifts by constants
-        pattern = rf"%[\w.]+ = (?:shl|lshr|ashr) (?:nuw |nsw |exact )*(?:<\d+ x i{bits}>|i{bits}) %[\w.]+, %[^\n]*!dbg[^\n]*"
-    target, mod = schedule(func, flavour)
-    try:
-        source = tvm.tirx.build(mod, target=target).inspect_source("ll")
-    except Exception:  # noqa: BLE001 - no IR, no evidence
-        return None
-    line = re.search(pattern, source)
-    if line is None:
-        return None
-    instruction = line.group(0).split(", !dbg")[0]
-    if found is None:
-        return (f"TVM's llvm code shifts {bits}-bit integers with a plain LLVM shift (the native build's LLVM IR: "
-                f"`{instruction}`), whose result for a count of {bits} or more is poison, where relax's "
-                f"(numpy's) shift gives 0 or the sign; the kernel's counts reach {count} on the seeded inputs "
-                f"and on inputs in [-1, 1] alike, so no input gives a defined reference")
-    return (f"TVM's llvm code generator emits {kind}{bits} `{op}` with `{flag}` (the native build's LLVM IR: "
-            f"`{instruction}`), so where this kernel's {kind}{bits} arithmetic wraps, as "
-            f"relax's (numpy's) meaning has it, the native result is poison; it overflows on the seeded inputs "
-            f"and on inputs in [-1, 1] alike, so no input gives a defined reference")
 
 
 def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference, check: bool,
@@ -799,7 +671,7 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
         emulate_stages(hm, inputs, expected, outcome, mode=mode, check=check, unwritten=unwritten,
                        find_noise=find_noise)
         if outcome.outcome == "wrong" and unwritten is not None and outcome.stage == hm.stages[0].label:
-            alarm = _reference_undefined(native, reference_inputs, mode) if check else None
+            alarm = reference_undefined(native, reference_inputs, mode) if check else None
             if alarm is not None:
                 outcome.outcome, outcome.reason = "crash", f"{REFERENCE_UNDEFINED}: {alarm}"
             else:

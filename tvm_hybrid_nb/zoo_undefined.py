@@ -1,0 +1,78 @@
+"""Undefined behaviour in a zoo kernel or in its native reference: the sanitizers' alarms that other
+inputs may avoid, whether the reference itself is undefined on the inputs, and TVM's own LLVM IR as
+the evidence where no input avoids it (an ``nuw``/``nsw`` operation that overflows, a plain shift
+by the bit width)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+#: Says that a stage-0 difference is the reference's: the sanitizers find the native reference's own
+#: kernel undefined on the seeded inputs (a shift by its bit width, an nsw/nuw overflow), so its
+#: result there is no reference (the uint8 ``>> 8`` that CUDA C defines and TVM's llvm code does not).
+REFERENCE_UNDEFINED = "the native reference is undefined on these inputs"
+#: The sanitizer alarms of behaviour the target leaves undefined, which other inputs may avoid.
+UNDEFINED_ALARMS = (" overflow: ", "shift by ")
+
+_LLVM_OPCODES = {"+": "add", "-": "sub", "*": "mul", "<<": "shl"}
+_POISON_ALARM = re.compile(r"\b(u?int)(\d+) overflow: .*?TVM's llvm code marks \w+ (\S+) (nuw|nsw)\b")
+_SHIFT_ALARM = re.compile(r"shift by (-?\d+) of a (\d+)-bit integer")
+
+
+def reference_undefined(native, inputs, mode: str) -> str | None:
+    """The sanitizers' alarm when the native reference's own kernel is undefined on ``inputs`` (a
+    shift by its bit width, an overflow its llvm code marks nsw/nuw), else None."""
+    from .errors import EmulationError
+
+    args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
+    try:
+        native.emulate(*args, stage=0, mode=mode, check=True)
+    except EmulationError as exc:
+        text = str(exc).splitlines()[0]
+        if any(alarm in text for alarm in UNDEFINED_ALARMS):
+            return text.rsplit("): ", 1)[-1][:400]
+    except Exception:  # noqa: BLE001 - no verdict on the reference: nothing said
+        return None
+    return None
+
+
+def llvm_poison_evidence(mod, target, reason: str) -> str | None:
+    """TVM's own evidence when an integer operation is undefined on every input the zoo tries (the
+    sanitizers' ``reason``), from the LLVM IR of ``mod`` built for ``target`` (llvm):
+    an overflow (a hash ``x * 2654435761`` in uint32), where TVM's ``CodeGenLLVM`` marks 32- and 64-bit
+    arithmetic ``nuw``/``nsw``, or a shift count reaching the bit width, where it emits a plain LLVM
+    shift; either is poison natively, where the model's meaning in relax (numpy's) wraps or gives 0.
+    None unless the IR shows that instruction."""
+    import tvm
+
+    found, shift = _POISON_ALARM.search(reason), _SHIFT_ALARM.search(reason)
+    if mod is None or (found is None and shift is None):
+        return None
+    if found is not None:
+        kind, bits, op, flag = found.groups()
+        opcode = _LLVM_OPCODES.get(op)
+        if opcode is None:
+            return None
+        pattern = rf"%[\w.]+ = {opcode} (?:nuw |nsw )*(?<= ){flag} (?:nuw |nsw )*(?:<\d+ x i{bits}>|i{bits}) [^\n]*"
+    else:
+        count, bits = shift.groups()
+        # a count that is a value, not a constant: index arithmetic shifts by constants
+        pattern = rf"%[\w.]+ = (?:shl|lshr|ashr) (?:nuw |nsw |exact )*(?:<\d+ x i{bits}>|i{bits}) %[\w.]+, %[^\n]*!dbg[^\n]*"
+    try:
+        source = tvm.tirx.build(mod, target=target).inspect_source("ll")
+    except Exception:  # noqa: BLE001 - no IR, no evidence
+        return None
+    line = re.search(pattern, source)
+    if line is None:
+        return None
+    instruction = line.group(0).split(", !dbg")[0]
+    if found is None:
+        return (f"TVM's llvm code shifts {bits}-bit integers with a plain LLVM shift (the native build's LLVM IR: "
+                f"`{instruction}`), whose result for a count of {bits} or more is poison, where relax's "
+                f"(numpy's) shift gives 0 or the sign; the kernel's counts reach {count} on the seeded inputs "
+                f"and on inputs in [-1, 1] alike, so no input gives a defined reference")
+    return (f"TVM's llvm code generator emits {kind}{bits} `{op}` with `{flag}` (the native build's LLVM IR: "
+            f"`{instruction}`), so where this kernel's {kind}{bits} arithmetic wraps, as "
+            f"relax's (numpy's) meaning has it, the native result is poison; it overflows on the seeded inputs "
+            f"and on inputs in [-1, 1] alike, so no input gives a defined reference")
