@@ -36,7 +36,7 @@ class ExpressionsMixin:
     POISON_ON_OVERFLOW = {"prim.Add": "+", "prim.Sub": "-", "prim.Mul": "*"}
     #: Sanitizer, C targets: the 8- and 16-bit operators whose result C keeps in the promoted ``int``
     #: until a store or a narrowing cast truncates it (``_note_truncated``).
-    PROMOTED_OPS = {"prim.Add": "+", "prim.Sub": "-", "prim.Mul": "*", "prim.LShift": "<<"}
+    PROMOTED_OPS = {**POISON_ON_OVERFLOW, "prim.LShift": "<<"}
     #: Math intrinsics computed by numpy in the operand dtype.
     NUMPY_MATH = {name: name for name in (
         "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "arcsin",
@@ -109,7 +109,7 @@ class ExpressionsMixin:
             call = node.op.name.rsplit(".", 1)[-1] if key == "ir.Call" and isinstance(node.op, tvm.ir.Op) else None
             if key in self.PROMOTED_OPS or call == "shift_left":
                 self.c_truncated.add(_key(node))
-                stack += [node.a, node.b] if key in ("prim.Add", "prim.Sub", "prim.Mul") else [
+                stack += [node.a, node.b] if key in self.POISON_ON_OVERFLOW else [
                     node.a if call is None else node.args[0]]
             elif key in ("prim.BitwiseAnd", "prim.BitwiseOr", "prim.BitwiseXor"):
                 stack += [node.a, node.b]
