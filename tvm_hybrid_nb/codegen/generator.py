@@ -28,6 +28,7 @@ import tvm_ffi
 
 from .. import runtime
 from ..errors import UnsupportedConstructError
+from ..loader import cyclic_gc_paused
 from ..signature import ParamSpec
 from .analysis import _contiguous_strides, _injective, _thread_extents
 from .names import (GeneratedKernel, Value, _BufferInfo, _CannotVectorize, _Namer, _dtype,
@@ -577,6 +578,13 @@ def generate_kernel(func, function_name: str, stage: str | None = None, mode: st
     (name -> value) binds symbolic extents for that estimate: the script is then for those sizes.
     ``exact_reason``: the caller already decided that fast mode runs the exact plan, for this reason.
     """
+    with cyclic_gc_paused():
+        return _generate_kernel(func, function_name, stage, mode, progress, module_functions, check, synced,
+                                sizes, exact_reason)
+
+
+def _generate_kernel(func, function_name, stage, mode, progress, module_functions, check, synced, sizes,
+                     exact_reason) -> GeneratedKernel:
     if mode != "fast" or check:
         exact_reason = ""
     elif not exact_reason:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import functools
 
 from .names import Value, _Axis, _BufferInfo, _key, _name, _store_name
 from .targets import LLVM_KINDS, overflow_is_poison
@@ -57,7 +58,7 @@ class SanitizerMixin:
         if not changed:
             yield
             return
-        frame = [self._thread_loops(), None]
+        frame = [self._thread_loops(), None, {}]
         self.gpu.naming_frames.append(frame)
         try:
             yield
@@ -65,6 +66,9 @@ class SanitizerMixin:
             self.gpu.naming_frames.pop()
             if frame[1] is not None:
                 front.append(ast.Assign([_store_name(frame[1])], self._thread_tuple(frame[0])))
+            for name, keywords in frame[2].values():
+                front.append(ast.Assign([_store_name(name)], ast.Call(
+                    _name("dict"), [], [ast.keyword(k, v) for k, v in keywords.items()])))
 
     def _block_ledger(self, tag: str, name: str, loop: ast.For) -> list[ast.stmt]:
         """Sanitizer: a loop over GPU blocks run one after another, telling the race log which
@@ -119,15 +123,11 @@ class SanitizerMixin:
         return ast.Tuple([ast.Tuple([ast.Constant(ax.axis), ax.extent, ast.Constant(ax.tag)], ast.Load())
                           for ax in axes], ast.Load())
 
-    #: The order in which a thread is named: blocks, virtual threads, threads, then parallel loops.
-    _TAG_RANKS = (("blockIdx", 0), ("vthread", 1), ("threadIdx", 2))
-
     def _thread_loops(self) -> tuple:
         """``(tag, Python variable)`` of each GPU loop (and parallel loop run as lanes) around the
         point being generated, blocks first."""
         loops = list(self.gpu.serial_loops) + [(ax.tag, ax.name) for ax in self.lanes.axes if ax.tag]
-        rank = {tag: next((r for prefix, r in self._TAG_RANKS if tag.startswith(prefix)), 3) for tag, _ in loops}
-        return tuple(sorted(loops, key=lambda loop: rank[loop[0]]))
+        return tuple(sorted(loops, key=_tag_rank))
 
     @staticmethod
     def _thread_tuple(loops: tuple) -> ast.Tuple:
@@ -170,24 +170,52 @@ class SanitizerMixin:
             keywords["shadow"] = _name(info.shadow)
         if (self._defers_poison(info) and (write or self.defer_poison)) or (write and self.overflow_deferred):
             keywords["poison"] = _name("race_log")
-        lanes = self._record_lanes(info)
-        if lanes and not info.per_thread:
-            if self._statement_records(info):
-                keywords["statement"] = ast.Constant(True)
-                if not self._synced_by_thread_sync(info):  # global: writes race until a barrier
-                    keywords["region"] = ast.Constant(True)
-                    if write:
-                        self.gpu.region_written.add(info.name)
-            keywords["log"] = _name("race_log")
-            if self.gpu.serial_blocks and info.scope == "global":
-                keywords["grid"] = ast.Constant(True)
-            keywords["lanes"] = self._lanes_tuple(lanes)
         prefix = self._prefix(info)
         if prefix:
             keywords["lead"] = ast.Constant(len(prefix))
-        self._name_threads(keywords)
+        lanes = self._record_lanes(info)
+        record = {}  # how the access's race record is kept: the same for many accesses
+        if lanes and not info.per_thread:
+            if self._statement_records(info):
+                record["statement"] = True
+                if not self._synced_by_thread_sync(info):  # global: writes race until a barrier
+                    record["region"] = True
+                    if write:
+                        self.gpu.region_written.add(info.name)
+            if self.gpu.serial_blocks and info.scope == "global":
+                record["grid"] = True
+            record["lanes"] = lanes
+        keywords.update(self._record_keywords(record))
         index = ast.Tuple(prefix + [v.node for v in values], ast.Load())
         return self._call("access", _name(info.name), index, ast.Constant(info.name), kw=keywords)
+
+    def _record_keywords(self, record: dict) -> dict:
+        """The keywords of ``access`` for its race ``record`` (``statement``, ``region``, ``grid``:
+        flags; ``lanes``: the lane axes) and the thread naming (``at``).  In a loop body that names
+        the threads (``_thread_names_scope``) they are one ``**record`` dict, assigned at its start:
+        a stage that inlines large expressions reads thousands of elements per statement, and
+        spelled out in each call these keywords were half of its script and of its code generation
+        time.  Lanes whose extent is not a constant (a value of the loop body) keep them spelled out."""
+        keywords = {}
+        if not record:
+            return self._name_threads(keywords)
+        loops = self._thread_loops()
+        frame = self.gpu.naming_frames[-1] if self.gpu.naming_frames else None
+        extents = [ax.extent.value if isinstance(ax.extent, ast.Constant) else None for ax in record["lanes"]]
+        if loops and frame is not None and frame[0] == loops and None not in extents:
+            key = (tuple(sorted((k, v) for k, v in record.items() if k != "lanes")),
+                   tuple((ax.axis, extent, ax.tag) for ax, extent in zip(record["lanes"], extents)))
+            if key not in frame[2]:
+                frame[2][key] = (self.namer.define_name("record"), self._spelled_record(record))
+            return {None: _name(frame[2][key][0])}
+        keywords = self._spelled_record(record)
+        return keywords
+
+    def _spelled_record(self, record: dict) -> dict:
+        keywords = {k: ast.Constant(v) for k, v in record.items() if k != "lanes"}
+        keywords["log"] = _name("race_log")
+        keywords["lanes"] = self._lanes_tuple(record["lanes"])
+        return self._name_threads(keywords)
 
     def _record_lanes(self, info: _BufferInfo) -> list["_Axis"]:
         """The lanes whose accesses of ``info`` are recorded for the race check.  Racing lanes that
@@ -230,3 +258,16 @@ class SanitizerMixin:
         marks = dataclasses.replace(info, name=info.shadow, dtype="bool", shadow=None)
         written = self._lane_view(marks, indices, values)
         return None if written is None else (view, written)
+
+
+#: The order in which a thread is named: blocks, virtual threads, threads, then parallel loops.
+_TAG_RANKS = (("blockIdx", 0), ("vthread", 1), ("threadIdx", 2))
+
+
+@functools.lru_cache(maxsize=None)
+def _rank_of_tag(tag: str) -> int:
+    return next((rank for prefix, rank in _TAG_RANKS if tag.startswith(prefix)), 3)
+
+
+def _tag_rank(loop: tuple) -> int:
+    return _rank_of_tag(loop[0])

@@ -144,8 +144,8 @@ class GpuState:
     #: (tag, Python loop variable) of each loop bound to a GPU thread tag whose iterations run one
     #: after another around the point being generated, outermost first (errors name them).
     serial_loops: list = field(default_factory=list)
-    #: Per loop body that changes them: [those loops, the Python name of their tuple or None]
-    #: (see ``SanitizerMixin._thread_names_scope``).
+    #: Per loop body that changes them: [those loops, the Python name of their tuple or None, the
+    #: race-record keywords assigned there by key] (see ``SanitizerMixin._thread_names_scope``).
     naming_frames: list = field(default_factory=list)
     #: The function's block-scoped allocations, by key (found on first use).
     shared: dict | None = None

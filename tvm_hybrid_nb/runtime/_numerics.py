@@ -49,7 +49,7 @@ def _check_divisor(a, b, dtype=None, mask=None):
         low = np.iinfo(dtype).min
         if np.any((np.asarray(a) == low) & (np.asarray(b) == -1) & taken):
             raise OverflowError(f"integer division overflow: {low} / -1 does not fit {np.dtype(dtype)} "
-                                f"(the native kernel traps with SIGFPE)")
+                                f"(undefined behaviour: a CPU kernel traps with SIGFPE, a CUDA one returns an unspecified value)")
     if mask is not None and np.any(zero):
         b = np.where(taken, b, np.ones((), np.asarray(b).dtype))
     return b
