@@ -569,6 +569,26 @@ def _binds_threads(func) -> bool:
     return _has_threads(func.body)
 
 
+def _no_native_reference(reference, func) -> str | None:
+    """Why the unscheduled kernel has no native llvm run to serve as the reference, or None: a
+    GPU-only kernel with no llvm twin and no numpy meaning (llvm cannot build it), or a sub-byte
+    parameter (``int4``: TVM's llvm code loads one value a byte in scalar loads and packs them in
+    vector loads, and its runtime packs two a byte: no layout makes every native run mean the TIR)."""
+    import tvm
+
+    if reference is not None and not isinstance(reference, tvm.tirx.PrimFunc):
+        return None
+    if reference is not None and _binds_threads(reference):
+        return "GPU-only: no llvm build, no numpy meaning"
+    unscheduled = reference if reference is not None else func
+    for param in unscheduled.params:
+        dtype = str(param.ty.dtype) if tvm.tirx.is_buffer_var(param) else "bool"
+        if dtype != "bool" and tvm.DataType(dtype).bits < 8:
+            return (f"its {dtype} parameter {param.name}: TVM's llvm code reads it one value a byte, packed "
+                    "in vector loads, and its runtime packs two a byte, so no native run means the TIR")
+    return None
+
+
 #: Notes an outcome checked on integer inputs in [-1, 1]: on the seeded ones (in [-100, 100]) the
 #: kernel's integer arithmetic overflows at stage 0, which the target leaves undefined (a product
 #: of many of them: an integer cumprod), so the native result there is no reference.
@@ -650,16 +670,14 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
             outs = reference(*[a for a, p in zip(inputs, hm.params) if not p.is_output],
                              out_dtypes=[p.dtype for p in hm.params if p.is_output])
             expected = list(outs) if isinstance(outs, tuple) else [outs]
-        elif reference is not None and _binds_threads(reference):
-            # A GPU-only kernel with no llvm twin and no numpy meaning: llvm cannot build it, so the
-            # later stages are checked against the exact emulation of the unscheduled kernel.
-            unscheduled = hmodule.build(reference, target=target)
+        elif (no_native := _no_native_reference(reference, func)) is not None:
+            # The later stages are checked against the exact emulation of the unscheduled kernel.
+            unscheduled = hmodule.build(reference if reference is not None else func, target=target)
             inputs = _inputs(unscheduled.params, seed, name, narrow=narrow)
             expected_args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
             result = unscheduled.emulate(*expected_args, stage=0, mode="exact")
             expected = unscheduled.result_values(expected_args, result)
-            outcome.reason = ("reference: the exact emulation of the unscheduled kernel (GPU-only: no llvm "
-                              "build, no numpy meaning)")
+            outcome.reason = f"reference: the exact emulation of the unscheduled kernel ({no_native})"
         else:
             native = _native_reference(reference if reference is not None else func)
             inputs = _inputs(native.params, seed, name, narrow=narrow)
