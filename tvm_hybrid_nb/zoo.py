@@ -709,8 +709,25 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
         outcome.tvm_failure = outcome.tvm_failure or getattr(exc, "tvm_failure", "")
         if outcome.tvm_failure and outcome.stage == "build":
             outcome.reason += f"; {outcome.tvm_failure}"
+    if (flavour == "dlight-gpu" and outcome.outcome in ("crash", "wrong") and not outcome.tvm_failure
+            and outcome.stage.startswith("0 ") and NEVER_WRITTEN in outcome.reason):
+        # dlight's schedule itself may read another thread's local memory: TVM's, with the evidence.
+        outcome.tvm_failure = _thread_local_evidence(mod["main"]) or ""
     outcome.seconds = time.perf_counter() - start
     return outcome
+
+
+#: The sanitizers' words for a read of memory that nothing wrote.
+NEVER_WRITTEN = "an element of a buffer allocation that was never written"
+
+
+def _thread_local_evidence(scheduled) -> str | None:
+    from .zoo_thread_local import thread_local_evidence
+
+    try:
+        return thread_local_evidence(scheduled)
+    except Exception:  # noqa: BLE001 - an evaluation that fails proves nothing
+        return None
 
 
 def run_zoo(flavours=FLAVOURS, mode: str = "fast", progress: Callable[[KernelOutcome], None] | None = None,
@@ -755,9 +772,11 @@ def cli_main(args) -> int:
         allowed = " [allowed]" if o.outcome == "refused" and refusal_allowed(o) else ""
         if tvm_finding(o):
             allowed = (" [TVM finding: dlight fails on it]" if o.stage == "schedule"
-                       else " [TVM finding: TVM cannot build it]" if o.tvm_failure
+                       else " [TVM finding: TVM cannot build it]" if o.tvm_failure and o.stage == "build"
                        else " [TVM finding: the kernel itself is wrong]")
         print(f"  {o.flavour} {o.kernel}: {o.outcome}{allowed} at stage {o.stage}: {o.reason}")
+        if o.tvm_failure and o.stage not in ("schedule", "build"):
+            print(f"    evidence: {o.tvm_failure}")
     return 1 if any(o.outcome in ("crash", "wrong") and not tvm_finding(o) for o in problems) else 0
 
 

@@ -337,6 +337,8 @@ def tvm_finding(outcome: KernelOutcome) -> str | None:
     if outcome.outcome == "crash" and "native run refused" in outcome.reason:
         return next((why for (prefix, message), why in TVM_KERNEL_FINDINGS.items()
                      if kernel_op(outcome.kernel).startswith(prefix) and message in outcome.reason), None)
+    if outcome.outcome == "wrong" and outcome.tvm_failure:
+        return outcome.tvm_failure  # evidence found in TVM's own output (a schedule's thread mapping)
     if outcome.outcome == "wrong" and SCHEDULE_CHANGE in outcome.reason:
         return SCHEDULE_CHANGE_EVIDENCE
     if outcome.outcome == "wrong" and MEANING_CHANGE in outcome.reason:
