@@ -98,7 +98,8 @@ def _threads_first(value, axes, extents, ndim):
         shape[axis] = extent
     full = np.broadcast_to(full, shape)
     moved = np.moveaxis(full, list(axes), list(range(len(axes))))
-    return moved.reshape((-1,) + moved.shape[len(axes):])
+    # The thread count spelled out: -1 is ambiguous when another lane axis is empty (a zero-trip loop).
+    return moved.reshape((int(np.prod(moved.shape[:len(axes)], dtype=np.int64)),) + moved.shape[len(axes):])
 
 
 def thread_allreduce(combine, value, axes, extents, ndim=12):

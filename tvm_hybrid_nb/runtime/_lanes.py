@@ -120,6 +120,11 @@ def lanes_view(buffer, base, lanes, ndim=12, _layouts={}):  # noqa: B006 (the de
     iteration, so their shapes and strides are kept in ``_layouts`` (one dict per script, since
     helpers are copied into the scripts that use them).
     """
+    if any(int(extent) == 0 for _axis, extent, _coefs in lanes):  # a zero-trip loop: no element
+        shape = [1] * ndim
+        for axis, extent, _coefs in lanes:
+            shape[axis] = int(extent)
+        return np.empty(shape, buffer.dtype)
     if not buffer.flags.c_contiguous:
         # A view (a match_buffer's region): the lanes move by the view's own strides, within its shape.
         lo, hi = [int(b) for b in base], [int(b) for b in base]

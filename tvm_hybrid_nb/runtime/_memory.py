@@ -156,7 +156,7 @@ def rows_view(data, lead, dtype, shape, elem_offset=0, to_end=False):
     first ``lead`` axes index the threads); shares memory, never copies.  ``to_end``: a flat view
     reaching to the end of each row, as :func:`flat_view` (the bounds of an access belong to the
     allocation: ``MergeSharedMemoryAllocations`` indexes a view past its declared size)."""
-    rows = _as_dtype(data.reshape(data.shape[:lead] + (-1,)), dtype)
+    rows = _as_dtype(data.reshape(data.shape[:lead] + (int(np.prod(data.shape[lead:], dtype=np.int64)),)), dtype)
     size = int(np.prod(shape, dtype=np.int64))
     if elem_offset < 0 or elem_offset + size > rows.shape[-1]:
         raise IndexError(f"view of {size} elements at offset {elem_offset} exceeds its storage of {rows.shape[-1]}")

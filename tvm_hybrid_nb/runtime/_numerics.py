@@ -41,6 +41,10 @@ def _check_divisor(a, b, dtype=None, mask=None):
         return b  # a positive scalar divisor traps on no dividend (an index expression over lanes)
     taken = True if mask is None else np.asarray(mask, dtype=bool)
     zero = np.asarray(b) == 0
+    if 0 in np.broadcast_shapes(np.shape(a), zero.shape, np.shape(taken)):  # no lane divides (a zero-trip loop)
+        if not zero.any():
+            return b
+        return 1 if isinstance(b, int) else np.where(zero, np.ones((), np.asarray(b).dtype), b)
     if np.any(zero & taken):
         raise ZeroDivisionError("integer division by zero")
     if dtype is None and not (isinstance(a, int) and isinstance(b, int)):

@@ -1,0 +1,119 @@
+"""A symbolic size of 0 (an empty KV cache, an empty batch, a sequence shifted by one of length 1)
+makes loops of zero trips, which the native kernel runs without touching memory.  Fast mode once
+crashed there: a zero divisor of index arithmetic over no lanes (``floormod(i, n)`` of a reshape),
+empty lane views, the thread count of a cross-thread reduction, per-thread rows of an empty
+allocation, and a false "never written" alarm of a softmax over an empty row, whose row maximum was
+read for columns that do not exist.  Each kernel here is checked at n = 0 (and n = 1) in the three
+flavours against its native build, and run natively at n = 0."""
+import numpy as np
+import pytest
+import tvm
+from tvm.script import tirx as T
+
+import tvm_hybrid_nb as thn
+from tvm_hybrid_nb import zoo
+from tvm_hybrid_nb.runtime._numerics import floordiv, floormod
+
+
+@T.prim_func(s_tir=True)
+def reshape(a: T.handle, b: T.handle):
+    n = T.int64()
+    A = T.match_buffer(a, (n, T.int64(2), T.int64(4)), "float32")
+    B = T.match_buffer(b, (n, T.int64(8)), "float32")
+    T.func_attr({"tirx.noalias": True, "global_symbol": "main"})
+    for i, j in T.grid(n, T.int64(8)):
+        with T.sblock("R"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[(vj // T.int64(8) + vi) % n, vj % T.int64(8) // T.int64(4), vj % T.int64(4)]
+
+
+@T.prim_func(s_tir=True)
+def matmul(a: T.handle, w: T.Buffer((T.int64(8), T.int64(6)), "float32"), c: T.handle):
+    n = T.int64()
+    A = T.match_buffer(a, (n, T.int64(8)), "float32")
+    C = T.match_buffer(c, (n, T.int64(6)), "float32")
+    T.func_attr({"tirx.noalias": True, "global_symbol": "main"})
+    for i, j, k in T.grid(n, T.int64(6), T.int64(8)):
+        with T.sblock("mm"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0.0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * w[vk, vj]
+
+
+@T.prim_func(s_tir=True)
+def rowsum(a: T.handle, b: T.handle):
+    n = T.int64()
+    A = T.match_buffer(a, (n, T.int64(16)), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    T.func_attr({"tirx.noalias": True, "global_symbol": "main"})
+    for i, k in T.grid(n, T.int64(16)):
+        with T.sblock("s"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = T.float32(0.0)
+            B[vi] = B[vi] + A[vi, vk]
+
+
+@T.prim_func(s_tir=True)
+def log_softmax(a: T.handle, b: T.handle):
+    T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+    n = T.int64()
+    logits = T.match_buffer(a, (T.int64(3), n), "float32")
+    out = T.match_buffer(b, (T.int64(3), n), "float32")
+    row_max = T.sblock_alloc_buffer((T.int64(3),))
+    row_sum = T.sblock_alloc_buffer((T.int64(3),))
+    for i0, k in T.grid(T.int64(3), n):
+        with T.sblock("max"):
+            v_i0, v_k = T.axis.remap("SR", [i0, k])
+            with T.init():
+                row_max[v_i0] = T.float32(-3.4028234663852886e38)
+            row_max[v_i0] = T.max(row_max[v_i0], logits[v_i0, v_k])
+    for i0, k in T.grid(T.int64(3), n):
+        with T.sblock("sum"):
+            v_i0, v_k = T.axis.remap("SR", [i0, k])
+            with T.init():
+                row_sum[v_i0] = T.float32(0.0)
+            row_sum[v_i0] = row_sum[v_i0] + T.exp(logits[v_i0, v_k] - row_max[v_i0])
+    for i0, i1 in T.grid(T.int64(3), n):
+        with T.sblock("out"):
+            v_i0, v_i1 = T.axis.remap("SS", [i0, i1])
+            out[v_i0, v_i1] = logits[v_i0, v_i1] - row_max[v_i0] - T.log(row_sum[v_i0])
+
+
+KERNELS = {"reshape": reshape, "matmul": matmul, "rowsum": rowsum, "log_softmax": log_softmax}
+
+
+@pytest.mark.parametrize("size", [0, 1])
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_zero_trip_loops_check_ok_in_every_flavour(monkeypatch, name, size):
+    monkeypatch.setitem(zoo.SYMBOLIC_SIZES, "n", size)
+    for flavour in zoo.FLAVOURS:
+        outcome = zoo.check_kernel(f"zero.{name}", KERNELS[name], flavour, mode="fast", check=True,
+                                   reference=KERNELS[name] if flavour == "dlight-gpu" else None)
+        assert outcome.outcome == "ok", (flavour, outcome.stage, outcome.reason)
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_log_softmax_of_empty_rows_is_empty_as_natively(mode):
+    hm = thn.build(log_softmax)
+    logits = np.zeros((3, 0), np.float32)
+    out = np.zeros((3, 0), np.float32)
+    hm.emulate(logits, out, mode=mode, check=True)  # no row maximum is read: no alarm
+    native = np.zeros((3, 0), np.float32)
+    hm.run_native(logits, native)
+    assert out.shape == native.shape == (3, 0)
+
+
+def test_reshape_with_a_zero_modulus_over_no_rows():
+    hm = thn.build(reshape)
+    b = np.zeros((0, 8), np.float32)
+    hm.emulate(np.zeros((0, 2, 4), np.float32), b, mode="fast")
+    assert b.shape == (0, 8)
+
+
+def test_index_division_by_zero_over_no_lanes_does_not_trap():
+    empty = np.zeros((0, 3), np.int64)
+    assert floordiv(empty, 0).shape == (0, 3) and floormod(empty, 0).shape == (0, 3)
+    with pytest.raises(ZeroDivisionError):
+        floordiv(np.arange(3), 0)  # with lanes it still does
