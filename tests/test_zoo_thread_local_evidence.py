@@ -33,21 +33,6 @@ def head_scores(kv: T.Buffer((T.int64(6), T.int64(2), T.int64(4)), "float32"),
 def _two_nests(shift: int, in_select: bool = False):
     """``rf[tx] = A[tx]`` in one thread nest; ``B[tx] = rf[(tx + shift) % 8]`` in another (in a
     Select arm that no thread takes with ``in_select``)."""
-    if in_select:
-        @T.prim_func(s_tir=True)
-        def func(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
-            T.func_attr({"tirx.is_scheduled": True, "global_symbol": "main"})
-            rf = T.sblock_alloc_buffer((8,), scope="local")
-            for tx in T.thread_binding(8, thread="threadIdx.x"):
-                with T.sblock("copy"):
-                    v = T.axis.spatial(8, tx)
-                    rf[v] = A[v]
-            for tx in T.thread_binding(8, thread="threadIdx.x"):
-                with T.sblock("out"):
-                    v = T.axis.spatial(8, tx)
-                    B[v] = T.Select(v < 8, rf[v], rf[(v + shift) % 8])
-        return func
-
     @T.prim_func(s_tir=True)
     def func(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
         T.func_attr({"tirx.is_scheduled": True, "global_symbol": "main"})
@@ -59,7 +44,7 @@ def _two_nests(shift: int, in_select: bool = False):
         for tx in T.thread_binding(8, thread="threadIdx.x"):
             with T.sblock("out"):
                 v = T.axis.spatial(8, tx)
-                B[v] = rf[(v + shift) % 8]
+                B[v] = T.Select(v < 8, rf[v], rf[(v + shift) % 8]) if in_select else rf[(v + shift) % 8]
     return func
 
 

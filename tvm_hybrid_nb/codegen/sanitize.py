@@ -196,9 +196,8 @@ class SanitizerMixin:
         a stage that inlines large expressions reads thousands of elements per statement, and
         spelled out in each call these keywords were half of its script and of its code generation
         time.  Lanes whose extent is not a constant (a value of the loop body) keep them spelled out."""
-        keywords = {}
         if not record:
-            return self._name_threads(keywords)
+            return self._name_threads({})
         loops = self._thread_loops()
         frame = self.gpu.naming_frames[-1] if self.gpu.naming_frames else None
         extents = [ax.extent.value if isinstance(ax.extent, ast.Constant) else None for ax in record["lanes"]]
@@ -208,8 +207,7 @@ class SanitizerMixin:
             if key not in frame[2]:
                 frame[2][key] = (self.namer.define_name("record"), self._spelled_record(record))
             return {None: _name(frame[2][key][0])}
-        keywords = self._spelled_record(record)
-        return keywords
+        return self._spelled_record(record)
 
     def _spelled_record(self, record: dict) -> dict:
         keywords = {k: ast.Constant(v) for k, v in record.items() if k != "lanes"}
