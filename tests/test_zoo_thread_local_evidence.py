@@ -8,7 +8,7 @@ import pytest
 from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
-from tvm_hybrid_nb import zoo
+from tvm_hybrid_nb import zoo, zoo_models
 from tvm_hybrid_nb.errors import EmulationError
 from tvm_hybrid_nb.zoo_thread_local import thread_local_evidence
 
@@ -73,3 +73,14 @@ def test_evidence_only_where_a_thread_reads_what_it_never_wrote():
     b = np.zeros(8, np.float32)
     thn.build(_two_nests(0), target=zoo.cuda_target()).emulate(a, b, check=True)
     np.testing.assert_array_equal(b, a)
+
+
+def test_the_depthwise_conv_finding_has_the_same_evidence():
+    """The zoo's documented dlight Reduction finding (a depthwise conv2d with channel multiplier 2):
+    the evidence, which counts a nest outside a threadIdx loop as run by every thread, finds the read
+    of a thread's never-written partial sum that the emulation reports."""
+    (kernel,) = [k for k in zoo.collect_kernels([m for m in zoo_models.models() if m[0] == "edge"])
+                 if k.name == "edge.fused_conv2d_add1"]
+    _target, mod = zoo.schedule(kernel.cuda, "dlight-gpu")
+    evidence = thread_local_evidence(mod["main"])
+    assert evidence is not None and "reads group_conv2d_nchw_intermediate_local[" in evidence

@@ -144,26 +144,40 @@ def _const(expr) -> int:
 
 
 def _cross_thread_read(accesses: list, rule: str) -> str | None:
-    tags = None
+    extents: dict[str, int] = {}  # thread tag -> extent, the same in every nest
+    for _block, loops, *_rest in accesses:
+        bound = [tag for *_r, tag in loops if tag]
+        if len(set(bound)) != len(bound):
+            raise _NoEvidence  # a thread bound twice in one nest
+        for _var, lo, extent, tag in loops:
+            if tag and (lo != 0 or extents.setdefault(tag, extent) != extent):
+                raise _NoEvidence
+    tags = sorted(extents)
     written: dict = {}   # (buffer, thread) -> set of index tuples
     writer: dict = {}    # (buffer, index) -> (block, thread)
     reads = []
     for block, loops, iter_vars, iter_values, predicate, found in accesses:
-        threads = sorted(tag for *_rest, tag in loops if tag)
-        if len(set(threads)) != len(threads) or (tags is not None and threads != tags):
-            raise _NoEvidence  # nests of different threads: which thread runs what is not modelled
-        tags = threads
+        present = {tag: var for var, _lo, _extent, tag in loops if tag}
+        # A nest outside a threadIdx (or vthread) loop runs in every one of those threads of its block.
+        missing = [k for k, tag in enumerate(tags) if tag not in present]
+        if any(tags[k].startswith("blockIdx") for k in missing):
+            raise _NoEvidence  # outside the grid around the others: another kernel, or the host
         env = _iterations(loops)
         keep = np.broadcast_to(np.asarray(_eval(predicate, env), dtype=bool), _shape(env)).reshape(-1)
         for iv, value in zip(iter_vars, iter_values):
             env[_key(iv.var)] = _eval(value, env)
-        thread = np.stack([np.broadcast_to(env[_key(var)], _shape(env)).reshape(-1)[keep]
-                           for var, *_rest, tag in sorted(loops, key=lambda l: l[3]) if tag], axis=1)
+
+        def flat(value):
+            return np.broadcast_to(value, _shape(env)).reshape(-1)[keep]
+
+        rows = int(keep.sum())
+        thread = np.stack([flat(env[_key(present[tag])]) if tag in present else np.zeros(rows, np.int64)
+                           for tag in tags] or [np.zeros(rows, np.int64)], axis=1)[:, :len(tags)]
         for write, buffer, indices in found:
-            index = np.stack([np.broadcast_to(_eval(i, env), _shape(env)).reshape(-1)[keep] for i in indices]
-                             or [np.zeros(int(keep.sum()), np.int64)], axis=1)
+            index = np.stack([flat(_eval(i, env)) for i in indices] or [np.zeros(rows, np.int64)], axis=1)
+            every, index = _in_every_thread(thread, index, missing, [extents[tags[k]] for k in missing])
             data = _key(buffer)
-            for t, i in zip(map(tuple, thread.tolist()), map(tuple, index.tolist())):
+            for t, i in zip(map(tuple, every.tolist()), map(tuple, index.tolist())):
                 if write:
                     written.setdefault((data, t), set()).add(i)
                     writer.setdefault((data, i), (block, t))
@@ -181,6 +195,15 @@ def _cross_thread_read(accesses: list, rule: str) -> str | None:
                     f"Found by evaluating the scheduled kernel's loops, block bindings and predicates over "
                     f"every thread, not by the emulation.")
     return None
+
+
+def _in_every_thread(thread: np.ndarray, index: np.ndarray, missing: list, extents: list) -> tuple:
+    """The rows of ``(thread, index)`` repeated for every value of the thread columns ``missing``."""
+    for k, extent in zip(missing, extents):
+        thread = np.repeat(thread, extent, axis=0)
+        thread[:, k] = np.tile(np.arange(extent), len(thread) // max(extent, 1))
+        index = np.repeat(index, extent, axis=0)
+    return thread, index
 
 
 def _iterations(loops: list) -> dict:
