@@ -189,3 +189,41 @@ def test_a_checked_operation_keeps_its_dtype_against_a_constant():
         runtime.checked_arith(np.array([200, 2], np.uint8), 100, "+", "uint8", promoted=True)
     with pytest.raises(ValueError, match=r"int16 overflow: 300 << 8 = 76800"):
         runtime.checked_arith(np.array([300], np.int16), 8, "<<", "int16", promoted=True)
+
+
+@T.prim_func(s_tir=True)
+def abs_difference(a: T.Buffer((T.int64(4),), "int8"), b: T.Buffer((T.int64(4),), "int8"),
+                   c: T.Buffer((T.int64(4),), "int8")):
+    T.func_attr({"tirx.noalias": True})
+    d = T.sblock_alloc_buffer((T.int64(4),), "int8")
+    for i in range(T.int64(4)):
+        with T.sblock("sub"):
+            v = T.axis.spatial(T.int64(4), i)
+            d[v] = a[v] - b[v]
+    for i in range(T.int64(4)):
+        with T.sblock("abs"):
+            v = T.axis.spatial(T.int64(4), i)
+            c[v] = T.Select(T.int8(0) <= d[v], d[v], T.int8(0) - d[v])
+
+
+def test_zoo_names_tvm_cuda_code_that_keeps_a_narrow_difference_in_int():
+    """relax's int8 ``abs(a - b)`` fused: dlight inlines ``d``, and TVM's CUDA code compares
+    ``a - b`` computed in int (``(signed char)0 <= (a_ptr[i] - b_ptr[i])``), where the TIR and TVM's
+    llvm build wrap it: a TVM finding, its CUDA source line the evidence (17th probe)."""
+    from tvm_hybrid_nb import zoo
+
+    outcome = zoo.check_kernel("promotion.fused_subtract_tir_abs", abs_difference, "dlight-gpu", check=True)
+    assert outcome.outcome == "crash" and "read before any store truncates it" in outcome.reason
+    evidence = zoo.tvm_finding(outcome)
+    assert evidence is not None and "TVM's CUDA code computes int8 `-` in C's int" in evidence
+    assert "if ((signed char)0 <= (a_ptr[" in evidence and " - b_ptr[" in evidence
+    # The same kernel on a CPU: TVM's llvm build wraps as the TIR does, and the emulation agrees.
+    a = np.array([-33, 5, 100, -100], np.int8)
+    b = np.array([112, 3, -100, 100], np.int8)
+    c = np.zeros(4, np.int8)
+    hm = thn.build(abs_difference)
+    hm.emulate(a, b, c, check=True)
+    native = np.zeros(4, np.int8)
+    hm.run_native(a, b, native)
+    np.testing.assert_array_equal(c, native)
+    np.testing.assert_array_equal(c, np.abs((a.astype(np.int16) - b).astype(np.int8)))

@@ -40,7 +40,8 @@ from .zoo_outcomes import (ALLOWED_REFUSALS, FLAGGED_AS_WRITTEN, KernelOutcome, 
 
 from .zoo_reference import (_arithmetic_eps, _bf16_native, _outputs_equal, _reference_run, _rounding_noise,  # noqa: F401
                              _unwritten_elements)
-from .zoo_undefined import REFERENCE_UNDEFINED, UNDEFINED_ALARMS, llvm_poison_evidence, reference_undefined
+from .zoo_undefined import (PROMOTION_ALARM, REFERENCE_UNDEFINED, UNDEFINED_ALARMS, cuda_promotion_evidence,
+                             llvm_poison_evidence, reference_undefined)
 
 #: Sizes bound to the symbolic dimensions of the models.
 SYMBOLIC_SIZES = {"n": 5, "m": 3}
@@ -619,13 +620,21 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
     narrowed = _check_kernel(name, func, flavour, mode, seed, reference, check, narrow=True)
     if narrowed.outcome != "ok" and not tvm_finding(narrowed):
         if outcome.outcome == "crash" and not outcome.tvm_failure:
-            llvm_func, llvm_flavour = _undefined_llvm_kernel(func, flavour, reference, outcome)
-            if llvm_func is not None:
-                outcome.tvm_failure = llvm_poison_evidence(*schedule(llvm_func, llvm_flavour)[::-1], outcome.reason)
+            outcome.tvm_failure = _undefined_evidence(func, flavour, reference, outcome) or ""
         return outcome
     narrowed.reason = "; ".join(filter(None, [NARROW_INTEGERS, narrowed.reason]))
     narrowed.seconds += outcome.seconds
     return narrowed
+
+
+def _undefined_evidence(func, flavour: str, reference, outcome: KernelOutcome) -> str | None:
+    """TVM's own code as the evidence for an alarm that no input avoids: the CUDA source of the
+    scheduled kernel for a narrow result C keeps in ``int`` (:data:`PROMOTION_ALARM`), else the LLVM
+    IR of the llvm kernel the alarm is about."""
+    if PROMOTION_ALARM in outcome.reason:
+        return cuda_promotion_evidence(*schedule(func, flavour)[::-1], outcome.reason) if flavour == "dlight-gpu" else None
+    llvm_func, llvm_flavour = _undefined_llvm_kernel(func, flavour, reference, outcome)
+    return None if llvm_func is None else llvm_poison_evidence(*schedule(llvm_func, llvm_flavour)[::-1], outcome.reason)
 
 
 def _undefined_llvm_kernel(func, flavour: str, reference, outcome: KernelOutcome) -> tuple:

@@ -1,7 +1,8 @@
 """Undefined behaviour in a zoo kernel or in its native reference: the sanitizers' alarms that other
 inputs may avoid, whether the reference itself is undefined on the inputs, and TVM's own LLVM IR as
 the evidence where no input avoids it (an ``nuw``/``nsw`` operation that overflows, a plain shift
-by the bit width)."""
+by the bit width); and TVM's own CUDA source where it keeps 8- and 16-bit arithmetic in C's ``int``
+that the TIR wraps."""
 from __future__ import annotations
 
 import re
@@ -76,3 +77,47 @@ def llvm_poison_evidence(mod, target, reason: str) -> str | None:
             f"`{instruction}`), so where this kernel's {kind}{bits} arithmetic wraps, as "
             f"relax's (numpy's) meaning has it, the native result is poison; it overflows on the seeded inputs "
             f"and on inputs in [-1, 1] alike, so no input gives a defined reference")
+
+
+#: The sanitizers' words for an 8- or 16-bit result that C keeps in ``int`` and the TIR wraps.
+PROMOTION_ALARM = "read before any store truncates it"
+_PROMOTED = re.compile(r"\b(u?int)(8|16) overflow: (-?\d+) (\S+) (-?\d+) = (-?\d+), outside .*?"
+                       + PROMOTION_ALARM)
+#: The spellings of each narrow type in TVM's CUDA source (``uchar``, ``ushort``: its own macros).
+_C_TYPES = {"int8": "signed char", "uint8": "(?:unsigned char|uchar)", "int16": "short",
+            "uint16": "(?:unsigned short|ushort)"}
+
+
+def cuda_promotion_evidence(mod, target, reason: str) -> str | None:
+    """TVM's own evidence for a ``check=True`` alarm that an 8- or 16-bit result is read unwrapped
+    on a C target: the line of TVM's CUDA source for ``mod`` where that operation between values of
+    the narrow C type is used other than stored into the narrow type (C promotes both to ``int`` and
+    keeps the ``int`` result; the TIR, and TVM's llvm build, wrap it).  None unless the source shows it."""
+    import tvm
+
+    found = _PROMOTED.search(reason)
+    if mod is None or found is None:
+        return None
+    kind, bits, x, op, y, value = found.groups()
+    ctype = _C_TYPES[f"{kind}{bits}"]
+    try:
+        lib = tvm.tirx.build(mod, target=target)
+        source = "\n".join(m.inspect_source() for m in lib.imports)
+    except Exception:  # noqa: BLE001 - no source, no evidence
+        return None
+    narrow = set(re.findall(rf"\b{ctype}\*? (?:__restrict__ )?(\w+)", source))
+    operand = rf"(?:(?:{'|'.join(map(re.escape, sorted(narrow)))})(?:\[[^\]\[]*\])?|\({ctype}\)-?\d+)"
+    expression = re.compile(rf"\(({operand}) {re.escape(op)} ({operand})\)")
+    for line in source.splitlines():
+        for match in expression.finditer(line):
+            before = line[:match.start()]
+            if re.search(rf"\(\({ctype}\)$", before):
+                continue  # cast back to the narrow type at once
+            stored = re.fullmatch(rf"\s*(\w+)(?:\[[^\]]*\])? = ", before)
+            if stored and stored.group(1) in narrow and line[match.end():].strip() == ";":
+                continue  # stored into the narrow type: truncated as the TIR wraps
+            return (f"TVM's CUDA code computes {kind}{bits} `{op}` in C's int and uses the result unwrapped "
+                    f"(TVM's CUDA source: `{line.strip()}`), so where {x} {op} {y} = {value} leaves "
+                    f"the {kind}{bits} range the GPU kernel computes with {value} where the TIR (and TVM's "
+                    f"llvm build) wraps it")
+    return None
