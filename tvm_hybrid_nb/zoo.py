@@ -38,8 +38,8 @@ from .zoo_outcomes import (ALLOWED_REFUSALS, FLAGGED_AS_WRITTEN, KernelOutcome, 
                            UNDEFINED_NOT_COMPARED, UNWRITTEN_NOT_COMPARED, ROUNDING_NOISE_COMPARED, FUSE_TIR_FINDING_MESSAGE, schedule_failure, tvm_compile_failure,
                            tvm_finding)
 
-from .zoo_reference import (_arithmetic_eps, _bf16_native, _outputs_equal, _reference_run, _rounding_noise,  # noqa: F401
-                             _unwritten_elements)
+from .zoo_reference import (_arithmetic_eps, _bf16_native, _no_native_reference, _outputs_equal,  # noqa: F401
+                             _reference_run, _rounding_noise, _unwritten_elements)
 from .zoo_undefined import (PROMOTION_ALARM, REFERENCE_UNDEFINED, UNDEFINED_ALARMS, cuda_promotion_evidence,
                              llvm_poison_evidence, reference_undefined)
 
@@ -564,32 +564,6 @@ def _in_parameter_order(params, reference_params, inputs: list) -> list:
     return [v if p.is_buffer else scalars[p.name] for p, v in zip(params, inputs)]
 
 
-def _binds_threads(func) -> bool:
-    from .codegen.plan import _has_threads
-
-    return _has_threads(func.body)
-
-
-def _no_native_reference(reference, func) -> str | None:
-    """Why the unscheduled kernel has no native llvm run to serve as the reference, or None: a
-    GPU-only kernel with no llvm twin and no numpy meaning (llvm cannot build it), or a sub-byte
-    parameter (``int4``: TVM's llvm code loads one value a byte in scalar loads and packs them in
-    vector loads, and its runtime packs two a byte: no layout makes every native run mean the TIR)."""
-    import tvm
-
-    if reference is not None and not isinstance(reference, tvm.tirx.PrimFunc):
-        return None
-    if reference is not None and _binds_threads(reference):
-        return "GPU-only: no llvm build, no numpy meaning"
-    unscheduled = reference if reference is not None else func
-    for param in unscheduled.params:
-        dtype = str(param.ty.dtype) if tvm.tirx.is_buffer_var(param) else "bool"
-        if dtype != "bool" and tvm.DataType(dtype).bits < 8:
-            return (f"its {dtype} parameter {param.name}: TVM's llvm code reads it one value a byte, packed "
-                    "in vector loads, and its runtime packs two a byte, so no native run means the TIR")
-    return None
-
-
 #: Notes an outcome checked on integer inputs in [-1, 1]: on the seeded ones (in [-100, 100]) the
 #: kernel's integer arithmetic overflows at stage 0, which the target leaves undefined (a product
 #: of many of them: an integer cumprod), so the native result there is no reference.
@@ -720,23 +694,14 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
             outcome.reason += f"; {outcome.tvm_failure}"
     if (flavour == "dlight-gpu" and outcome.outcome in ("crash", "wrong") and not outcome.tvm_failure
             and outcome.stage.startswith("0 ") and NEVER_WRITTEN in outcome.reason):
-        # dlight's schedule itself may read another thread's local memory: TVM's, with the evidence.
-        outcome.tvm_failure = _thread_local_evidence(mod["main"]) or ""
+        from .zoo_thread_local import thread_local_evidence  # dlight's schedule may read another
+        outcome.tvm_failure = thread_local_evidence(mod["main"]) or ""  # thread's local memory: TVM's
     outcome.seconds = time.perf_counter() - start
     return outcome
 
 
 #: The sanitizers' words for a read of memory that nothing wrote.
 NEVER_WRITTEN = "an element of a buffer allocation that was never written"
-
-
-def _thread_local_evidence(scheduled) -> str | None:
-    from .zoo_thread_local import thread_local_evidence
-
-    try:
-        return thread_local_evidence(scheduled)
-    except Exception:  # noqa: BLE001 - an evaluation that fails proves nothing
-        return None
 
 
 def run_zoo(flavours=FLAVOURS, mode: str = "fast", progress: Callable[[KernelOutcome], None] | None = None,

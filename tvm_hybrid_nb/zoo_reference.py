@@ -257,3 +257,29 @@ def _reference_run(native, inputs: list, outcome) -> tuple[list, list, Callable 
         raise
     expected = native.result_values(args, result)
     return inputs, expected, lambda: _unwritten_elements(native, inputs, expected)
+
+
+def _binds_threads(func) -> bool:
+    from .codegen.plan import _has_threads
+
+    return _has_threads(func.body)
+
+
+def _no_native_reference(reference, func) -> str | None:
+    """Why the unscheduled kernel has no native llvm run to serve as the reference, or None: a
+    GPU-only kernel with no llvm twin and no numpy meaning (llvm cannot build it), or a sub-byte
+    parameter (``int4``: TVM's llvm code loads one value a byte in scalar loads and packs them in
+    vector loads, and its runtime packs two a byte: no layout makes every native run mean the TIR)."""
+    import tvm
+
+    if reference is not None and not isinstance(reference, tvm.tirx.PrimFunc):
+        return None
+    if reference is not None and _binds_threads(reference):
+        return "GPU-only: no llvm build, no numpy meaning"
+    unscheduled = reference if reference is not None else func
+    for param in unscheduled.params:
+        dtype = str(param.ty.dtype) if tvm.tirx.is_buffer_var(param) else "bool"
+        if dtype != "bool" and tvm.DataType(dtype).bits < 8:
+            return (f"its {dtype} parameter {param.name}: TVM's llvm code reads it one value a byte, packed "
+                    "in vector loads, and its runtime packs two a byte, so no native run means the TIR")
+    return None

@@ -113,7 +113,7 @@ def cuda_promotion_evidence(mod, target, reason: str) -> str | None:
             before = line[:match.start()]
             if re.search(rf"\(\({ctype}\)$", before):
                 continue  # cast back to the narrow type at once
-            stored = re.fullmatch(rf"\s*(\w+)(?:\[[^\]]*\])? = ", before)
+            stored = re.fullmatch(r"\s*(\w+)(?:\[[^\]]*\])? = ", before)
             if stored and stored.group(1) in narrow and line[match.end():].strip() == ";":
                 continue  # stored into the narrow type: truncated as the TIR wraps
             return (f"TVM's CUDA code computes {kind}{bits} `{op}` in C's int and uses the result unwrapped "
