@@ -331,17 +331,11 @@ class LanesMixin:
             body.append(ast.Expr(ast.Call(ast.Attribute(_name("race_log"), "flush", ast.Load()),
                                           [ast.Constant(f"the end of {tag}")], [])))
         stmts = [ast.Assign([_store_name(name)], reshape)] + body
-        if not self._surely_positive(extent_expr):
+        if self._bounds(extent_expr)[0] < 1:
             # A zero-trip loop runs nothing: its lanes would be empty, but an access that does not
             # depend on them (a row's maximum read for every column of an empty row) would still run.
             stmts = [ast.If(ast.Compare(extent.node, [ast.Gt()], [ast.Constant(0)]), stmts, [])]
         return stmts
-
-    def _surely_positive(self, extent_expr) -> bool:
-        try:
-            return self.analyzer.const_int_bound(extent_expr).min_value >= 1
-        except Exception:
-            return False
 
     def _same_thread(self, var, min_expr, extent_expr, body_stmt, outer: "_Axis", tag: str) -> list[ast.stmt]:
         """A loop bound to a thread tag that is already running: the same threads, not new ones
