@@ -4,7 +4,9 @@ crashed there: a zero divisor of index arithmetic over no lanes (``floormod(i, n
 empty lane views, the thread count of a cross-thread reduction, per-thread rows of an empty
 allocation, and a false "never written" alarm of a softmax over an empty row, whose row maximum was
 read for columns that do not exist.  Each kernel here is checked at n = 0 (and n = 1) in the three
-flavours against its native build, and run natively at n = 0."""
+flavours against its native build, and run natively at n = 0.  A mean over an empty axis reads a
+sum that TVM never initialises (its init sits in the zero-trip loop): that alarm is TVM's, said with
+the loop extents as evidence (``zoo_undefined.zero_trip_evidence``)."""
 import numpy as np
 import pytest
 import tvm
@@ -13,6 +15,7 @@ from tvm.script import tirx as T
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb import zoo
 from tvm_hybrid_nb.runtime._numerics import floordiv, floormod
+from tvm_hybrid_nb.zoo_undefined import zero_trip_evidence
 
 
 @T.prim_func(s_tir=True)
@@ -81,6 +84,24 @@ def log_softmax(a: T.handle, b: T.handle):
             out[v_i0, v_i1] = logits[v_i0, v_i1] - row_max[v_i0] - T.log(row_sum[v_i0])
 
 
+@T.prim_func(s_tir=True)
+def mean(a: T.handle, b: T.Buffer((T.int64(4),), "float32")):
+    T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+    n = T.int64()
+    x = T.match_buffer(a, (n, T.int64(4)), "float32")
+    x_red = T.sblock_alloc_buffer((T.int64(4),))
+    for ax0, k0 in T.grid(T.int64(4), n):
+        with T.sblock("x_red"):
+            v_ax0, v_k0 = T.axis.remap("SR", [ax0, k0])
+            with T.init():
+                x_red[v_ax0] = T.float32(0.0)
+            x_red[v_ax0] = x_red[v_ax0] + x[v_k0, v_ax0]
+    for ax0 in range(T.int64(4)):
+        with T.sblock("T_divide"):
+            v_ax0 = T.axis.spatial(T.int64(4), ax0)
+            b[v_ax0] = x_red[v_ax0] / T.Cast("float32", n)
+
+
 KERNELS = {"reshape": reshape, "matmul": matmul, "rowsum": rowsum, "log_softmax": log_softmax}
 
 
@@ -92,6 +113,28 @@ def test_zero_trip_loops_check_ok_in_every_flavour(monkeypatch, name, size):
         outcome = zoo.check_kernel(f"zero.{name}", KERNELS[name], flavour, mode="fast", check=True,
                                    reference=KERNELS[name] if flavour == "dlight-gpu" else None)
         assert outcome.outcome == "ok", (flavour, outcome.stage, outcome.reason)
+
+
+def test_mean_over_an_empty_axis_is_tvms_undefined_result(monkeypatch):
+    monkeypatch.setitem(zoo.SYMBOLIC_SIZES, "n", 0)
+    for flavour in zoo.FLAVOURS:
+        outcome = zoo.check_kernel("zero.mean", mean, flavour, mode="fast", check=True,
+                                   reference=mean if flavour == "dlight-gpu" else None)
+        assert outcome.outcome in ("crash", "wrong") and zoo.tvm_finding(outcome), (flavour, outcome.reason)
+        if flavour != "dlight-gpu":  # dlight's GPU reduction computes a NaN the llvm build does not
+            assert zoo.NEVER_WRITTEN in outcome.reason and "read of x_red[0]" in outcome.reason
+            assert "writes x_red only inside loops that run no iteration" in outcome.tvm_failure
+            assert "`, n = 0)" in outcome.tvm_failure
+    monkeypatch.setitem(zoo.SYMBOLIC_SIZES, "n", 1)
+    assert zoo.check_kernel("zero.mean", mean, "none", mode="fast", check=True).outcome == "ok"
+
+
+def test_zero_trip_evidence_needs_every_store_in_an_empty_loop():
+    alarm = "read of x_red[0], an element of a buffer allocation that was never written"
+    out = np.zeros(4, np.float32)
+    assert "`for k0 in range(n)`, n = 0" in zero_trip_evidence(mean, [np.zeros((0, 4), np.float32), out], alarm)
+    assert zero_trip_evidence(mean, [np.zeros((2, 4), np.float32), out], alarm) is None  # the sum is written
+    assert zero_trip_evidence(mean, [np.zeros((0, 4), np.float32), out], alarm.replace("x_red", "b")) is None
 
 
 @pytest.mark.parametrize("mode", ["fast", "exact"])

@@ -41,7 +41,7 @@ from .zoo_outcomes import (ALLOWED_REFUSALS, FLAGGED_AS_WRITTEN, KernelOutcome, 
 from .zoo_reference import (_arithmetic_eps, _bf16_native, _no_native_reference, _outputs_equal,  # noqa: F401
                              _reference_run, _rounding_noise, _unwritten_elements)
 from .zoo_undefined import (PROMOTION_ALARM, REFERENCE_UNDEFINED, UNDEFINED_ALARMS, cuda_promotion_evidence,
-                             llvm_poison_evidence, reference_undefined)
+                             llvm_poison_evidence, reference_undefined, zero_trip_evidence)
 
 #: Sizes bound to the symbolic dimensions of the models.
 SYMBOLIC_SIZES = {"n": 5, "m": 3}
@@ -692,10 +692,11 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
         outcome.tvm_failure = outcome.tvm_failure or getattr(exc, "tvm_failure", "")
         if outcome.tvm_failure and outcome.stage == "build":
             outcome.reason += f"; {outcome.tvm_failure}"
-    if (flavour == "dlight-gpu" and outcome.outcome in ("crash", "wrong") and not outcome.tvm_failure
-            and outcome.stage.startswith("0 ") and NEVER_WRITTEN in outcome.reason):
+    if (outcome.outcome in ("crash", "wrong") and not outcome.tvm_failure and outcome.stage.startswith("0 ")
+            and NEVER_WRITTEN in outcome.reason):
         from .zoo_thread_local import thread_local_evidence  # dlight's schedule may read another
-        outcome.tvm_failure = thread_local_evidence(mod["main"]) or ""  # thread's local memory: TVM's
+        outcome.tvm_failure = ((thread_local_evidence(mod["main"]) if flavour == "dlight-gpu" else None)  # thread's
+                               or zero_trip_evidence(mod["main"], inputs, outcome.reason) or "")  # local memory
     outcome.seconds = time.perf_counter() - start
     return outcome
 

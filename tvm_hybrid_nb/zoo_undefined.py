@@ -121,3 +121,100 @@ def cuda_promotion_evidence(mod, target, reason: str) -> str | None:
                     f"the {kind}{bits} range the GPU kernel computes with {value} where the TIR (and TVM's "
                     f"llvm build) wraps it")
     return None
+
+
+#: The sanitizers' words for a read of memory that nothing wrote, and the buffer they name.
+_NEVER_WRITTEN = re.compile(r"read of (\w+)\[[^\]]*\], an element of a buffer allocation that was never written")
+
+
+def zero_trip_evidence(func, args: list, reason: str) -> str | None:
+    """TVM's own kernel as the evidence for a ``check=True`` alarm that a buffer is read never written,
+    when every store into it sits in a loop that runs no iteration at the sizes of ``args`` (``func``'s
+    arguments in order): a reduction over an empty axis, whose init TVM runs in the first iteration of
+    the reduction loop, leaves its result as the memory held it, and TVM's output is undefined there.
+    The loop extents are evaluated from the arguments' shapes, not by the emulation; the read must sit
+    outside such loops and outside any branch.  None unless that holds for the buffer the alarm names."""
+    import tvm
+
+    from .codegen.names import _dtype, _key, _type_key
+    from .zoo_thread_local import _children
+
+    found = _NEVER_WRITTEN.search(reason)
+    if found is None:
+        return None
+    analyzer, sizes = tvm.sym.Analyzer(), {}
+    for param, arg in zip(func.params, args):
+        if tvm.tirx.is_buffer_var(param):
+            for dim, extent in zip(param.shape, np.shape(arg)):
+                if _type_key(dim) == "ir.Var":
+                    sizes[dim.name] = int(extent)
+                    analyzer.bind(dim, tvm.tirx.const(int(extent), _dtype(dim)))
+        elif isinstance(arg, (int, np.integer)) and "int" in _dtype(param):
+            sizes[param.name] = int(arg)
+            analyzer.bind(param, tvm.tirx.const(int(arg), _dtype(param)))
+
+    def extent_of(loop) -> int | None:
+        value = analyzer.simplify(loop.extent)
+        return int(value.value) if _type_key(value) == "ir.IntImm" else None
+
+    stores, reads = [], []  # (buffer, enclosing loops[, under a branch])
+
+    def walk(node, loops: tuple, branch: bool) -> None:
+        key = _type_key(node)
+        if key == "tirx.For":
+            walk(node.body, loops + (node,), branch)
+        elif key == "tirx.BufferStore":
+            stores.append((node.buffer, loops))
+            walk_expr(node.value, loops, branch)
+        elif key == "tirx.SeqStmt":
+            for stmt in node.seq:
+                walk(stmt, loops, branch)
+        elif key == "s_tir.SBlockRealize":
+            if node.block.init is not None:
+                walk(node.block.init, loops, branch)
+            walk(node.block.body, loops, branch)
+        elif key == "tirx.IfThenElse":
+            walk_expr(node.condition, loops, branch)
+            walk(node.then_case, loops, True)
+            if node.else_case is not None:
+                walk(node.else_case, loops, True)
+        elif key in ("tirx.AttrStmt", "tirx.AllocBuffer", "tirx.DeclBuffer", "tirx.Bind"):
+            if key == "tirx.Bind":
+                walk_expr(node.value, loops, branch)
+            if getattr(node, "body", None) is not None:
+                walk(node.body, loops, branch)
+        elif key == "tirx.Evaluate":
+            walk_expr(node.value, loops, branch)
+        else:  # a While, or a node not read here: its stores may run any number of times
+            raise LookupError(key)
+
+    def walk_expr(expr, loops: tuple, branch: bool) -> None:
+        # a load in an arm of an expression counts: the claim is about the stores, and the alarm's
+        # read ran; a load under a branch statement does not
+        reads.extend((n.source, loops, branch) for n in _children(expr) if _type_key(n) == "ir.TensorLoad")
+
+    try:
+        walk(func.body, (), False)
+    except LookupError:
+        return None
+    name = found.group(1)
+
+    def named(buffer) -> bool:  # as the hybrid script spells it (``x_red_temp.v0`` is ``x_red_temp_v0``)
+        return re.sub(r"\W", "_", buffer.name) == name
+
+    written = [loops for buffer, loops in stores if named(buffer)]
+    read = [loops for buffer, loops, branch in reads if named(buffer) and not branch]
+    buffers = [buffer for buffer, *_ in stores + reads if named(buffer)]
+    if not written or not read or len({_key(b) for b in buffers}) != 1:
+        return None  # no store, no unconditional read, or two buffers of that name: nothing claimed
+    empty = [next((loop for loop in loops if extent_of(loop) == 0), None) for loops in written]
+    if None in empty or not any(all((extent_of(loop) or 0) > 0 for loop in loops) for loops in read):
+        return None  # a store that may run, or no read that surely runs
+    loop = empty[0]
+    extent = re.sub(r"T\.u?int\d+\((-?\d+)\)", r"\1", str(loop.extent))
+    bound = ", ".join(f"{n} = {v}" for n, v in sizes.items() if re.search(rf"\b{re.escape(n)}\b", extent))
+    return (f"TVM's kernel writes {name} only inside loops that run no iteration at these sizes "
+            f"(`for {loop.loop_var.name} in range({extent})`{', ' + bound if bound else ''}) and reads it "
+            f"outside them: a reduction over an empty axis, whose init TVM runs in the reduction loop's first "
+            f"iteration, leaves the result as the memory held it, so TVM's native output there is undefined. "
+            f"Found from the kernel's loop extents at these sizes, not by the emulation.")
