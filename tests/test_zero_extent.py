@@ -6,7 +6,8 @@ allocation, and a false "never written" alarm of a softmax over an empty row, wh
 read for columns that do not exist.  Each kernel here is checked at n = 0 (and n = 1) in the three
 flavours against its native build, and run natively at n = 0.  A mean over an empty axis reads a
 sum that TVM never initialises (its init sits in the zero-trip loop): that alarm is TVM's, said with
-the loop extents as evidence (``zoo_undefined.zero_trip_evidence``)."""
+the loop extents as evidence (``zoo_undefined.zero_trip_evidence``); so is topi's cumsum of an empty
+axis, whose first store divides by the axis length (``zero_divisor_evidence``)."""
 import numpy as np
 import pytest
 import tvm
@@ -15,7 +16,7 @@ from tvm.script import tirx as T
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb import zoo
 from tvm_hybrid_nb.runtime._numerics import floordiv, floormod
-from tvm_hybrid_nb.zoo_undefined import zero_trip_evidence
+from tvm_hybrid_nb.zoo_undefined import zero_divisor_evidence, zero_trip_evidence
 
 
 @T.prim_func(s_tir=True)
@@ -102,6 +103,22 @@ def mean(a: T.handle, b: T.Buffer((T.int64(4),), "float32")):
             b[v_ax0] = x_red[v_ax0] / T.Cast("float32", n)
 
 
+@T.prim_func(s_tir=True)
+def cumsum(a: T.handle, b: T.handle):
+    """topi's generic CPU cumsum, as relax's ``cumsum`` over the last axis legalizes."""
+    T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+    n = T.int64()
+    p = T.match_buffer(a, (T.int64(2), n), "float32")
+    out_buf = T.match_buffer(b, (T.int64(2), n), "float32")
+    with T.sblock("cumsum_generic"):
+        for v in T.parallel(T.int64(2)):
+            out_buf[v * n // n, v * n % n] = p[v * n // n, v * n % n]
+            for v_1 in range(n - T.int64(1)):
+                out_buf[(v * n + (v_1 + T.int64(1))) // n, (v * n + (v_1 + T.int64(1))) % n] = (
+                    out_buf[(v * n + v_1) // n, (v * n + v_1) % n] + p[(v * n + (v_1 + T.int64(1))) // n,
+                                                                        (v * n + (v_1 + T.int64(1))) % n])
+
+
 KERNELS = {"reshape": reshape, "matmul": matmul, "rowsum": rowsum, "log_softmax": log_softmax}
 
 
@@ -127,6 +144,17 @@ def test_mean_over_an_empty_axis_is_tvms_undefined_result(monkeypatch):
             assert "`, n = 0)" in outcome.tvm_failure
     monkeypatch.setitem(zoo.SYMBOLIC_SIZES, "n", 1)
     assert zoo.check_kernel("zero.mean", mean, "none", mode="fast", check=True).outcome == "ok"
+
+
+def test_topi_cumsum_of_an_empty_axis_divides_by_zero(monkeypatch):
+    monkeypatch.setitem(zoo.SYMBOLIC_SIZES, "n", 0)
+    outcome = zoo.check_kernel("zero.cumsum", cumsum, "none", mode="fast", check=True)
+    assert outcome.outcome == "crash" and "native run refused" in outcome.reason
+    assert zoo.tvm_finding(outcome) == outcome.tvm_failure
+    assert "divides by `n`, n = 0 in `out_buf[v * n // n, v * n % n] = p[" in outcome.tvm_failure
+    assert zero_divisor_evidence(cumsum, [np.ones((2, 3), np.float32), np.zeros((2, 3), np.float32)]) is None
+    monkeypatch.setitem(zoo.SYMBOLIC_SIZES, "n", 3)
+    assert zoo.check_kernel("zero.cumsum", cumsum, "none", mode="fast", check=True).outcome == "ok"
 
 
 def test_zero_trip_evidence_needs_every_store_in_an_empty_loop():

@@ -41,7 +41,8 @@ from .zoo_outcomes import (ALLOWED_REFUSALS, FLAGGED_AS_WRITTEN, KernelOutcome, 
 from .zoo_reference import (_arithmetic_eps, _bf16_native, _no_native_reference, _outputs_equal,  # noqa: F401
                              _reference_run, _rounding_noise, _unwritten_elements)
 from .zoo_undefined import (PROMOTION_ALARM, REFERENCE_UNDEFINED, UNDEFINED_ALARMS, cuda_promotion_evidence,
-                             llvm_poison_evidence, reference_undefined, zero_trip_evidence)
+                             llvm_poison_evidence, reference_undefined, zero_divisor_evidence,
+                             zero_trip_evidence)
 
 #: Sizes bound to the symbolic dimensions of the models.
 SYMBOLIC_SIZES = {"n": 5, "m": 3}
@@ -629,7 +630,7 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
     import tvm
 
     from . import module as hmodule
-    from .errors import BuildError, StageNotEmulatableError, UnsupportedConstructError
+    from .errors import BuildError, EmulationError, StageNotEmulatableError, UnsupportedConstructError
 
     start = time.perf_counter()
     outcome = KernelOutcome(flavour, name, "ok")
@@ -662,9 +663,15 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
             expected = unscheduled.result_values(expected_args, result)
             outcome.reason = f"reference: the exact emulation of the unscheduled kernel ({no_native})"
         else:
-            native = _native_reference(reference if reference is not None else func)
+            native_func = reference if reference is not None else func
+            native = _native_reference(native_func)
             inputs = _inputs(native.params, seed, name, narrow=narrow)
-            inputs, expected, unwritten = _reference_run(native, inputs, outcome)
+            try:
+                inputs, expected, unwritten = _reference_run(native, inputs, outcome)
+            except EmulationError as exc:  # TVM's own kernel may divide by a size that is 0
+                if "native run refused" in str(exc) and "division by zero" in str(exc):
+                    exc.tvm_failure = zero_divisor_evidence(native_func, inputs) or ""
+                raise
             reference_inputs = inputs
             if unwritten is not None:  # a native reference
                 find_noise = lambda: _rounding_noise(native, reference_inputs, expected)  # noqa: E731

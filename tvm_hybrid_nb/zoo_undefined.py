@@ -125,6 +125,97 @@ def cuda_promotion_evidence(mod, target, reason: str) -> str | None:
 
 #: The sanitizers' words for a read of memory that nothing wrote, and the buffer they name.
 _NEVER_WRITTEN = re.compile(r"read of (\w+)\[[^\]]*\], an element of a buffer allocation that was never written")
+_DIVISIONS = ("prim.Div", "prim.Mod", "prim.FloorDiv", "prim.FloorMod")
+
+
+def _plain(node) -> str:
+    """The first line of ``node`` as TVMScript prints it, after the declarations of the variables and
+    buffers it uses (``n = T.int64()``), integer literals without ``T.int64(...)``."""
+    lines = [line for line in str(node).strip().splitlines() if not re.match(r"\w+ = T\.(?:u?int\d+|Buffer)\(", line)]
+    return re.sub(r"T\.u?int\d+\((-?\d+)\)", r"\1", (lines or [""])[0])
+
+
+class _KernelAtSizes:
+    """A kernel's stores, loads and statement expressions, each with the loops around it and whether a
+    branch statement guards it, and its loop extents evaluated at the sizes of ``args`` (its arguments
+    in order: symbolic dimensions from the arrays' shapes, integer scalars as given).  Read from the
+    TIR, independently of the emulation; :class:`LookupError` for a statement it does not read (a
+    ``While``: its stores may run any number of times)."""
+
+    def __init__(self, func, args: list) -> None:
+        import tvm
+
+        from .codegen.names import _dtype, _type_key
+
+        self.analyzer, self.sizes = tvm.sym.Analyzer(), {}
+        for param, arg in zip(func.params, args):
+            if tvm.tirx.is_buffer_var(param):
+                bound = [(dim, extent) for dim, extent in zip(param.shape, np.shape(arg)) if _type_key(dim) == "ir.Var"]
+            else:
+                bound = [(param, arg)] if isinstance(arg, (int, np.integer)) and "int" in _dtype(param) else []
+            for var, value in bound:
+                self.sizes[var.name] = int(value)
+                self.analyzer.bind(var, tvm.tirx.const(int(value), _dtype(var)))
+        self.stores: list = []       # (buffer, loops)
+        self.loads: list = []        # (buffer, loops, branch)
+        self.expressions: list = []  # (expression, statement, loops, branch)
+        self._walk(func.body, (), False)
+
+    def value(self, expr) -> int | None:
+        """``expr`` at these sizes, where it is a constant there."""
+        from .codegen.names import _type_key
+
+        value = self.analyzer.simplify(expr)
+        return int(value.value) if _type_key(value) == "ir.IntImm" else None
+
+    def runs(self, loops) -> bool:
+        """Whether every loop of ``loops`` surely has an iteration."""
+        return all((self.value(loop.extent) or 0) > 0 for loop in loops)
+
+    def spelled(self, expr) -> tuple[str, str]:
+        """``expr`` as :func:`_plain` spells it, and the sizes it names (``", n = 0"``)."""
+        text = _plain(expr)
+        bound = ", ".join(f"{n} = {v}" for n, v in self.sizes.items() if re.search(rf"\b{re.escape(n)}\b", text))
+        return text, f", {bound}" if bound else ""
+
+    def _walk(self, node, loops: tuple, branch: bool) -> None:
+        from .codegen.names import _type_key
+
+        key = _type_key(node)
+        if key == "tirx.For":
+            self._walk(node.body, loops + (node,), branch)
+        elif key == "tirx.BufferStore":
+            self.stores.append((node.buffer, loops))
+            for expr in [node.value, *node.indices]:
+                self._expression(expr, node, loops, branch)
+        elif key == "tirx.SeqStmt":
+            for stmt in node.seq:
+                self._walk(stmt, loops, branch)
+        elif key == "s_tir.SBlockRealize":
+            if node.block.init is not None:
+                self._walk(node.block.init, loops, branch)
+            self._walk(node.block.body, loops, branch)
+        elif key == "tirx.IfThenElse":
+            self._expression(node.condition, node, loops, branch)
+            self._walk(node.then_case, loops, True)
+            if node.else_case is not None:
+                self._walk(node.else_case, loops, True)
+        elif key in ("tirx.AttrStmt", "tirx.AllocBuffer", "tirx.DeclBuffer", "tirx.Bind", "tirx.Evaluate"):
+            if key in ("tirx.Bind", "tirx.Evaluate"):
+                self._expression(node.value, node, loops, branch)
+            if getattr(node, "body", None) is not None:
+                self._walk(node.body, loops, branch)
+        else:
+            raise LookupError(key)
+
+    def _expression(self, expr, stmt, loops: tuple, branch: bool) -> None:
+        from .codegen.names import _type_key
+        from .zoo_thread_local import _children
+
+        self.expressions.append((expr, stmt, loops, branch))
+        # a load in an arm of an expression counts: what is claimed is about the stores, and the
+        # alarm's read ran; a load under a branch statement does not
+        self.loads.extend((n.source, loops, branch) for n in _children(expr) if _type_key(n) == "ir.TensorLoad")
 
 
 def zero_trip_evidence(func, args: list, reason: str) -> str | None:
@@ -134,67 +225,13 @@ def zero_trip_evidence(func, args: list, reason: str) -> str | None:
     the reduction loop, leaves its result as the memory held it, and TVM's output is undefined there.
     The loop extents are evaluated from the arguments' shapes, not by the emulation; the read must sit
     outside such loops and outside any branch.  None unless that holds for the buffer the alarm names."""
-    import tvm
-
-    from .codegen.names import _dtype, _key, _type_key
-    from .zoo_thread_local import _children
+    from .codegen.names import _key
 
     found = _NEVER_WRITTEN.search(reason)
     if found is None:
         return None
-    analyzer, sizes = tvm.sym.Analyzer(), {}
-    for param, arg in zip(func.params, args):
-        if tvm.tirx.is_buffer_var(param):
-            for dim, extent in zip(param.shape, np.shape(arg)):
-                if _type_key(dim) == "ir.Var":
-                    sizes[dim.name] = int(extent)
-                    analyzer.bind(dim, tvm.tirx.const(int(extent), _dtype(dim)))
-        elif isinstance(arg, (int, np.integer)) and "int" in _dtype(param):
-            sizes[param.name] = int(arg)
-            analyzer.bind(param, tvm.tirx.const(int(arg), _dtype(param)))
-
-    def extent_of(loop) -> int | None:
-        value = analyzer.simplify(loop.extent)
-        return int(value.value) if _type_key(value) == "ir.IntImm" else None
-
-    stores, reads = [], []  # (buffer, enclosing loops[, under a branch])
-
-    def walk(node, loops: tuple, branch: bool) -> None:
-        key = _type_key(node)
-        if key == "tirx.For":
-            walk(node.body, loops + (node,), branch)
-        elif key == "tirx.BufferStore":
-            stores.append((node.buffer, loops))
-            walk_expr(node.value, loops, branch)
-        elif key == "tirx.SeqStmt":
-            for stmt in node.seq:
-                walk(stmt, loops, branch)
-        elif key == "s_tir.SBlockRealize":
-            if node.block.init is not None:
-                walk(node.block.init, loops, branch)
-            walk(node.block.body, loops, branch)
-        elif key == "tirx.IfThenElse":
-            walk_expr(node.condition, loops, branch)
-            walk(node.then_case, loops, True)
-            if node.else_case is not None:
-                walk(node.else_case, loops, True)
-        elif key in ("tirx.AttrStmt", "tirx.AllocBuffer", "tirx.DeclBuffer", "tirx.Bind"):
-            if key == "tirx.Bind":
-                walk_expr(node.value, loops, branch)
-            if getattr(node, "body", None) is not None:
-                walk(node.body, loops, branch)
-        elif key == "tirx.Evaluate":
-            walk_expr(node.value, loops, branch)
-        else:  # a While, or a node not read here: its stores may run any number of times
-            raise LookupError(key)
-
-    def walk_expr(expr, loops: tuple, branch: bool) -> None:
-        # a load in an arm of an expression counts: the claim is about the stores, and the alarm's
-        # read ran; a load under a branch statement does not
-        reads.extend((n.source, loops, branch) for n in _children(expr) if _type_key(n) == "ir.TensorLoad")
-
     try:
-        walk(func.body, (), False)
+        kernel = _KernelAtSizes(func, args)
     except LookupError:
         return None
     name = found.group(1)
@@ -202,19 +239,44 @@ def zero_trip_evidence(func, args: list, reason: str) -> str | None:
     def named(buffer) -> bool:  # as the hybrid script spells it (``x_red_temp.v0`` is ``x_red_temp_v0``)
         return re.sub(r"\W", "_", buffer.name) == name
 
-    written = [loops for buffer, loops in stores if named(buffer)]
-    read = [loops for buffer, loops, branch in reads if named(buffer) and not branch]
-    buffers = [buffer for buffer, *_ in stores + reads if named(buffer)]
+    written = [loops for buffer, loops in kernel.stores if named(buffer)]
+    read = [loops for buffer, loops, branch in kernel.loads if named(buffer) and not branch]
+    buffers = [buffer for buffer, *_ in kernel.stores + kernel.loads if named(buffer)]
     if not written or not read or len({_key(b) for b in buffers}) != 1:
         return None  # no store, no unconditional read, or two buffers of that name: nothing claimed
-    empty = [next((loop for loop in loops if extent_of(loop) == 0), None) for loops in written]
-    if None in empty or not any(all((extent_of(loop) or 0) > 0 for loop in loops) for loops in read):
+    empty = [next((loop for loop in loops if kernel.value(loop.extent) == 0), None) for loops in written]
+    if None in empty or not any(kernel.runs(loops) for loops in read):
         return None  # a store that may run, or no read that surely runs
-    loop = empty[0]
-    extent = re.sub(r"T\.u?int\d+\((-?\d+)\)", r"\1", str(loop.extent))
-    bound = ", ".join(f"{n} = {v}" for n, v in sizes.items() if re.search(rf"\b{re.escape(n)}\b", extent))
+    extent, sizes = kernel.spelled(empty[0].extent)
     return (f"TVM's kernel writes {name} only inside loops that run no iteration at these sizes "
-            f"(`for {loop.loop_var.name} in range({extent})`{', ' + bound if bound else ''}) and reads it "
+            f"(`for {empty[0].loop_var.name} in range({extent})`{sizes}) and reads it "
             f"outside them: a reduction over an empty axis, whose init TVM runs in the reduction loop's first "
             f"iteration, leaves the result as the memory held it, so TVM's native output there is undefined. "
             f"Found from the kernel's loop extents at these sizes, not by the emulation.")
+
+
+def zero_divisor_evidence(func, args: list) -> str | None:
+    """TVM's own kernel as the evidence that it divides by zero at the sizes of ``args`` (``func``'s
+    arguments in order), undefined natively (a trap, or LLVM folds ``v * n // n`` to ``v``): an integer ``Div``/``Mod``/``FloorDiv``/
+    ``FloorMod`` whose divisor is 0 at these sizes, in a statement that surely runs (every loop around
+    it has an iteration there, no branch guards it); topi's cumsum of an empty axis indexes
+    ``out_buf[v * n // n, v * n % n]`` before its loop.  None when there is none."""
+    from .codegen.names import _dtype, _type_key
+    from .zoo_thread_local import _children
+
+    try:
+        kernel = _KernelAtSizes(func, args)
+    except LookupError:
+        return None
+    for expr, stmt, loops, branch in kernel.expressions:
+        if branch or not kernel.runs(loops):
+            continue
+        for node in _children(expr):
+            if (_type_key(node) in _DIVISIONS and _dtype(node).startswith(("int", "uint"))
+                    and kernel.value(node.b) == 0):
+                divisor, sizes = kernel.spelled(node.b)
+                return (f"TVM's kernel divides by `{divisor}`{sizes} in `{_plain(stmt)}`, a statement that "
+                        f"runs at these sizes (every loop around it has an iteration, no branch guards it): an "
+                        f"integer division by zero, undefined in TVM's native code. Found from the kernel at these "
+                        f"sizes, not by the emulation.")
+    return None
