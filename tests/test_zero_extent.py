@@ -7,7 +7,8 @@ read for columns that do not exist.  Each kernel here is checked at n = 0 (and n
 flavours against its native build, and run natively at n = 0.  A mean over an empty axis reads a
 sum that TVM never initialises (its init sits in the zero-trip loop): that alarm is TVM's, said with
 the loop extents as evidence (``zoo_undefined.zero_trip_evidence``); so is topi's cumsum of an empty
-axis, whose first store divides by the axis length (``zero_divisor_evidence``)."""
+axis, whose first store divides by the axis length or, along the first axis, writes the empty
+output (``refused_reference_evidence``)."""
 import numpy as np
 import pytest
 import tvm
@@ -16,7 +17,7 @@ from tvm.script import tirx as T
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb import zoo
 from tvm_hybrid_nb.runtime._numerics import floordiv, floormod
-from tvm_hybrid_nb.zoo_undefined import zero_divisor_evidence, zero_trip_evidence
+from tvm_hybrid_nb.zoo_undefined import refused_reference_evidence, zero_trip_evidence
 
 
 @T.prim_func(s_tir=True)
@@ -152,9 +153,36 @@ def test_topi_cumsum_of_an_empty_axis_divides_by_zero(monkeypatch):
     assert outcome.outcome == "crash" and "native run refused" in outcome.reason
     assert zoo.tvm_finding(outcome) == outcome.tvm_failure
     assert "divides by `n`, n = 0 in `out_buf[v * n // n, v * n % n] = p[" in outcome.tvm_failure
-    assert zero_divisor_evidence(cumsum, [np.ones((2, 3), np.float32), np.zeros((2, 3), np.float32)]) is None
+    args = [np.ones((2, 3), np.float32), np.zeros((2, 3), np.float32)]
+    assert refused_reference_evidence(cumsum, args, "ZeroDivisionError: integer division by zero") is None
     monkeypatch.setitem(zoo.SYMBOLIC_SIZES, "n", 3)
     assert zoo.check_kernel("zero.cumsum", cumsum, "none", mode="fast", check=True).outcome == "ok"
+
+
+@T.prim_func(s_tir=True)
+def cumsum_rows(a: T.handle, b: T.handle):
+    """topi's generic CPU cumsum along the first axis: its first row is copied before the loop."""
+    T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+    n = T.int64()
+    p = T.match_buffer(a, (n, T.int64(3)), "float32")
+    out_buf = T.match_buffer(b, (n, T.int64(3)), "float32")
+    with T.sblock("cumsum_generic"):
+        for v in T.parallel(T.int64(3)):
+            out_buf[T.int64(0), v] = p[T.int64(0), v]
+            for v_1 in range(n - T.int64(1)):
+                out_buf[v_1 + T.int64(1), v] = out_buf[v_1, v] + p[v_1 + T.int64(1), v]
+
+
+def test_topi_cumsum_along_an_empty_first_axis_writes_out_of_bounds(monkeypatch):
+    monkeypatch.setitem(zoo.SYMBOLIC_SIZES, "n", 0)
+    outcome = zoo.check_kernel("zero.cumsum_rows", cumsum_rows, "none", mode="fast", check=True)
+    assert outcome.outcome == "crash" and "out-of-bounds" in outcome.reason
+    assert zoo.tvm_finding(outcome) == outcome.tvm_failure
+    assert "writes out_buf, empty at these sizes (shape (0, 3)), in `out_buf[0, v] = p[0, v]`" in outcome.tvm_failure
+    args = [np.ones((2, 3), np.float32), np.zeros((2, 3), np.float32)]
+    assert refused_reference_evidence(cumsum_rows, args, "IndexError: out-of-bounds read of p[0, 0]") is None
+    monkeypatch.setitem(zoo.SYMBOLIC_SIZES, "n", 2)
+    assert zoo.check_kernel("zero.cumsum_rows", cumsum_rows, "none", mode="fast", check=True).outcome == "ok"
 
 
 def test_zero_trip_evidence_needs_every_store_in_an_empty_loop():

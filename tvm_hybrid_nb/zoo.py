@@ -41,7 +41,7 @@ from .zoo_outcomes import (ALLOWED_REFUSALS, FLAGGED_AS_WRITTEN, KernelOutcome, 
 from .zoo_reference import (_arithmetic_eps, _bf16_native, _no_native_reference, _outputs_equal,  # noqa: F401
                              _reference_run, _rounding_noise, _unwritten_elements)
 from .zoo_undefined import (PROMOTION_ALARM, REFERENCE_UNDEFINED, UNDEFINED_ALARMS, cuda_promotion_evidence,
-                             llvm_poison_evidence, reference_undefined, zero_divisor_evidence,
+                             llvm_poison_evidence, reference_undefined, refused_reference_evidence,
                              zero_trip_evidence)
 
 #: Sizes bound to the symbolic dimensions of the models.
@@ -669,8 +669,8 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
             try:
                 inputs, expected, unwritten = _reference_run(native, inputs, outcome)
             except EmulationError as exc:  # TVM's own kernel may divide by a size that is 0
-                if "native run refused" in str(exc) and "division by zero" in str(exc):
-                    exc.tvm_failure = zero_divisor_evidence(native_func, inputs) or ""
+                if "native run refused" in str(exc):
+                    exc.tvm_failure = refused_reference_evidence(native_func, inputs, str(exc)) or ""
                 raise
             reference_inputs = inputs
             if unwritten is not None:  # a native reference

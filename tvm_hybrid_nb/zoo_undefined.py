@@ -1,8 +1,9 @@
 """Undefined behaviour in a zoo kernel or in its native reference: the sanitizers' alarms that other
 inputs may avoid, whether the reference itself is undefined on the inputs, and TVM's own LLVM IR as
 the evidence where no input avoids it (an ``nuw``/``nsw`` operation that overflows, a plain shift
-by the bit width); and TVM's own CUDA source where it keeps 8- and 16-bit arithmetic in C's ``int``
-that the TIR wraps."""
+by the bit width); TVM's own CUDA source where it keeps 8- and 16-bit arithmetic in C's ``int``
+that the TIR wraps; and TVM's TIR at the input sizes where a symbolic size of 0 leaves a result
+unwritten, divides by 0 or accesses an empty buffer."""
 from __future__ import annotations
 
 import re
@@ -156,8 +157,8 @@ class _KernelAtSizes:
             for var, value in bound:
                 self.sizes[var.name] = int(value)
                 self.analyzer.bind(var, tvm.tirx.const(int(value), _dtype(var)))
-        self.stores: list = []       # (buffer, loops)
-        self.loads: list = []        # (buffer, loops, branch)
+        self.stores: list = []       # (buffer, loops, branch, statement)
+        self.loads: list = []        # (buffer, loops, branch, statement)
         self.expressions: list = []  # (expression, statement, loops, branch)
         self._walk(func.body, (), False)
 
@@ -185,7 +186,7 @@ class _KernelAtSizes:
         if key == "tirx.For":
             self._walk(node.body, loops + (node,), branch)
         elif key == "tirx.BufferStore":
-            self.stores.append((node.buffer, loops))
+            self.stores.append((node.buffer, loops, branch, node))
             for expr in [node.value, *node.indices]:
                 self._expression(expr, node, loops, branch)
         elif key == "tirx.SeqStmt":
@@ -215,7 +216,7 @@ class _KernelAtSizes:
         self.expressions.append((expr, stmt, loops, branch))
         # a load in an arm of an expression counts: what is claimed is about the stores, and the
         # alarm's read ran; a load under a branch statement does not
-        self.loads.extend((n.source, loops, branch) for n in _children(expr) if _type_key(n) == "ir.TensorLoad")
+        self.loads.extend((n.source, loops, branch, stmt) for n in _children(expr) if _type_key(n) == "ir.TensorLoad")
 
 
 def zero_trip_evidence(func, args: list, reason: str) -> str | None:
@@ -239,8 +240,8 @@ def zero_trip_evidence(func, args: list, reason: str) -> str | None:
     def named(buffer) -> bool:  # as the hybrid script spells it (``x_red_temp.v0`` is ``x_red_temp_v0``)
         return re.sub(r"\W", "_", buffer.name) == name
 
-    written = [loops for buffer, loops in kernel.stores if named(buffer)]
-    read = [loops for buffer, loops, branch in kernel.loads if named(buffer) and not branch]
+    written = [loops for buffer, loops, *_ in kernel.stores if named(buffer)]
+    read = [loops for buffer, loops, branch, _ in kernel.loads if named(buffer) and not branch]
     buffers = [buffer for buffer, *_ in kernel.stores + kernel.loads if named(buffer)]
     if not written or not read or len({_key(b) for b in buffers}) != 1:
         return None  # no store, no unconditional read, or two buffers of that name: nothing claimed
@@ -255,12 +256,15 @@ def zero_trip_evidence(func, args: list, reason: str) -> str | None:
             f"Found from the kernel's loop extents at these sizes, not by the emulation.")
 
 
-def zero_divisor_evidence(func, args: list) -> str | None:
-    """TVM's own kernel as the evidence that it divides by zero at the sizes of ``args`` (``func``'s
-    arguments in order), undefined natively (a trap, or LLVM folds ``v * n // n`` to ``v``): an integer ``Div``/``Mod``/``FloorDiv``/
-    ``FloorMod`` whose divisor is 0 at these sizes, in a statement that surely runs (every loop around
-    it has an iteration there, no branch guards it); topi's cumsum of an empty axis indexes
-    ``out_buf[v * n // n, v * n % n]`` before its loop.  None when there is none."""
+def refused_reference_evidence(func, args: list, message: str) -> str | None:
+    """TVM's own kernel as the evidence that no native run of it is defined at the sizes of ``args``
+    (``func``'s arguments in order), where the zoo refused to run it (``message``, the emulation's
+    division by zero or out-of-bounds access), read from the TIR, not the emulation: a statement
+    that surely runs there (every loop around it has an iteration, no branch guards it) divides an
+    integer by 0 (topi's cumsum of an empty axis indexes ``out_buf[v * n // n, v * n % n]`` before
+    its loop; natively a trap, or LLVM folds it to ``v``), or reads or writes a buffer that is empty
+    at these sizes (the same cumsum along the first axis, a gather from an empty axis).  None when
+    there is no such statement."""
     from .codegen.names import _dtype, _type_key
     from .zoo_thread_local import _children
 
@@ -268,15 +272,27 @@ def zero_divisor_evidence(func, args: list) -> str | None:
         kernel = _KernelAtSizes(func, args)
     except LookupError:
         return None
-    for expr, stmt, loops, branch in kernel.expressions:
-        if branch or not kernel.runs(loops):
-            continue
-        for node in _children(expr):
-            if (_type_key(node) in _DIVISIONS and _dtype(node).startswith(("int", "uint"))
-                    and kernel.value(node.b) == 0):
-                divisor, sizes = kernel.spelled(node.b)
-                return (f"TVM's kernel divides by `{divisor}`{sizes} in `{_plain(stmt)}`, a statement that "
-                        f"runs at these sizes (every loop around it has an iteration, no branch guards it): an "
-                        f"integer division by zero, undefined in TVM's native code. Found from the kernel at these "
-                        f"sizes, not by the emulation.")
+    if "division by zero" in message:
+        for expr, stmt, loops, branch in kernel.expressions:
+            if branch or not kernel.runs(loops):
+                continue
+            for node in _children(expr):
+                if (_type_key(node) in _DIVISIONS and _dtype(node).startswith(("int", "uint"))
+                        and kernel.value(node.b) == 0):
+                    divisor, sizes = kernel.spelled(node.b)
+                    return (f"TVM's kernel divides by `{divisor}`{sizes} in `{_plain(stmt)}`, a statement that "
+                            f"runs at these sizes (every loop around it has an iteration, no branch guards it): "
+                            f"an integer division by zero, undefined in TVM's native code. {_FROM_THE_TIR}")
+    if "out-of-bounds" in message:
+        accesses = [("writes", *store) for store in kernel.stores] + [("reads", *load) for load in kernel.loads]
+        for verb, buffer, loops, branch, stmt in accesses:
+            shape = [kernel.value(dim) for dim in buffer.shape]
+            if 0 in shape and not branch and kernel.runs(loops):
+                return (f"TVM's kernel {verb} {buffer.name}, empty at these sizes (shape {tuple(shape)}), in "
+                        f"`{_plain(stmt)}`, a statement that runs at these sizes (every loop around it has an "
+                        f"iteration, no branch guards it): every element of an empty buffer is out of bounds, so "
+                        f"no input gives a defined native result. {_FROM_THE_TIR}")
     return None
+
+
+_FROM_THE_TIR = "Found from the kernel at these sizes, not by the emulation."
