@@ -167,3 +167,39 @@ def test_xor_shuffle_exchanges_with_the_lane_xor_the_mask_as_cuda_does(width, st
         for mode in ("exact", "fast"):
             got = hm.emulate(x, np.zeros(64, np.float32), stage=stage.index, mode=mode)
             np.testing.assert_array_equal(got, want, err_msg=f"{stage.label} {mode}")
+
+
+@T.prim_func(s_tir=True)
+def two_launches(A: T.Buffer((4, 24), "float32"), M: T.Buffer((4,), "float32"), B: T.Buffer((4, 24), "float32")):
+    """MetaSchedule's softmax shape: a row maximum reduced across 4 threads, then a launch of 32
+    threads; before SplitHostDevice both are one function, whose widest block is not the first's."""
+    T.func_attr({"tirx.noalias": True})
+    for i in T.thread_binding(4, thread="blockIdx.x"):
+        for k_0 in range(6):
+            for k_1 in T.thread_binding(4, thread="threadIdx.x"):
+                with T.sblock("max"):
+                    vi = T.axis.spatial(4, i)
+                    vk = T.axis.reduce(24, k_0 * 4 + k_1)
+                    with T.init():
+                        M[vi] = T.float32(-3.4028234663852886e38)
+                    M[vi] = T.max(M[vi], A[vi, vk])
+    for j_0 in T.thread_binding(3, thread="blockIdx.x"):
+        for j_1 in T.thread_binding(32, thread="threadIdx.x"):
+            with T.sblock("scale"):
+                vi = T.axis.spatial(4, (j_0 * 32 + j_1) // 24)
+                vj = T.axis.spatial(24, (j_0 * 32 + j_1) % 24)
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+
+
+def test_a_warp_shuffle_numbers_the_threads_of_its_own_launch():
+    """The shuffles of the 4-thread reduction saw the function's widest block (32 threads) and failed
+    to broadcast: a warp intrinsic takes the block extents of the launch it runs in."""
+    hm = thn.build(two_launches, target=CUDA)
+    a = np.random.default_rng(0).standard_normal((4, 24)).astype(np.float32)
+    for stage in _stages(hm):
+        for mode in ("exact", "fast"):
+            for check in (False, True):
+                m, b = np.zeros(4, np.float32), np.zeros((4, 24), np.float32)
+                hm.emulate(a, m, b, stage=stage.index, mode=mode, check=check)
+                np.testing.assert_array_equal(m, a.max(axis=1), err_msg=f"{stage.label} {mode} check={check}")
+                np.testing.assert_array_equal(b, a * 2, err_msg=f"{stage.label} {mode} check={check}")

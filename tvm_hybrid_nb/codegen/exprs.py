@@ -585,9 +585,12 @@ class ExpressionsMixin:
         return value
 
     def _warp(self) -> tuple[list[ast.expr], ast.expr | None]:
-        """A warp intrinsic's view of the block: the thread extents (z, y, x), and the mask of the
-        threads taking the branch it is in (None outside any; see ``runtime.warp_shuffle``)."""
-        extents = [ast.Constant(self.gpu.thread_extents.get(tag, 1))
+        """A warp intrinsic's view of the block: the thread extents (z, y, x) of the launch it is in
+        (the threads running as lanes around it: a function of several launches, before
+        SplitHostDevice, binds other extents elsewhere), and the mask of the threads taking the
+        branch it is in (None outside any; see ``runtime.warp_shuffle``)."""
+        running = {ax.tag: ax.extent for ax in self.lanes.axes if ax.is_thread}
+        extents = [running.get(tag, ast.Constant(1) if running else ast.Constant(self.gpu.thread_extents.get(tag, 1)))
                    for tag in ("threadIdx.z", "threadIdx.y", "threadIdx.x")]
         return extents, (self._mask_expr(self.lanes.stmt_masks) if self.lanes.stmt_masks else None)
 
