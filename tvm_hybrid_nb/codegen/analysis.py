@@ -8,7 +8,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from .names import _dtype, _is_zero, _key, _type_key
+from .names import _dtype, _is_zero, _key, _type_key, thread_key
 
 
 # ---------------------------------------------------------------------- fast-mode axis plan
@@ -191,7 +191,7 @@ def _thread_extents(body) -> dict[str, int]:
             tag, extent = str(node.node.thread_tag), node.value
         else:
             return True
-        tag = "vthread" if tag.startswith("vthread") else tag
+        tag = thread_key(tag)
         if _type_key(extent) == "ir.IntImm":
             extents[tag] = max(extents.get(tag, 0), int(extent.value))
         return True

@@ -14,7 +14,7 @@ from .analysis import block_scoped_allocations, grid_loop
 from .plan import LANES, PARALLEL_CHUNKS, emit_with_plan
 from .control import _FEW_OUTER_ITERATIONS
 from .state import ProgressLevel
-from .names import Value, _python_name, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_true, _key, _name, _store_name, _type_key
+from .names import Value, _python_name, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_true, _key, _name, _store_name, _type_key, thread_key
 
 
 class GpuMixin:
@@ -234,7 +234,7 @@ class GpuMixin:
             tvm_ffi.structural_walk(value, lambda n: (found.add(_key(n)) if _type_key(n) == "ir.Var"
                                                       and _key(n) in keys else None) or True, order="post")
             (in_reduce if int(iv.iter_type) == 2 else in_spatial).update(found)
-        return {ax.tag for ax in threads if _key(ax.var) in in_reduce - in_spatial}
+        return {thread_key(ax.tag) for ax in threads if _key(ax.var) in in_reduce - in_spatial}
 
     def _serialized_block(self, node, threads: list["_Axis"]) -> list[ast.stmt]:
         """A block that reduces across threads (before LowerCrossThreadReduction lowers it): its
@@ -254,7 +254,7 @@ class GpuMixin:
             lane = self.namer.define_name(f"{ax.name}_serial")
             self.namer._names[_key(ax.var)] = lane
             self.scope.var_kinds[_key(ax.var)] = ("py", _dtype(ax.var), False)
-            self.gpu.serial_thread_lanes[ax.tag] = lane  # per-thread memory is indexed by the serial thread
+            self.gpu.serial_thread_lanes[thread_key(ax.tag)] = lane  # per-thread memory is indexed by the serial thread
             loops.append((lane, ax))
         self.lanes.axes = [ax for ax in self.lanes.axes if not ax.is_thread]
         try:
@@ -297,7 +297,7 @@ class GpuMixin:
         names = {info.name for info in accumulators}
         if not names or any(info.shadow is not None for info in accumulators):
             return None
-        reduced = {self.THREAD_AXES["vthread" if t.startswith("vthread") else t] for t in across}
+        reduced = {self.THREAD_AXES[thread_key(t)] for t in across}
         handled: set[int] = set()
 
         def share(target: ast.Subscript) -> ast.stmt | None:
@@ -338,7 +338,7 @@ class GpuMixin:
 
     def _share_accumulators(self, accumulators: list[_BufferInfo], across: set[str]) -> list[ast.stmt]:
         """``acc[all threads] = acc[thread 0]`` along the thread axes reduced across."""
-        reduced = {self.THREAD_AXES["vthread" if t.startswith("vthread") else t] for t in across}
+        reduced = {self.THREAD_AXES[thread_key(t)] for t in across}
         every = [ast.Slice(None, None, None)] * len(self.THREAD_AXES)
         return [_copy_from_thread_0(_name(name), every, reduced)
                 for info in accumulators for name in [info.name] + ([info.shadow] if info.shadow else [])]

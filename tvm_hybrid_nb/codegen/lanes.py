@@ -9,7 +9,7 @@ import tvm
 
 from .analysis import _buffer_access_counts, _plan_lane_axes, _reads_memory, _step
 from .names import (Value, ascii_identifier, _AllocLike, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_zero, _key, _lanes, _name,
-    _np, _store_name, _type_key, _varying)
+    _np, _store_name, _type_key, _varying, thread_key)
 
 
 class LanesMixin:
@@ -109,7 +109,7 @@ class LanesMixin:
         axis or None)`` for a view, or None when one of them has no view (see ``_prefix``)."""
         parts = []
         if info.per_thread:
-            active = {ax.tag: ax for ax in self.lanes.axes if ax.is_thread}
+            active = {thread_key(ax.tag): ax for ax in self.lanes.axes if ax.is_thread}
             for tag, _axis in sorted(self.THREAD_AXES.items(), key=lambda kv: kv[1]):
                 ax = active.get(tag)
                 if info.per_warp and tag == "threadIdx.x":
@@ -288,7 +288,7 @@ class LanesMixin:
     def _lanes_for(self, var, min_expr, lo: Value, extent_expr, body_stmt, is_thread: bool,
                    tag: str = "", race: bool = False, private_allocs=()) -> list[ast.stmt]:
         if is_thread:
-            axis = self.THREAD_AXES.get("vthread" if tag.startswith("vthread") else tag)
+            axis = self.THREAD_AXES.get(thread_key(tag))
             if axis is None:
                 raise _CannotVectorize(f"unknown thread tag {tag}")
             outer = next((ax for ax in self.lanes.axes if ax.axis == axis), None)

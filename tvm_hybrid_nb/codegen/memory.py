@@ -9,7 +9,7 @@ import tvm
 
 from ..errors import UnsupportedConstructError
 from .names import (Value, _BufferInfo, _CannotVectorize, _INT64_MAX, _dtype, _key, _lanes, _name, _np, _scalar_dtype,
-    _store_name, _type_key, _varying)
+    _store_name, _type_key, _varying, thread_key)
 
 
 class MemoryAccessMixin:
@@ -89,7 +89,7 @@ class MemoryAccessMixin:
         """Lane indices in front of a per-lane buffer's own indices."""
         if not info.per_thread:
             return list(info.prefix)
-        active = {ax.tag: ax for ax in self.lanes.axes if ax.is_thread}
+        active = {thread_key(ax.tag): ax for ax in self.lanes.axes if ax.is_thread}
         lanes = []
         for tag, _axis in sorted(self.THREAD_AXES.items(), key=lambda kv: kv[1]):
             ax = active.get(tag)

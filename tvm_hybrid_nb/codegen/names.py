@@ -134,6 +134,11 @@ class _BufferInfo:
     scope: str = "global"
 
 
+def thread_key(tag: str) -> str:
+    """A thread tag as the per-thread copies are laid out: every ``vthread*`` tag is one axis."""
+    return "vthread" if tag.startswith("vthread") else tag
+
+
 @dataclass
 class _Axis:
     """An array axis standing for the iterations of a loop (fast mode) or the threads of a block."""

@@ -29,7 +29,7 @@ from .cost import serial_cost
 from .guards import predicate_cut
 from .sharing import read_after_written_alike, written_alike, written_before_read
 from .lanes import LanesMixin
-from .names import _key
+from .names import _key, thread_key
 
 #: The strategies, as the explorer names them.
 SERIAL = "serial"
@@ -424,7 +424,7 @@ class _Planner:
         self.stmt(node.body)
 
     def thread(self, node, name: str, kind: str, tag: str, extent, body) -> None:
-        tag = "vthread" if tag.startswith("vthread") else tag
+        tag = thread_key(tag)
         if any(lane.is_thread and lane.tag == tag for lane in self.lanes):
             self.decide(node, name, kind, SAME_THREADS, f"{tag} is already running: the same threads")
             self.nested(body)
