@@ -53,7 +53,8 @@ def _check_divisor(a, b, dtype=None, mask=None):
         low = np.iinfo(dtype).min
         if np.any((np.asarray(a) == low) & (np.asarray(b) == -1) & taken):
             raise OverflowError(f"integer division overflow: {low} / -1 does not fit {np.dtype(dtype)} "
-                                f"(undefined behaviour: a CPU kernel traps with SIGFPE, a CUDA one returns an unspecified value)")
+                                f"(undefined behaviour: x86's idiv traps with SIGFPE, and LLVM may fold the division by -1 "
+                                f"into a negation whose overflow is poison; a CUDA kernel returns an unspecified value)")
     if mask is not None and np.any(zero):
         b = np.where(taken, b, np.ones((), np.asarray(b).dtype))
     return b
