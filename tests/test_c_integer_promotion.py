@@ -227,3 +227,36 @@ def test_zoo_names_tvm_cuda_code_that_keeps_a_narrow_difference_in_int():
     hm.run_native(a, b, native)
     np.testing.assert_array_equal(c, native)
     np.testing.assert_array_equal(c, np.abs((a.astype(np.int16) - b).astype(np.int8)))
+
+
+@T.prim_func(s_tir=True)
+def int8_row_sum(a: T.Buffer((3, 64), "int8"), s: T.Buffer((3,), "int8")):
+    T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+    for i, k in T.grid(3, 64):
+        with T.sblock("s"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                s[vi] = T.int8(0)
+            s[vi] = s[vi] + a[vi, vk]
+
+
+def test_a_narrow_cross_thread_sum_wraps_as_tvms_cuda_code_stores_each_partial():
+    """relax's int8 sum on dlight's GPU rules: ``tvm_thread_allreduce`` of an int8 ``a + b``.
+    LowerThreadAllreduce stores every partial sum into a ``signed char`` (``signed char w_16_0 =
+    ...``), so the GPU wraps each as the TIR does: the combiner's overflow is no C-promotion alarm
+    (18th probe: a false alarm on the seeded inputs)."""
+    from tvm_hybrid_nb import zoo
+
+    for check in (False, True):
+        outcome = zoo.check_kernel("promotion.int8_sum", int8_row_sum, "dlight-gpu", check=check, reference=int8_row_sum)
+        assert outcome.outcome == "ok", (check, outcome.stage, outcome.reason)
+    target, mod = zoo.schedule(int8_row_sum, "dlight-gpu")
+    source = "\n".join(m.inspect_source() for m in tvm.tirx.build(mod, target=target).imports)
+    assert "signed char w_16_0 = " in source  # each partial in the narrow type
+    hm = thn.build(mod, target=target)
+    lowered = next(s.index for s in hm.stages if s.name == "s_tir.LowerCrossThreadReduction")
+    a = np.random.default_rng(0).integers(60, 128, (3, 64)).astype(np.int8)  # partial sums overflow int8
+    wrapped = (a.astype(np.int64).sum(axis=1) + 128) % 256 - 128
+    for mode in ("fast", "exact"):
+        out = hm.emulate(a, np.zeros(3, np.int8), stage=lowered, mode=mode, check=True)
+        np.testing.assert_array_equal(out, wrapped.astype(np.int8))

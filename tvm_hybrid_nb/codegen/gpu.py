@@ -170,6 +170,9 @@ class GpuMixin:
         names = [self.namer.define(lhs, lhs.name), self.namer.define(rhs, rhs.name)]
         for var in (lhs, rhs):
             self.scope.var_kinds[_key(var)] = ("np", _dtype(var), True)
+        # LowerThreadAllreduce stores every partial result into a variable of the reducer's type (an
+        # int8 sum: ``signed char w_16_0 = ...``): on C targets it is truncated as the TIR wraps it.
+        self._note_truncated(reducer.result[0])
         combine = ast.Lambda(ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names], kwonlyargs=[],
                                            kw_defaults=[], defaults=[]), self.visit_expr(reducer.result[0]).node)
         axes, extents = self._allreduce_axes(threads)
@@ -205,6 +208,8 @@ class GpuMixin:
         for var in list(reducer.lhs) + list(reducer.rhs):
             names.append(self.namer.define(var, var.name))
             self.scope.var_kinds[_key(var)] = ("np", _dtype(var), True)
+        for combined_value in reducer.result:  # each partial stored in its type, as above
+            self._note_truncated(combined_value)
         combined = ast.Tuple([self.to_np(self.visit_expr(r)).node for r in reducer.result], ast.Load())
         combine = ast.Lambda(ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names], kwonlyargs=[],
                                            kw_defaults=[], defaults=[]), combined)
