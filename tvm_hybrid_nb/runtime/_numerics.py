@@ -485,12 +485,12 @@ def clz(x, dtype):
     return out[()] if out.ndim == 0 else out
 
 
-def in_double(fn, x):
-    """``fn`` of a float32 (or float16) ``x`` computed in float64 and rounded to float32 (then to
-    ``x``'s dtype): the correctly rounded value that libm's ``expf``/``logf``/``sinf``/``cosf``
-    give the native kernel."""
+def in_double(fn, x, *more):
+    """``fn`` of a float32 (or float16) ``x`` (and ``more`` operands: ``pow``, ``atan2``) computed in
+    float64 and rounded to float32 (then to ``x``'s dtype): the correctly rounded value, which is
+    what libm's ``expf``/``logf``/``powf``... give the native kernel nearly always."""
     x = np.asarray(x)
-    out = fn(x.astype(np.float64)).astype(np.float32).astype(x.dtype)
+    out = fn(x.astype(np.float64), *(np.asarray(m).astype(np.float64) for m in more)).astype(np.float32).astype(x.dtype)
     return out[()] if out.ndim == 0 else out
 
 
