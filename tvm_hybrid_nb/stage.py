@@ -182,7 +182,44 @@ def _sblock_bf16_buffers_as_float32(func):
             return tirx.BufferLoad(node.source, node.indices)
         return node
 
-    return tvm_ffi.structural_map(func, [(tvm.ir.Var, buffer)] + [(t, load) for t in load_types])
+    retyped = tvm_ffi.structural_map(func, [(tvm.ir.Var, buffer)] + [(t, load) for t in load_types])
+    return tvm_ffi.structural_map(retyped, [(t, _float32_operands) for t in _ARITHMETIC]
+                                  + [(tirx.BufferStore, _stored_as_buffer_type)])
+
+
+def _dtype_of(expr) -> str:
+    return str(getattr(expr.ty, "dtype", expr.ty))
+
+
+def _as_float32(expr):
+    return tvm.tirx.Cast("float32", expr) if _dtype_of(expr) == "bfloat16" else expr
+
+
+def _float32_operands(node):
+    """An arithmetic node over a float32 load of a held-as-float32 buffer and a bfloat16 value, or
+    still typed bfloat16 over float32 operands: rebuilt in float32, as ``BF16ComputeLegalize``
+    computes it (a bfloat16 operand widens exactly), its type recomputed from the operands."""
+    operands = [node.a, node.b] if hasattr(node, "b") else [node.true_value, node.false_value]
+    kinds = {_dtype_of(x) for x in operands}
+    if "float32" not in kinds or not ({"bfloat16"} & (kinds | {_dtype_of(node)})):
+        return node
+    a, b = (_as_float32(x) for x in operands)
+    return type(node)(node.condition, a, b) if isinstance(node, tvm.tirx.Select) else type(node)(a, b)
+
+
+def _stored_as_buffer_type(node):
+    """A store whose value's type is not its buffer's after the retyping: a float32 value into a
+    bfloat16 parameter rounds (the native store's rounding), a bfloat16 one into a held-as-float32
+    buffer widens exactly."""
+    want, got = _dtype_of(node.buffer), _dtype_of(node.value)
+    if want == got or {want, got} != {"float32", "bfloat16"}:
+        return node
+    return tvm.tirx.BufferStore(node.buffer, tvm.tirx.Cast(want, node.value), node.indices)
+
+
+#: The float operations whose operands :func:`_float32_operands` makes agree after the retyping.
+_ARITHMETIC = (tvm.tirx.Add, tvm.tirx.Sub, tvm.tirx.Mul, tvm.tirx.Div, tvm.tirx.Min, tvm.tirx.Max,
+               tvm.tirx.EQ, tvm.tirx.NE, tvm.tirx.LT, tvm.tirx.LE, tvm.tirx.GT, tvm.tirx.GE, tvm.tirx.Select)
 
 
 class Stage:
