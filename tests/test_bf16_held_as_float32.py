@@ -7,7 +7,6 @@ alarm; MetaSchedule's shared-memory bf16 matmul on sm_75, 2nd MetaSchedule probe
 import ml_dtypes
 import numpy as np
 import pytest
-import tvm
 from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
