@@ -25,7 +25,7 @@ from . import capture as _capture
 from .codegen import generate_kernel
 from .codegen.cost import serial_cost
 from .codegen.plan import exact_plan_reason, lanes_lose_reason
-from .codegen.names import GeneratedKernel
+from .codegen.names import GeneratedKernel, _dtype
 from .codegen.tensorcore import FLOAT_MMA_ATTR, wmma_as_computed
 from .errors import (EmulationError, HybridError, InsufficientMemoryError, StageNotEmulatableError,
                      UnsupportedConstructError)
@@ -187,12 +187,8 @@ def _sblock_bf16_buffers_as_float32(func):
                                   + [(tirx.BufferStore, _stored_as_buffer_type)])
 
 
-def _dtype_of(expr) -> str:
-    return str(getattr(expr.ty, "dtype", expr.ty))
-
-
 def _as_float32(expr):
-    return tvm.tirx.Cast("float32", expr) if _dtype_of(expr) == "bfloat16" else expr
+    return tvm.tirx.Cast("float32", expr) if _dtype(expr) == "bfloat16" else expr
 
 
 def _float32_operands(node):
@@ -200,8 +196,8 @@ def _float32_operands(node):
     still typed bfloat16 over float32 operands: rebuilt in float32, as ``BF16ComputeLegalize``
     computes it (a bfloat16 operand widens exactly), its type recomputed from the operands."""
     operands = [node.a, node.b] if hasattr(node, "b") else [node.true_value, node.false_value]
-    kinds = {_dtype_of(x) for x in operands}
-    if "float32" not in kinds or not ({"bfloat16"} & (kinds | {_dtype_of(node)})):
+    kinds = {_dtype(x) for x in operands}
+    if "float32" not in kinds or not ({"bfloat16"} & (kinds | {_dtype(node)})):
         return node
     a, b = (_as_float32(x) for x in operands)
     return type(node)(node.condition, a, b) if isinstance(node, tvm.tirx.Select) else type(node)(a, b)
@@ -211,7 +207,7 @@ def _stored_as_buffer_type(node):
     """A store whose value's type is not its buffer's after the retyping: a float32 value into a
     bfloat16 parameter rounds (the native store's rounding), a bfloat16 one into a held-as-float32
     buffer widens exactly."""
-    want, got = _dtype_of(node.buffer), _dtype_of(node.value)
+    want, got = _dtype(node.buffer), _dtype(node.value)
     if want == got or {want, got} != {"float32", "bfloat16"}:
         return node
     return tvm.tirx.BufferStore(node.buffer, tvm.tirx.Cast(want, node.value), node.indices)
