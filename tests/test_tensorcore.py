@@ -112,3 +112,49 @@ def test_a_batched_float16_matmul_of_two_symbolic_lengths_is_exact_at_every_stag
     assert "tvm_mma_sync" in zoo.schedule(scores.cuda, "dlight-gpu")[1]["main"].script()
     outcome = zoo.check_kernel(scores.name, scores.cuda, "dlight-gpu", reference=scores.reference)
     assert outcome.outcome == "ok" and outcome.stages_checked > 15, outcome
+
+
+@T.prim_func
+def mma_then_wider_epilogue(A: T.Buffer((16, 16), "float16"), B: T.Buffer((16, 16), "float16"),
+                            C: T.Buffer((16, 16), "float32"), D: T.Buffer((16, 16), "float32")):
+    # MetaSchedule's tensor-core samples have this shape: a one-warp wmma launch and, in the same
+    # function (before SplitHostDevice), an epilogue launch binding threadIdx.x to 64.
+    T.func_attr({"global_symbol": "main"})
+    Af = T.alloc_buffer((256,), "float16", scope="wmma.matrix_a")
+    Bf = T.alloc_buffer((256,), "float16", scope="wmma.matrix_b")
+    Cf = T.alloc_buffer((256,), "float32", scope="wmma.accumulator")
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        T.tvm_fill_fragment(Cf.data, 16, 16, 16, 0, T.float32(0))
+        T.tvm_load_matrix_sync(Af.data, 16, 16, 16, 0,
+                               T.tvm_access_ptr(T.type_annotation("float16"), A.data, 0, 256, 1), 16, "row_major")
+        T.tvm_load_matrix_sync(Bf.data, 16, 16, 16, 0,
+                               T.tvm_access_ptr(T.type_annotation("float16"), B.data, 0, 256, 1), 16, "col_major")
+        T.tvm_mma_sync(Cf.data, 0, Af.data, 0, Bf.data, 0, Cf.data, 0)
+        T.tvm_store_matrix_sync(Cf.data, 16, 16, 16, 0,
+                                T.tvm_access_ptr(T.type_annotation("float32"), C.data, 0, 256, 2), 16, "row_major")
+    for bx in T.thread_binding(4, thread="blockIdx.x"):
+        for tx in T.thread_binding(64, thread="threadIdx.x"):
+            D[(bx * 64 + tx) // 16, (bx * 64 + tx) % 16] = C[(bx * 64 + tx) // 16, (bx * 64 + tx) % 16] + T.float32(1)
+
+
+def test_a_fragment_is_one_warp_of_its_own_launch_not_the_functions_widest():
+    hm = thn.build(mma_then_wider_epilogue, target="cuda")
+    rng = np.random.default_rng(2)
+    a, b = (rng.uniform(-1, 1, (16, 16)).astype(np.float16) for _ in range(2))
+    want = _k_order_matmul(a, b.T, np.zeros((16, 16), np.float32))
+    for mode in ("exact", "fast"):
+        c, d = np.zeros((16, 16), np.float32), np.zeros((16, 16), np.float32)
+        hm.emulate(a, b, c, d, mode=mode, check=True)
+        np.testing.assert_array_equal(c, want)
+        np.testing.assert_array_equal(d, want + np.float32(1))
+
+
+def test_a_fragment_in_a_launch_wider_than_a_warp_is_refused_by_name():
+    wide = mma_then_wider_epilogue.script().replace(
+        'for tx in T.thread_binding(32, thread="threadIdx.x")', 'for tx in T.thread_binding(64, thread="threadIdx.x")')
+    import tvm
+    from tvm_hybrid_nb.errors import HybridError
+
+    hm = thn.build(tvm.script.from_source(wide), target="cuda", on_failure="keep")
+    with pytest.raises(HybridError, match="Af in a block whose threadIdx.x extent is not one warp"):
+        hm.stages[0].kernel("exact", False)

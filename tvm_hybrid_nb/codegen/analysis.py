@@ -200,6 +200,29 @@ def _thread_extents(body) -> dict[str, int]:
     return extents
 
 
+def launch_extents_touching(body, buf, tag: str = "threadIdx.x") -> set[int | None]:
+    """The extents of the ``tag`` launches in ``body`` whose threads touch buffer ``buf`` (a
+    variable of buffer type; None for an extent known at run time). A function of several launches,
+    before SplitHostDevice, binds a tag differently in each: a tensor-core fragment is one warp of
+    its own launch, whatever the others bind."""
+    extents: set[int | None] = set()
+
+    def visit(node):
+        key = _type_key(node)
+        if key == "tirx.For" and int(node.kind) == 4 and node.thread_binding is not None:
+            launch_tag, extent = str(node.thread_binding.thread_tag), node.extent
+        elif key == "tirx.AttrStmt" and node.attr_key == "thread_extent":
+            launch_tag, extent = str(node.node.thread_tag), node.value
+        else:
+            return None
+        if launch_tag == tag and _contains(node.body, lambda n: _type_key(n) == "ir.Var" and n.same_as(buf)):
+            extents.add(int(extent.value) if _type_key(extent) == "ir.IntImm" else None)
+        return None
+
+    tvm_ffi.structural_walk(body, visit, order="pre")
+    return extents
+
+
 def _injective(shape, strides) -> bool:
     """Whether distinct indices of a buffer with these constant strides reach distinct elements
     (each axis's stride, smallest first, steps past the span of the axes below it)."""

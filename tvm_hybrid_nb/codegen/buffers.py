@@ -9,7 +9,7 @@ import tvm
 import tvm_ffi
 
 from ..errors import UnsupportedConstructError
-from .analysis import _contiguous_strides, _injective, match_layout
+from .analysis import _contiguous_strides, _injective, launch_extents_touching, match_layout
 from .names import (Value, _BufferInfo, _CannotVectorize, _dtype, _is_zero, _key, _lanes, _name, _scalar_dtype,
     _store_name, _type_key, _varying)
 
@@ -33,7 +33,7 @@ class BuffersMixin:
         # A warp's tensor-core fragments (``wmma.*``, only touched by the loops :mod:`.tensorcore`
         # rewrites its intrinsics into): one copy per warp, the threads of a warp computing alike.
         info.per_warp = scope.startswith("wmma.")
-        if info.per_warp and self.gpu.thread_extents.get("threadIdx.x") not in (None, 32):
+        if info.per_warp and launch_extents_touching(self.func.body, buf) - {None, 32}:
             raise UnsupportedConstructError("tensor-core fragment", f"{buf.name} in a block whose threadIdx.x "
                                             f"extent is not one warp (32)")
         # Lanes whose iterations each touch their own elements share one copy (the plan proved it);
