@@ -561,6 +561,7 @@ class Stage:
         run.source = gen.source
         run.plan = gen.plan
         run.converts_float_to_int = "_float_to_int" in gen.helpers
+        run.sorts_in_runtime = "contrib_sort" in gen.helpers  # NaN's order there is undefined too
         return run
 
     def __repr__(self) -> str:

@@ -339,7 +339,8 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
     stage's (a pass that changed only what the emulation does not read) has that stage's result and
     is not run again.  ``unwritten``: per result, the mask of the reference elements its native run
     left unwritten (:func:`_unwritten_elements`), which are not compared; or a function that finds
-    them, called when a stage first differs (a second native run, only where it can matter).
+    them and the elements the reference leaves undefined (:func:`_left_out_elements`: masks, masks,
+    reason), called when a stage first differs (a second native run, only where it can matter).
     ``find_noise``: a function giving the reference's sensitivity to rounding-sized input changes
     (:func:`_rounding_noise`), called when a schedule that reorders arithmetic first differs beyond
     the tolerances; differences within it are no wrong answer.  Exceptions other than refusals reach
@@ -396,13 +397,20 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
             got = [np.where(mask, want, have) for have, want, mask in zip(exc.results, expected, exc.undefined)]
             if UNDEFINED_NOT_COMPARED not in outcome.reason:
                 count = sum(int(m.sum()) for m in exc.undefined)
+                cause = ("the order of NaN in TVM's runtime sort" if "order of NaN" in str(exc)
+                         else "out-of-range float -> int conversions, LLVM poison")
                 outcome.reason = "; ".join(filter(None, [outcome.reason, f"{UNDEFINED_NOT_COMPARED}: {count} "
-                                                         f"(out-of-range float -> int conversions, LLVM poison)"]))
+                                                         f"({cause})"]))
         problem = _outputs_equal(got, expected, bf16_native, reordered=outcome.flavour != "none",
                                  arithmetic_eps=arithmetic_eps)
         if problem and find_unwritten is not None:
-            masks, find_unwritten = find_unwritten(), None
+            (masks, undefined, cause), find_unwritten = find_unwritten(), None
             unwritten = None if masks is None else leave_out_unwritten(masks)
+            if undefined is not None:  # the reference's own value is undefined there
+                outcome.reason = "; ".join(filter(None, [outcome.reason, f"{UNDEFINED_NOT_COMPARED}: "
+                                                         f"{sum(int(m.sum()) for m in undefined)} (in the native "
+                                                         f"reference: {cause[:200]})"]))
+                unwritten = undefined if unwritten is None else [a | b for a, b in zip(unwritten, undefined)]
         if problem and unwritten is not None:
             got = [np.where(mask, want, have) for have, want, mask in zip(got, expected, unwritten)]
             problem = _outputs_equal(got, expected, bf16_native, reordered=outcome.flavour != "none",

@@ -196,6 +196,30 @@ def _unwritten_elements(native, inputs: list, expected: list) -> list | None:
     return masks if any(m.any() for m in masks) else None
 
 
+def _reference_undefined_elements(native, inputs: list) -> tuple[list | None, str]:
+    """Per result of ``native``, the mask of the elements its own value leaves undefined on
+    ``inputs`` (its emulation raises :class:`~tvm_hybrid_nb.errors.UndefinedResultError`: LLVM
+    poison, the order of NaN in TVM's runtime sort) and the emulator's reason; (None, "") when it
+    defines them all.  A schedule that computes such elements otherwise (a GPU sort network) is no
+    wrong answer there."""
+    from .errors import UndefinedResultError
+
+    args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
+    try:
+        native.emulate(*args, stage=0, mode="fast")
+    except UndefinedResultError as exc:
+        return exc.undefined, str(exc).split(": it depends on ", 1)[-1]
+    except Exception:  # noqa: BLE001 - no verdict on the reference: nothing left out
+        return None, ""
+    return None, ""
+
+
+def _left_out_elements(native, inputs: list, expected: list) -> tuple[list | None, list | None, str]:
+    """What the zoo leaves out of a comparison with ``native``'s run: the masks of
+    :func:`_unwritten_elements` and those of :func:`_reference_undefined_elements` with its reason."""
+    return (_unwritten_elements(native, inputs, expected), *_reference_undefined_elements(native, inputs))
+
+
 def _integer_zeros(params, inputs: list) -> list:
     """``inputs`` with every integer input array made 0."""
     return [np.zeros_like(a) if isinstance(a, np.ndarray) and not p.is_output and a.dtype.kind in "iu" else a
@@ -210,7 +234,7 @@ def _without_integer_zeros(params, inputs: list) -> list:
 
 def _reference_run(native, inputs: list, outcome) -> tuple[list, list, Callable | None]:
     """The inputs used, the values the native build of the reference computes on them and a function
-    that finds the elements it leaves unwritten (:func:`_unwritten_elements`; None when the reference
+    that finds the elements it leaves unwritten or undefined (:func:`_left_out_elements`; None when the reference
     is not a native run; ``outcome``, a ``KernelOutcome``, gets the reason and any TVM failure).  Seeded
     integer arrays whose zeros the kernel divides by (the run is refused: it would
     crash the process) are run again without zeros; a failure of TVM's own runtime (its sort library
@@ -256,7 +280,7 @@ def _reference_run(native, inputs: list, outcome) -> tuple[list, list, Callable 
                                    f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
         raise
     expected = native.result_values(args, result)
-    return inputs, expected, lambda: _unwritten_elements(native, inputs, expected)
+    return inputs, expected, lambda: _left_out_elements(native, inputs, expected)
 
 
 def _binds_threads(func) -> bool:

@@ -289,6 +289,8 @@ class OutOfRangeConversions:
     sequences :func:`_float_to_int` models), or the type's ``"min"``, ``"max"`` or ``"zero"``; a run
     under each that changes an output shows that the output depends on an undefined value.
     ``first`` is the first such conversion seen: (value, source dtype, destination dtype).
+    TVM's runtime sorts leave one more thing undefined, the order of NaN (:meth:`unordered_sort`);
+    ``unordered`` names the first such sort, and the policy orders its rows holding NaN.
     ``probing``: a rerun that only looks for outputs depending on those values; the overflow
     sanitizer (``checked_arith``) stays quiet in it, the stand-ins' sums not being the kernel's."""
 
@@ -300,6 +302,14 @@ class OutOfRangeConversions:
         self.policy = policy
         self.probing = probing
         self.first = None
+        self.unordered = None
+
+    def unordered_sort(self, function: str, dtype) -> str:
+        """The policy by which a sort (``function``, TVM's runtime sort) of ``dtype`` values holding
+        NaN orders those rows; the first such sort is recorded."""
+        if self.unordered is None:
+            self.unordered = f"{function} of {np.dtype(dtype)} values holding NaN"
+        return self.policy
 
     def convert(self, x, native, dtype):
         """``native`` (the converted ``x``), with this run's value where ``x`` is out of ``dtype``'s range."""

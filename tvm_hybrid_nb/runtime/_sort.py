@@ -8,18 +8,35 @@ import numpy as np
 
 
 # --------------------------------------------------------------------------- sorting
-def _stable_order(data, axis, ascend):
+def _stable_order(data, axis, ascend, nan_policy=None):
     """The order ``std::stable_sort`` gives with TVM's comparators: ascending (``<``) or descending
     (``>``) values, equal values in their original order.  NaN breaks the strict weak order those
-    comparators need, so the C++ result depends on the library's merge steps: refused."""
-    if data.dtype.kind == "f" and np.isnan(data).any():
+    comparators need, so the C++ order of a row holding NaN depends on the library's merge steps (it
+    may leave other values unsorted too): with no ``nan_policy`` that is refused; an emulation run
+    gives one (see ``OutOfRangeConversions.unordered_sort``) and such rows are ordered by it: numpy's
+    (``"native"``), NaN first (``"min"``), reversed (``"max"``) or left as they are (``"zero"``), so
+    that the outputs which depend on the order can be told apart."""
+    has_nan = data.dtype.kind == "f" and bool(np.isnan(data).any())
+    if has_nan and nan_policy is None:
         raise ValueError("sorting NaN: std::stable_sort's order is implementation-defined for NaN "
                          "(TVM's comparators are not a strict weak order), so it cannot be emulated exactly")
+    keys = data
+    if has_nan and nan_policy == "min":
+        keys = np.where(np.isnan(data), np.asarray(-np.inf if ascend else np.inf, data.dtype), data)
     if ascend:
-        return np.argsort(data, axis=axis, kind="stable")
-    n = data.shape[axis]
-    flipped = np.argsort(np.flip(data, axis=axis), axis=axis, kind="stable")
-    return np.flip(n - 1 - flipped, axis=axis)
+        order = np.argsort(keys, axis=axis, kind="stable")
+    else:
+        n = data.shape[axis]
+        flipped = np.argsort(np.flip(keys, axis=axis), axis=axis, kind="stable")
+        order = np.flip(n - 1 - flipped, axis=axis)
+    if has_nan and nan_policy in ("max", "zero"):
+        rows = np.isnan(data).any(axis=axis, keepdims=True)
+        shape = [1] * data.ndim
+        shape[axis] = data.shape[axis]
+        other = (np.flip(order, axis=axis) if nan_policy == "max"
+                 else np.broadcast_to(np.arange(data.shape[axis]).reshape(shape), order.shape))
+        order = np.where(rows, other, order)
+    return order
 
 
 def contrib_sort(function, *args, written=None):
@@ -27,7 +44,9 @@ def contrib_sort(function, *args, written=None):
     ``sort(data, out, axis, is_ascend)``, ``argsort(data, out, axis, is_ascend)`` and
     ``topk(data, out..., k, axis, ret_type, is_ascend)`` (``ret_type`` "both": values then indices;
     ``k < 1`` means all).  Indices are cast to the output's dtype.  Returns 0 like a packed call.
-    ``written`` (the sanitizers): per argument, its written-marks or None; the elements written are marked."""
+    ``written`` (the sanitizers): per argument, its written-marks or None; the elements written are marked.
+    A row holding NaN is ordered by the run's record of undefined values (``__out_of_range__``, an
+    :class:`OutOfRangeConversions`): the native order is unspecified there (see :func:`_stable_order`)."""
     data = args[0]
     if function == "tvm.contrib.sort.topk":
         k, axis, ret_type, ascend = int(args[-4]), int(args[-3]), str(args[-2]), bool(args[-1])
@@ -41,7 +60,12 @@ def contrib_sort(function, *args, written=None):
     axis = axis + data.ndim if axis < 0 else axis
     if not 0 <= axis < data.ndim:
         raise ValueError(f"{function}: axis out of bounds for input of {data.ndim} dimensions")
-    order = _stable_order(data, axis, ascend)
+    record = globals().get("__out_of_range__")
+    record = record.get() if record is not None else None
+    nan_policy = None
+    if record is not None and data.dtype.kind == "f" and np.isnan(data).any():
+        nan_policy = record.unordered_sort(function, data.dtype)
+    order = _stable_order(data, axis, ascend, nan_policy)
     marks = list(written) if written is not None else [None] * len(args)
     if function == "tvm.contrib.sort.sort":
         args[1][...] = np.take_along_axis(data, order, axis=axis)
