@@ -54,3 +54,39 @@ def test_binary_math_matches_the_native_llvm_build(name):
     emulated = hm.emulate(x, y, np.zeros(N, np.float32))
     assert _agreement(emulated, native) >= least
     np.testing.assert_allclose(emulated, native, rtol=3e-7, atol=0)
+
+
+#: float64 math, whose every value TVM's llvm code takes from libm (``exp``, ``sinh``, ``pow``...):
+#: bit for bit, the special values (overflow to inf, a domain error's NaN, log of 0) included.
+FLOAT64_UNARY = {"exp": (-20, 20), "sinh": (-20, 20), "cosh": (-20, 20), "tanh": (-5, 5), "log": (1e-3, 1e3),
+                 "log10": (1e-3, 1e3), "log1p": (-0.5, 10), "asin": (-1, 1), "acos": (-1, 1), "atan": (-10, 10),
+                 "asinh": (-10, 10), "acosh": (1, 10), "atanh": (-0.99, 0.99), "exp2": (-20, 20), "sin": (-10, 10),
+                 "tan": (-1.5, 1.5)}
+SPECIAL = np.array([0.0, -0.0, 800.0, -800.0, np.inf, -np.inf, -1.0, 1.0, 2.0, np.nan])
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT64_UNARY))
+def test_float64_math_is_the_c_librarys_bit_for_bit(name):
+    lo, hi = FLOAT64_UNARY[name]
+    a = te.placeholder((N,), "float64", name="a")
+    b = te.compute((N,), lambda i: getattr(tvm.tirx, name)(a[i]), name="b")
+    hm = thn.build(te.create_prim_func([a, b]))
+    x = np.random.default_rng(1).uniform(lo, hi, N)
+    x[:SPECIAL.size] = SPECIAL
+    native = np.zeros(N)
+    hm.run_native(x, native)
+    for mode in ("fast", "exact"):
+        emulated = hm.emulate(x, np.zeros(N), mode=mode)
+        np.testing.assert_array_equal(emulated, native, err_msg=f"{name} {mode}")
+
+
+def test_float64_pow_and_atan2_are_the_c_librarys_bit_for_bit():
+    a, c = te.placeholder((N,), "float64", name="a"), te.placeholder((N,), "float64", name="c")
+    b = te.compute((N,), lambda i: tvm.tirx.pow(a[i], c[i]) + tvm.tirx.atan2(c[i], a[i]), name="b")
+    hm = thn.build(te.create_prim_func([a, c, b]))
+    rng = np.random.default_rng(2)
+    x, y = rng.uniform(0.01, 10, N), rng.uniform(-5, 5, N)
+    x[:4], y[:4] = [-2.0, 0.0, 1e300, np.nan], [0.5, -1.0, 2.0, 1.0]  # NaN, inf, overflow
+    native = np.zeros(N)
+    hm.run_native(x, y, native)
+    np.testing.assert_array_equal(hm.emulate(x, y, np.zeros(N), mode="fast"), native)

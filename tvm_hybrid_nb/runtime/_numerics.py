@@ -7,7 +7,7 @@ function returns as the packed API hands it over (``packed_return``),
 conversions as the native x86-64 kernel computes them (``cast``, ``reinterpret`` and the
 ``_float_to_*`` helpers) and the record of out-of-range float → integer conversions, whose native
 value is undefined (:class:`OutOfRangeConversions`, :data:`OUT_OF_RANGE_CONVERSIONS`), ``select``/``minimum``/``maximum``/``ordered_ne``, and math in the operand's dtype
-(``rsqrt``, ``sigmoid``, ``erf``, ``clz``, ``popcount``, ``in_double``, ``nan_through``).
+(``rsqrt``, ``sigmoid``, ``erf``, ``clz``, ``popcount``, ``in_double``, ``nan_through``, float64 ``libm``).
 """
 from __future__ import annotations
 
@@ -459,6 +459,28 @@ def erf(x):
     """The error function, computed in double and rounded to ``x``'s dtype."""
     x = np.asarray(x)
     out = np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+def libm(name, x, *more):
+    """float64 ``np.<name>`` of ``x`` (and ``more`` operands: ``power``, ``arctan2``) as the C library
+    computes it: TVM's llvm code calls libm (``exp``, ``sinh``, ``pow``...), whose last bit numpy's own
+    float64 loops miss in up to a quarter of the values.  Each element goes through Python's ``math``
+    (the same libm); where ``math`` raises instead of returning (overflow, a domain error) the value is
+    numpy's, the special value (inf, NaN) the C library returns."""
+    python = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh", "arccosh": "acosh",
+              "arctanh": "atanh", "arctan2": "atan2", "power": "pow"}.get(name, name)
+    exact, fallback = getattr(math, python), getattr(np, name)
+
+    def one(*values):
+        try:
+            return exact(*values)
+        except (OverflowError, ValueError):
+            with np.errstate(all="ignore"):
+                return float(fallback(*values))
+
+    operands = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (x, *more)))
+    out = np.asarray(np.frompyfunc(one, len(operands), 1)(*operands), dtype=np.float64).reshape(operands[0].shape)
     return out[()] if out.ndim == 0 else out
 
 
