@@ -195,7 +195,7 @@ class HybridModule:
         # Raises StageNotEmulatableError; fast mode: cheap sizes run the exact plan.
         kernel = s.kernel(mode, check, sizes=bound.sizes)
         pristine = (_copies(arrays) if getattr(kernel, "converts_float_to_int", False)
-                    or getattr(kernel, "sorts_in_runtime", False) else None)
+                    or getattr(kernel, "leaves_orders_open", False) else None)
         record = OutOfRangeConversions()
         try:
             returned = self._run_bound(kernel, s, bound, arrays, progress, record)
@@ -215,7 +215,7 @@ class HybridModule:
             except EmulationError:
                 raise exc from None
         result = self._outputs_of(arrays, returned)
-        if record.first is not None or record.unordered is not None:
+        if record.first is not None or record.unordered_cause is not None:
             self._refuse_undefined_results(kernel, s, pristine, self.result_values(arrays, result), record)
         return result
 
@@ -240,9 +240,9 @@ class HybridModule:
 
     def _refuse_undefined_results(self, kernel, s: Stage, pristine: list, results: list,
                                   record: OutOfRangeConversions) -> None:
-        """A run converted floats out of an integer type's range, or sorted NaN with TVM's runtime
-        sort: run again from ``pristine`` with those values at the type's min, max and zero (NaN rows
-        ordered otherwise), and raise :class:`UndefinedResultError` when a result element changes (it
+        """A run converted floats out of an integer type's range, or ordered values where the kernel
+        leaves the order open (``record.unordered``): run again from ``pristine`` with those values at
+        the type's min, max and zero (the values in other orders), and raise :class:`UndefinedResultError` when a result element changes (it
         depends on LLVM poison or on an unspecified order; a discarded value changes none)."""
         undefined = [np.zeros(np.shape(r), bool) for r in results]
         for policy in OutOfRangeConversions.POLICIES[1:]:
@@ -261,9 +261,7 @@ class HybridModule:
             cause = (f"a {src} -> {dst} conversion of a value out of {dst}'s range (first seen: {value!r}), which "
                      f"is poison in LLVM - the native kernel's value depends on how the loop was compiled")
         else:
-            cause = (f"the order of NaN in a sort ({record.unordered}): TVM's runtime sorts with "
-                     f"std::stable_sort and '<', which does not order NaN, so the native order depends on the "
-                     f"C++ library's merge steps")
+            cause = record.unordered_cause
         raise UndefinedResultError(
             f"emulation of stage {s.label}: {self.result_names[k]}{index if index else ''} is undefined on these "
             f"inputs ({sum(counts)} result element{'s' if sum(counts) != 1 else ''} in all): it depends on "

@@ -561,7 +561,8 @@ class Stage:
         run.source = gen.source
         run.plan = gen.plan
         run.converts_float_to_int = "_float_to_int" in gen.helpers
-        run.sorts_in_runtime = "contrib_sort" in gen.helpers  # NaN's order there is undefined too
+        # Orders of NaN the kernel leaves open: TVM's runtime sort, a cross-thread reduction's combine order.
+        run.leaves_orders_open = bool({"contrib_sort", "thread_allreduce", "thread_allreduce_values"} & set(gen.helpers))
         return run
 
     def __repr__(self) -> str:

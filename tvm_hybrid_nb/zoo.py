@@ -361,6 +361,7 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
     find_unwritten = unwritten if callable(unwritten) else None
     unwritten = None if find_unwritten is not None or unwritten is None else leave_out_unwritten(unwritten)
     noise = None
+    undefined_so_far = None  # the result elements a stage has shown undefined on these inputs
     checked_programs: set[str] = set()
     bf16_native = _bf16_native(hm)
     arithmetic_eps = _arithmetic_eps(hm) if outcome.flavour != "none" else 0.0
@@ -393,14 +394,20 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
             outcome.outcome, outcome.reason = "refused", str(exc)
             return
         except UndefinedResultError as exc:
-            # The native reference is undefined there too: compare the defined elements only.
-            got = [np.where(mask, want, have) for have, want, mask in zip(exc.results, expected, exc.undefined)]
+            # The native reference is undefined there too (or the kernel leaves an order open that
+            # the reference fixed): compare the defined elements only, at this stage and the later
+            # ones, whose passes may fix one value for them (LowerThreadAllreduce an order).
+            undefined_so_far = (exc.undefined if undefined_so_far is None
+                                else [a | b for a, b in zip(undefined_so_far, exc.undefined)])
+            got = list(exc.results)
             if UNDEFINED_NOT_COMPARED not in outcome.reason:
                 count = sum(int(m.sum()) for m in exc.undefined)
-                cause = ("the order of NaN in TVM's runtime sort" if "order of NaN" in str(exc)
-                         else "out-of-range float -> int conversions, LLVM poison")
+                cause = ("out-of-range float -> int conversions, LLVM poison" if "poison in LLVM" in str(exc)
+                         else str(exc).split(": it depends on ", 1)[-1].split(":", 1)[0][:160])
                 outcome.reason = "; ".join(filter(None, [outcome.reason, f"{UNDEFINED_NOT_COMPARED}: {count} "
                                                          f"({cause})"]))
+        if undefined_so_far is not None:
+            got = [np.where(mask, want, have) for have, want, mask in zip(got, expected, undefined_so_far)]
         problem = _outputs_equal(got, expected, bf16_native, reordered=outcome.flavour != "none",
                                  arithmetic_eps=arithmetic_eps)
         if problem and find_unwritten is not None:

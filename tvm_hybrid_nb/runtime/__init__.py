@@ -31,7 +31,7 @@ from ._lanes import last_lane, last_lane_along
 from ._sanitizers import (_lane_note, _unwritten_message, access, read_written, read_logged,
                            read_or_taint, mark_written)
 from ._lanes import lanes_view, parallel_chunks
-from ._gpu import (_lane_array, _threads_first, thread_allreduce, thread_allreduce_values, warp_shuffle,
+from ._gpu import (_lane_array, _threads_first, _fold_order, _fold, _allreduce_policy, thread_allreduce, thread_allreduce_values, warp_shuffle,
                    _shuffle_message, warp_activemask, sblock, atomic_add)
 from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floormod, shift_count, checked_arith,
                         packed_return,
@@ -64,8 +64,9 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "maximum": ("select",),
     "load": ("_in_bounds", "_bounds_error", "_all"),
     "_bounds_error": ("_lane_note",),
-    "thread_allreduce": ("_threads_first",),
-    "thread_allreduce_values": ("_threads_first",),
+    "thread_allreduce": ("_threads_first", "_fold", "_allreduce_policy"),
+    "thread_allreduce_values": ("_threads_first", "_fold", "_allreduce_policy"),
+    "_fold": ("_fold_order",),
     "_threads_first": ("_lane_array",),
     "RaceLog": ("_lane_text", "_warp_bits", "_DeferredRead", "_distinct"),
     "_DeferredRead": ("_lane_ids",),

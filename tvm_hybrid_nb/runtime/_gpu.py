@@ -102,24 +102,81 @@ def _threads_first(value, axes, extents, ndim):
     return moved.reshape((int(np.prod(moved.shape[:len(axes)], dtype=np.int64)),) + moved.shape[len(axes):])
 
 
+def _fold_order(count, policy):
+    """The threads' indices as a fold of ``count`` values combines them: ``(a, b)`` pairs, level by
+    level, each giving ``a`` the combined value.  ``"native"`` and None: in thread order (lowest
+    thread first); ``"min"``: highest first; ``"max"``: the halving tree of TVM's shared-memory
+    allreduce (the top part folded onto the lowest threads, then ``i`` with ``i + offset`` for halving
+    offsets); ``"zero"``: that tree over the threads reversed."""
+    if policy in (None, "native"):
+        return [(0, k) for k in range(1, count)]
+    if policy == "min":
+        return [(count - 1, k) for k in range(count - 2, -1, -1)]
+    index = list(range(count)) if policy == "max" else list(range(count - 1, -1, -1))
+    pairs, align = [], 1
+    while align < count:
+        align <<= 1
+    if align > count:
+        align >>= 1
+        pairs += [(index[i], index[i + align]) for i in range(count - align)]
+    while align > 1:
+        align >>= 1
+        pairs += [(index[i], index[i + align]) for i in range(align)]
+    return pairs
+
+
+def _allreduce_policy(flats):
+    """The run's order for a fold of ``flats`` (None: thread order): another where a value is NaN,
+    chosen by the run's record (``__out_of_range__``)."""
+    if not any(f.dtype.kind in "fc" and np.isnan(f).any() for f in flats):
+        return None
+    record = globals().get("__out_of_range__")
+    record = record.get() if record is not None else None
+    return None if record is None else record.unordered(
+        "the order in which tvm_thread_allreduce combines the threads' values, some of them NaN: a min/max "
+        "of NaN depends on it, and the TIR leaves it open until LowerThreadAllreduce fixes one")
+
+
+def _fold(combine, flats, policy):
+    """``flats`` (each the threads' values, threads first) folded with ``combine`` (tuples to a tuple)
+    in thread order; the lanes whose threads hold a NaN folded in :func:`_fold_order`'s ``policy``
+    order instead (the others' order is not in question: a sum's rounding is the schedule's)."""
+    count = flats[0].shape[0]
+    acc = tuple(f[0] for f in flats)
+    for k in range(1, count):
+        acc = tuple(combine(*acc, *(f[k] for f in flats)))
+    if policy in (None, "native"):
+        return acc
+    slots = [list(f) for f in flats]
+    pairs = _fold_order(count, policy)
+    for a, b in pairs:
+        combined = tuple(combine(*(s[a] for s in slots), *(s[b] for s in slots)))
+        for s, value in zip(slots, combined):
+            s[a] = value
+    first = pairs[-1][0] if pairs else 0
+    nan = np.zeros(np.shape(acc[0]), bool)
+    for f in flats:
+        if f.dtype.kind in "fc":
+            nan = nan | np.isnan(f).any(axis=0)
+    return tuple(np.where(nan, s[first], a).astype(np.asarray(a).dtype) for s, a in zip(slots, acc))
+
+
 def thread_allreduce(combine, value, axes, extents, ndim=12):
     """``tvm_thread_allreduce``: fold the values of the threads along ``axes`` with ``combine`` in
-    thread order (lowest thread first) and give every thread the result."""
+    thread order (lowest thread first) and give every thread the result.  Where a value is NaN the
+    result may depend on the order (a min), which the TIR leaves open: the run's record picks one
+    (:func:`_allreduce_policy`)."""
     flat = _threads_first(value, axes, extents, ndim)
-    acc = flat[0]
-    for k in range(1, flat.shape[0]):
-        acc = combine(acc, flat[k])
+    (acc,) = _fold(lambda a, b: (combine(a, b),), [flat], _allreduce_policy([flat]))
     return np.expand_dims(acc, tuple(axes))
 
 
 def thread_allreduce_values(combine, values, axes, extents, ndim=12):
     """``tvm_thread_allreduce`` of several values: fold the threads' value tuples along ``axes`` with
-    ``combine(*acc, *next)`` (which returns a tuple) in thread order, and give every thread the result."""
+    ``combine(*acc, *next)`` (which returns a tuple) in thread order, and give every thread the result
+    (the order where a value is NaN as :func:`thread_allreduce`)."""
     flats = [_threads_first(value, axes, extents, ndim) for value in values]
-    count = max(f.shape[0] for f in flats)
-    acc = tuple(f[0] for f in flats)
-    for k in range(1, count):
-        acc = tuple(combine(*acc, *(f[k] for f in flats)))
+    acc = _fold(combine, flats, _allreduce_policy(flats))
     return tuple(np.expand_dims(np.asarray(a), tuple(axes)) for a in acc)
 
 

@@ -289,8 +289,9 @@ class OutOfRangeConversions:
     sequences :func:`_float_to_int` models), or the type's ``"min"``, ``"max"`` or ``"zero"``; a run
     under each that changes an output shows that the output depends on an undefined value.
     ``first`` is the first such conversion seen: (value, source dtype, destination dtype).
-    TVM's runtime sorts leave one more thing undefined, the order of NaN (:meth:`unordered_sort`);
-    ``unordered`` names the first such sort, and the policy orders its rows holding NaN.
+    Orders the kernel leaves open are undefined alike (:meth:`unordered`: TVM's runtime sort of NaN, a
+    cross-thread min of NaN before LowerThreadAllreduce): ``unordered_cause`` says the first, and the
+    policy picks the order of each run.
     ``probing``: a rerun that only looks for outputs depending on those values; the overflow
     sanitizer (``checked_arith``) stays quiet in it, the stand-ins' sums not being the kernel's."""
 
@@ -302,13 +303,14 @@ class OutOfRangeConversions:
         self.policy = policy
         self.probing = probing
         self.first = None
-        self.unordered = None
+        self.unordered_cause = None
 
-    def unordered_sort(self, function: str, dtype) -> str:
-        """The policy by which a sort (``function``, TVM's runtime sort) of ``dtype`` values holding
-        NaN orders those rows; the first such sort is recorded."""
-        if self.unordered is None:
-            self.unordered = f"{function} of {np.dtype(dtype)} values holding NaN"
+    def unordered(self, cause: str) -> str:
+        """The policy by which a computation whose order the kernel leaves open orders its values
+        this run (a sort of NaN, a cross-thread min of NaN); ``cause`` says what depends on it (the
+        first is recorded)."""
+        if self.unordered_cause is None:
+            self.unordered_cause = cause
         return self.policy
 
     def convert(self, x, native, dtype):

@@ -13,7 +13,7 @@ def _stable_order(data, axis, ascend, nan_policy=None):
     (``>``) values, equal values in their original order.  NaN breaks the strict weak order those
     comparators need, so the C++ order of a row holding NaN depends on the library's merge steps (it
     may leave other values unsorted too): with no ``nan_policy`` that is refused; an emulation run
-    gives one (see ``OutOfRangeConversions.unordered_sort``) and such rows are ordered by it: numpy's
+    gives one (see ``OutOfRangeConversions.unordered``) and such rows are ordered by it: numpy's
     (``"native"``), NaN first (``"min"``), reversed (``"max"``) or left as they are (``"zero"``), so
     that the outputs which depend on the order can be told apart."""
     has_nan = data.dtype.kind == "f" and bool(np.isnan(data).any())
@@ -64,7 +64,10 @@ def contrib_sort(function, *args, written=None):
     record = record.get() if record is not None else None
     nan_policy = None
     if record is not None and data.dtype.kind == "f" and np.isnan(data).any():
-        nan_policy = record.unordered_sort(function, data.dtype)
+        nan_policy = record.unordered(
+            f"the order of NaN in a sort ({function} of {data.dtype} values holding NaN): TVM's runtime sorts "
+            f"with std::stable_sort and '<', which does not order NaN, so the native order depends on the C++ "
+            f"library's merge steps")
     order = _stable_order(data, axis, ascend, nan_policy)
     marks = list(written) if written is not None else [None] * len(args)
     if function == "tvm.contrib.sort.sort":
