@@ -11,7 +11,7 @@ import tvm
 from tvm import te
 
 import tvm_hybrid_nb as thn
-from tvm_hybrid_nb.errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError,
+from tvm_hybrid_nb.errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError, BuildError,
                                   StageLookupError, StageNotEmulatableError)
 from tvm_hybrid_nb.examples import EXAMPLES, get_example
 
@@ -387,3 +387,35 @@ def test_build_lowers_under_the_callers_pass_context():
     outputs = hm.emulate(*[a.copy() for a in args], stage="tirx.VectorizeLoop", mode="fast")
     expected = ex.reference(*[a for a, p in zip(args, hm.params) if not p.is_output])
     np.testing.assert_allclose(outputs, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_symbolic_kernel_with_topis_buffer_alignment_becomes_an_op():
+    # topi's extern kernels (sorts, scans) declare their buffers aligned to 8 at offset 0: the
+    # specialised buffers must keep that, or PrimFunc.specialize refuses ("data_alignment 64 vs. 8").
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def twice(a: T.handle, b: T.handle):
+        T.func_attr({"global_symbol": "main"})
+        n = T.int64()
+        A = T.match_buffer(a, (n,), "float32", align=8, offset_factor=1)
+        B = T.match_buffer(b, (n,), "float32", align=8, offset_factor=1)
+        for i in range(n):
+            B[i] = A[i] * T.float32(2)
+
+    hm = thn.build(twice)
+    x = te.placeholder((5,), "float32", name="x")
+    d = te.compute((5,), lambda i: hm(x)[i] + 1.0, name="D")
+    xa = np.random.default_rng(7).random(5, dtype=np.float32)
+    np.testing.assert_array_equal(_build_and_run([x], d, [xa], (5,)), xa * 2 + 1)
+
+
+def test_a_kernel_that_sorts_through_the_runtime_is_no_op_and_says_why():
+    from tvm.relax.frontend.nn import op, spec
+
+    from tests.test_zoo import _nn_kernels
+
+    (sort,) = [k for k in _nn_kernels("srt", lambda self, x: op.sort(x, axis=1), {"x": spec.Tensor(("n", 6), "float32")})
+               if k.llvm is not None]
+    with pytest.raises(BuildError, match="touches its buffers only through a packed call"):
+        thn.build(sort.llvm)(te.placeholder((3, 6), "float32", name="x"))

@@ -498,6 +498,11 @@ class HybridModule:
             adapted.append(te.compute(buf.shape, _element_reader(tensor), name=f"{spec.name}_in"))
         try:
             out = te.extern_primfunc(adapted, func, name=self.name)
+        except AssertionError as exc:
+            # te.extern_primfunc tells inputs from outputs by the buffer accesses it sees.
+            raise BuildError(f"could not make an op from {self.name}: TVM's te.extern_primfunc finds no "
+                             f"{'input' if 'input' in str(exc) else 'output'} buffer access in it (a kernel that "
+                             f"touches its buffers only through a packed call, e.g. tvm.contrib.sort)") from exc
         except Exception as exc:
             raise BuildError(f"could not make an op from {self.name}: {_capture.short_tvm_message(exc)}") from exc
         return out

@@ -85,7 +85,10 @@ def _specialized(func, sizes: dict, name: str):
             continue
         if all(isinstance(d, (tvm.tirx.Var, tvm.tirx.IntImm)) for d in p.shape):
             shape = [sizes.get(d, d) if isinstance(d, tvm.tirx.Var) else d for d in p.shape]
-            param_map[p] = tvm.tirx.decl_buffer(shape, p.dtype, name=p.name)
+            # The parameter's own alignment and offset: PrimFunc.specialize refuses a buffer that
+            # differs there (topi's sort and scan buffers are aligned to 8, at offset 0).
+            param_map[p] = tvm.tirx.decl_buffer(shape, p.dtype, name=p.name, data_alignment=p.data_alignment,
+                                                offset_factor=p.offset_factor, elem_offset=p.elem_offset)
             covered |= {d for d in p.shape if isinstance(d, tvm.tirx.Var)}
     missing = [str(v) for v in sizes if v not in covered]
     if missing:
