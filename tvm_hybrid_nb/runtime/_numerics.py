@@ -7,7 +7,7 @@ function returns as the packed API hands it over (``packed_return``),
 conversions as the native x86-64 kernel computes them (``cast``, ``reinterpret`` and the
 ``_float_to_*`` helpers) and the record of out-of-range float → integer conversions, whose native
 value is undefined (:class:`OutOfRangeConversions`, :data:`OUT_OF_RANGE_CONVERSIONS`), ``select``/``minimum``/``maximum``/``ordered_ne``, and math in the operand's dtype
-(``rsqrt``, ``sigmoid``, ``erf``, ``clz``, ``popcount``, ``in_double``, ``nan_through``, float64 ``libm``).
+(``rsqrt``, ``sigmoid``, ``erf``, ``clz``, ``popcount``, ``in_double``, ``nan_through``, float64 ``libm``, ``libm_float32``).
 """
 from __future__ import annotations
 
@@ -483,6 +483,36 @@ def libm(name, x, *more):
 
     operands = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (x, *more)))
     out = np.asarray(np.frompyfunc(one, len(operands), 1)(*operands), dtype=np.float64).reshape(operands[0].shape)
+    return out[()] if out.ndim == 0 else out
+
+
+def libm_float32(name, x, *more):
+    """float32 ``np.<name>`` of ``x`` (and ``more``: ``arctan2``) as the C library's float function
+    computes it (``sinhf``, ``log10f``, ``atan2f``, ``erff``...), which TVM's llvm code calls: glibc
+    does not round those correctly, so neither numpy's float32 loops nor a float64 value rounded give
+    its last bit (1 ulp off in 1 % to 28 % of values).  Each element is a call through ``ctypes``;
+    without a C math library (none found) the float64 value rounded."""
+    import ctypes
+    import ctypes.util
+
+    c_name = {"arcsin": "asinf", "arccos": "acosf", "arctan": "atanf", "arcsinh": "asinhf",
+              "arccosh": "acoshf", "arctanh": "atanhf", "arctan2": "atan2f", "power": "powf"}.get(name, name + "f")
+    cache = libm_float32.__dict__.setdefault("functions", {})
+    if c_name not in cache:
+        path = ctypes.util.find_library("m")
+        function = getattr(ctypes.CDLL(path), c_name, None) if path else None
+        if function is not None:
+            function.restype = ctypes.c_float
+            function.argtypes = [ctypes.c_float] * (1 + len(more))
+        cache[c_name] = function
+    function = cache[c_name]
+    operands = np.broadcast_arrays(*(np.asarray(v, np.float32) for v in (x, *more)))
+    if function is None:
+        exact = math.erf if name == "erf" else getattr(np, name)
+        out = np.frompyfunc(exact, len(operands), 1)(*(o.astype(np.float64) for o in operands))
+    else:
+        out = np.frompyfunc(function, len(operands), 1)(*operands)
+    out = np.asarray(out, dtype=np.float64).astype(np.float32).reshape(operands[0].shape)
     return out[()] if out.ndim == 0 else out
 
 
