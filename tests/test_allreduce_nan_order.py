@@ -19,10 +19,11 @@ from tvm_hybrid_nb.runtime import _fold_order
 ROWS = np.array([[np.nan, 0.85226685, 0.2879643, np.nan, np.nan], [3, 1, 2, 5, 4]], np.float32)
 
 
-def _row_min_across_threads():
+def _across_threads(reduce=te.min):
+    """A row ``reduce`` (te.min, te.sum) of a (2, 5) float32 array, each row over 32 threads."""
     a = te.placeholder((2, 5), "float32", name="A")
     k = te.reduce_axis((0, 5), name="k")
-    b = te.compute((2,), lambda i: te.min(a[i, k], axis=k), name="B")
+    b = te.compute((2,), lambda i: reduce(a[i, k], axis=k), name="B")
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
     i, kk = sch.get_loops(sch.get_sblock("B"))
     sch.bind(i, "blockIdx.x")
@@ -42,7 +43,7 @@ def _tree_min(row, extent=32):
 
 
 def test_the_open_order_is_said_and_lowerthreadallreduce_computes_tvms_tree():
-    hm = _row_min_across_threads()
+    hm = _across_threads()
     cross = hm.stage("s_tir.LowerCrossThreadReduction").index
     lowered = hm.stage("s_tir.LowerThreadAllreduce").index
     for mode in ("exact", "fast"):
@@ -60,14 +61,7 @@ def test_the_open_order_is_said_and_lowerthreadallreduce_computes_tvms_tree():
 
 
 def test_a_sum_of_nan_is_nan_in_every_order_and_stays_defined():
-    a = te.placeholder((2, 5), "float32", name="A")
-    k = te.reduce_axis((0, 5), name="k")
-    b = te.compute((2,), lambda i: te.sum(a[i, k], axis=k), name="B")
-    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
-    i, kk = sch.get_loops(sch.get_sblock("B"))
-    sch.bind(i, "blockIdx.x")
-    sch.bind(sch.split(kk, [None, 32])[1], "threadIdx.x")
-    hm = hmodule.build(sch.mod, target=tvm.target.Target("nvidia/nvidia-a100"))
+    hm = _across_threads(te.sum)
     out = np.zeros(2, np.float32)
     hm.emulate(ROWS.copy(), out, stage="s_tir.LowerCrossThreadReduction", mode="fast")
     assert np.isnan(out[0]) and out[1] == 15
@@ -91,7 +85,7 @@ def test_the_zoo_compares_the_rows_without_nan_at_every_stage():
     expected = np.zeros(2, np.float32)
     native.run_native(ROWS.copy(), expected)
     assert np.isnan(expected[0]) and expected[1] == 1
-    hm = _row_min_across_threads()
+    hm = _across_threads()
     outcome = zoo.KernelOutcome("dlight-gpu", "row_min", "ok")
     zoo.emulate_stages(hm, [ROWS.copy(), np.zeros(2, np.float32)], [expected], outcome, check=True)
     assert outcome.outcome == "ok" and outcome.stages_checked > 10, outcome

@@ -464,24 +464,49 @@ def erf(x):
     return out[()] if out.ndim == 0 else out
 
 
+def _c_math(c_name: str, ctype, arity: int):
+    """The C math library's function ``c_name`` of ``arity`` arguments of ``ctype`` (``ctypes.c_float``,
+    ``c_double``) through ``ctypes``, looked up once; None without a C math library."""
+    import ctypes
+    import ctypes.util
+
+    cache = _c_math.__dict__.setdefault("functions", {})
+    if c_name not in cache:
+        path = ctypes.util.find_library("m")
+        function = getattr(ctypes.CDLL(path), c_name, None) if path else None
+        if function is not None:
+            function.restype = ctypes.c_float if ctype == "float" else ctypes.c_double
+            function.argtypes = [function.restype] * arity
+        cache[c_name] = function
+    return cache[c_name]
+
+
+def _c_name(name: str) -> str:
+    """The C math library's name of numpy's ``name`` (its float64 function; float32 adds ``f``)."""
+    return {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh", "arccosh": "acosh",
+            "arctanh": "atanh", "arctan2": "atan2", "power": "pow"}.get(name, name)
+
+
 def libm(name, x, *more):
     """float64 ``np.<name>`` of ``x`` (and ``more`` operands: ``power``, ``arctan2``) as the C library
     computes it: TVM's llvm code calls libm (``exp``, ``sinh``, ``pow``...), whose last bit numpy's own
     float64 loops miss in up to a quarter of the values.  Each element goes through Python's ``math``
-    (the same libm); where ``math`` raises instead of returning (overflow, a domain error) the value is
-    numpy's, the special value (inf, NaN) the C library returns."""
-    python = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh", "arccosh": "acosh",
-              "arctanh": "atanh", "arctan2": "atan2", "power": "pow"}.get(name, name)
-    exact, fallback = getattr(math, python), getattr(np, name)
+    (the same libm); where ``math`` raises instead of returning (overflow, a domain error) the C
+    function itself gives the value (its infinity, its NaN's sign)."""
+    c_name = _c_name(name)
+    exact = getattr(math, c_name)
+    operands = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (x, *more)))
 
     def one(*values):
         try:
             return exact(*values)
         except (OverflowError, ValueError):
+            function = _c_math(c_name, "double", len(values))
+            if function is not None:
+                return function(*values)
             with np.errstate(all="ignore"):
-                return float(fallback(*values))
+                return float(getattr(np, name)(*values))
 
-    operands = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (x, *more)))
     out = np.asarray(np.frompyfunc(one, len(operands), 1)(*operands), dtype=np.float64).reshape(operands[0].shape)
     return out[()] if out.ndim == 0 else out
 
@@ -492,21 +517,9 @@ def libm_float32(name, x, *more):
     does not round those correctly, so neither numpy's float32 loops nor a float64 value rounded give
     its last bit (1 ulp off in 1 % to 28 % of values).  Each element is a call through ``ctypes``;
     without a C math library (none found) the float64 value rounded."""
-    import ctypes
-    import ctypes.util
-
-    c_name = {"arcsin": "asinf", "arccos": "acosf", "arctan": "atanf", "arcsinh": "asinhf",
-              "arccosh": "acoshf", "arctanh": "atanhf", "arctan2": "atan2f", "power": "powf"}.get(name, name + "f")
-    cache = libm_float32.__dict__.setdefault("functions", {})
-    if c_name not in cache:
-        path = ctypes.util.find_library("m")
-        function = getattr(ctypes.CDLL(path), c_name, None) if path else None
-        if function is not None:
-            function.restype = ctypes.c_float
-            function.argtypes = [ctypes.c_float] * (1 + len(more))
-        cache[c_name] = function
-    function = cache[c_name]
+    c_name = _c_name(name) + "f"
     operands = np.broadcast_arrays(*(np.asarray(v, np.float32) for v in (x, *more)))
+    function = _c_math(c_name, "float", len(operands))
     if function is None:
         exact = math.erf if name == "erf" else getattr(np, name)
         out = np.frompyfunc(exact, len(operands), 1)(*(o.astype(np.float64) for o in operands))
