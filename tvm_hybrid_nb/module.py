@@ -242,8 +242,9 @@ class HybridModule:
                                   record: OutOfRangeConversions) -> None:
         """A run converted floats out of an integer type's range, or ordered values where the kernel
         leaves the order open (``record.unordered``): run again from ``pristine`` with those values at
-        the type's min, max and zero (the values in other orders), and raise :class:`UndefinedResultError` when a result element changes (it
-        depends on LLVM poison or on an unspecified order; a discarded value changes none)."""
+        the type's min, max and zero (the values in other orders), and raise
+        :class:`UndefinedResultError` when a result element changes (it depends on LLVM poison or on
+        an unspecified order; a discarded value changes none)."""
         undefined = [np.zeros(np.shape(r), bool) for r in results]
         for policy in OutOfRangeConversions.POLICIES[1:]:
             args = _copies(pristine)

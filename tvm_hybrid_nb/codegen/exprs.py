@@ -51,9 +51,9 @@ class ExpressionsMixin:
     #: Unary math whose numpy loops already return a NaN operand as libm does (others: nan_through).
     NAN_EXACT_MATH = frozenset({"floor", "ceil", "trunc", "round", "nearbyint", "fabs", "sqrt", "rsqrt", "exp2",
                                 "log2", "log1p", "tan", "sinh", "atan", "erf", "popcount"})
-    #: float32 math that TVM's llvm code takes from libm (``expf``, ``powf``, ``atan2f``...), whose results
-    #: numpy's float32 loops miss in up to half of the values: computed in float64 and rounded, which
-    #: gives libm's result in 92 % (``acosf``) to 99.9 % (``expf``, ``powf``) of them here.
+    #: float32 and float16 math that TVM's llvm code takes from libm (``expf``, ``powf``...), whose results
+    #: numpy's float32 loops miss in up to half of the values: computed in float64 and rounded, libm's
+    #: correctly rounded result (float32 functions glibc rounds otherwise are :data:`LIBM_FLOAT32`).
     DOUBLE_MATH = frozenset({"exp", "log", "sin", "cos", "exp2", "log2", "log10", "pow", "atan2", "asin", "acos",
                              "atan", "cosh"})
     #: float64 math that TVM's llvm code takes from libm and numpy's float64 loops compute otherwise in
