@@ -307,3 +307,44 @@ def _no_native_reference(reference, func) -> str | None:
             return (f"its {dtype} parameter {param.name}: TVM's llvm code reads it one value a byte, packed "
                     "in vector loads, and its runtime packs two a byte, so no native run means the TIR")
     return None
+
+
+#: Notes a dlight-gpu outcome whose reference is the unscheduled kernel's meaning on CUDA (see
+#: :func:`_expected_on_cuda`).
+CUDA_MIN_MAX_REFERENCE = ("reference: the exact emulation of the unscheduled kernel on CUDA, which differs from "
+                          "its llvm build here (a float min/max of NaN: CUDA's fminf/fmaxf give the other "
+                          "operand, llvm's select the second)")
+
+
+def _float_min_max(func) -> bool:
+    """Whether ``func`` takes a float32/float64 ``Min`` or ``Max`` (printed as CUDA's fminf/fmaxf)."""
+    import tvm
+    import tvm_ffi
+
+    found = []
+
+    def visit(node) -> None:
+        if (isinstance(node, (tvm.tirx.Min, tvm.tirx.Max))
+                and str(node.ty.dtype).split("x", 1)[0] in ("float32", "float64")):
+            found.append(node)
+
+    tvm_ffi.structural_walk(func.body, visit, order="pre")
+    return bool(found)
+
+
+def _expected_on_cuda(func, target, inputs: list, expected: list) -> list | None:
+    """What the unscheduled ``func`` computes on ``inputs`` on CUDA (``target``), by its exact emulation
+    there, where that differs from ``expected``, its llvm build; else None.  TIR's float ``Min``/``Max``
+    ignore a NaN operand on CUDA (fminf/fmaxf) and pick the second operand in llvm code (a select), so a
+    row max over NaN is NaN on a CPU and the largest number (or the reduction's initial value) on a GPU:
+    the GPU kernel is then compared with the unscheduled kernel's meaning on the GPU."""
+    from . import module as hmodule
+
+    if not _float_min_max(func):
+        return None
+    unscheduled = hmodule.build(func.with_attr("target", target), target=target, on_failure="keep")
+    args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
+    on_cuda = unscheduled.result_values(args, unscheduled.emulate(*args, stage=0, mode="exact"))
+    same = all(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=np.asarray(a).dtype.kind in "fc")
+               for a, b in zip(on_cuda, expected))
+    return None if same else on_cuda

@@ -12,7 +12,7 @@ import tvm
 from ..errors import UnsupportedConstructError
 from .names import (Value, _BinaryLike, _CannotVectorize, _INT64_MAX, _const, _dtype, _float_bits, _int_range,
     _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _scalar_dtype, _store_name, _type_key, _varying)
-from .targets import C_KINDS, operand_bits, short_circuits
+from .targets import C_KINDS, min_max_ignores_nan, operand_bits, short_circuits
 
 
 class ExpressionsMixin:
@@ -326,6 +326,8 @@ class ExpressionsMixin:
             return Value(ast.Call(_name(builtin_name), [a.node, b.node], []), kind, dtype)
         if kind == "np" and a.kind != "np":
             a = self.to_np(a)
+        if min_max_ignores_nan(self.target_kind, dtype):
+            helper += "_ignoring_nan"
         return Value(self._call(helper, a.node, b.node), kind, dtype, _varying(a, b))
 
     def visit_compare(self, node, key: str) -> Value:

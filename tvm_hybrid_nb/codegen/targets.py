@@ -3,7 +3,7 @@ it (TVM's ``CodeGenLLVM`` or one that prints C), and so which integer overflow h
 and whether ``&&``/``||`` evaluate their right side in every lane."""
 from __future__ import annotations
 
-from .names import _float_bits, _is_int
+from .names import _float_bits, _is_int, _scalar_dtype
 
 #: Target kinds whose code generator derives from TVM's ``CodeGenLLVM`` (``nsw``/``nuw`` on 32- and
 #: 64-bit add, sub and mul; ``CreateAnd``/``CreateOr`` evaluate both sides).
@@ -42,3 +42,11 @@ def operand_bits(kind: str, dtype: str) -> int:
     ``-128 / -1``, is defined there and the store truncates); TVM's llvm code keeps the dtype's width."""
     bits = _float_bits(dtype)
     return 32 if kind in C_KINDS and bits < 32 else bits
+
+
+def min_max_ignores_nan(kind: str, dtype: str) -> bool:
+    """Whether TIR's float ``Min``/``Max`` of ``dtype`` gives the other operand where one is NaN on
+    target ``kind``.  TVM prints them as ``min``/``max`` in CUDA, which for float and double are CUDA's
+    ``fminf``/``fmaxf`` (``fmin``/``fmax``); TVM's own ``max(half, half)`` and ``max(nv_bfloat16, ...)``
+    are ``a > b ? a : b``, and its llvm code is that select for every type."""
+    return kind == "cuda" and _scalar_dtype(dtype) in ("float32", "float64")

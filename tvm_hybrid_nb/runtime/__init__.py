@@ -39,7 +39,7 @@ from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floo
                         OUT_OF_RANGE_CONVERSIONS, _float_to_int, _float_to_int_native, _float_to_float, cast,
                         reinterpret)
 from ._lanes import ramp, broadcast, shuffle
-from ._numerics import select, minimum, maximum, ordered_ne
+from ._numerics import select, minimum, maximum, minimum_ignoring_nan, maximum_ignoring_nan, ordered_ne
 from ._memory import _as_dtype, alloc, view
 from ._sort import _stable_order, contrib_sort
 from ._lanes import vector_lane_index
@@ -62,6 +62,8 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "floormod": ("_check_divisor",),
     "minimum": ("select",),
     "maximum": ("select",),
+    "minimum_ignoring_nan": ("select",),
+    "maximum_ignoring_nan": ("select",),
     "load": ("_in_bounds", "_bounds_error", "_all"),
     "_bounds_error": ("_lane_note",),
     "thread_allreduce": ("_threads_first", "_fold", "_allreduce_policy"),

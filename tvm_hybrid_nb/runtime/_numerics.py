@@ -441,6 +441,19 @@ def maximum(a, b):
     return select(a > b, a, b)
 
 
+def minimum_ignoring_nan(a, b):
+    """TIR ``Min`` of float32/float64 in CUDA code: CUDA's ``min(float, float)`` is ``fminf`` (``fmin``
+    for double), so a NaN on one side gives the other side; otherwise ``select(a < b, a, b)``, as PTX's
+    ``min.f32`` orders the rest."""
+    return select(np.isnan(b) | (a < b), a, b)
+
+
+def maximum_ignoring_nan(a, b):
+    """TIR ``Max`` of float32/float64 in CUDA code: ``fmaxf``/``fmax`` (a NaN on one side gives the
+    other side); otherwise ``select(a > b, a, b)``."""
+    return select(np.isnan(b) | (a > b), a, b)
+
+
 # --------------------------------------------------------------------------- math in the operand dtype
 def rsqrt(x):
     """``1 / sqrt(x)`` in ``x``'s dtype."""
