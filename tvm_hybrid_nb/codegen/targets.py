@@ -1,6 +1,8 @@
 """What the target a function is compiled for means for its semantics: which code generator prints
-it (TVM's ``CodeGenLLVM`` or one that prints C), and so which integer overflow has no defined result
-and whether ``&&``/``||`` evaluate their right side in every lane."""
+it (TVM's ``CodeGenLLVM`` or one that prints C), and so which integer overflow has no defined result,
+whether ``&&``/``||`` evaluate their right side in every lane, what a float min/max of NaN gives, and
+where CUDA's float arithmetic is not the IEEE operations the emulation computes
+(:func:`cuda_float_differences`)."""
 from __future__ import annotations
 
 from .names import _float_bits, _is_int, _scalar_dtype
@@ -50,3 +52,71 @@ def min_max_ignores_nan(kind: str, dtype: str) -> bool:
     ``fminf``/``fmaxf`` (``fmin``/``fmax``); TVM's own ``max(half, half)`` and ``max(nv_bfloat16, ...)``
     are ``a > b ? a : b``, and its llvm code is that select for every type."""
     return kind == "cuda" and _scalar_dtype(dtype) in ("float32", "float64")
+
+
+#: TIR float operations whose value CUDA rounds once (``Add``/``Sub`` of a ``Mul``: nvcc's
+#: ``-fmad=true`` contracts them into a fused multiply-add).
+_CONTRACTED = ("prim.Add", "prim.Sub")
+#: Float intrinsics that are exact in every library (CUDA's included): no note for them.
+_EXACT_MATH = frozenset({"tirx.fabs", "tirx.floor", "tirx.ceil", "tirx.trunc", "tirx.round", "tirx.nearbyint",
+                         "tirx.copysign", "tirx.fmod", "tirx.isnan", "tirx.isinf", "tirx.isfinite", "tirx.ldexp",
+                         "tirx.reinterpret", "tirx.if_then_else", "tirx.likely"})
+
+
+def cuda_float_differences(funcs) -> list[str]:
+    """Where a GPU computes the float arithmetic of ``funcs`` (CUDA code) otherwise than as the IEEE
+    operations the TIR writes, one rounding each, which the emulation computes: TVM builds CUDA with
+    ``--use_fast_math`` (``tvm.support.nvcc``: NVRTC always, nvcc unless ``TVM_CUDA_NVCC_NO_FAST_MATH``
+    is set), which flushes float32 subnormals to zero and makes float32 division, square root and
+    ``expf``/``logf``/``sinf``/``cosf``/``powf`` approximate, and nvcc contracts a multiply feeding an
+    add into one fused multiply-add.  Empty when the functions have none of these."""
+    import tvm_ffi
+
+    from .names import _dtype, _is_float, _type_key
+
+    found: dict[str, set] = {"fma": set(), "ftz": set(), "approx": set(), "math": set()}
+
+    def visit(node) -> None:
+        key = _type_key(node)
+        if key in ("prim.Add", "prim.Sub", "prim.Mul", "prim.Div", "ir.Call") and _is_float(_dtype(node)):
+            dtype = _scalar_dtype(_dtype(node))
+            if key == "ir.Call":
+                name = getattr(node.op, "name", "")
+                if not name.startswith("tirx.") or name in _EXACT_MATH:
+                    return
+                if name != "tirx.sqrt" or dtype != "float32":  # that one is said approximate below
+                    found["math"].add(name[len("tirx."):])
+            elif key in _CONTRACTED and any(_type_key(side) == "prim.Mul" for side in (node.a, node.b)):
+                found["fma"].add(dtype)
+            elif key == "prim.Div" and dtype == "float32":
+                found["approx"].add("division")
+            if dtype == "float32":
+                found["ftz"].add(dtype)
+                if key == "ir.Call" and name in ("tirx.sqrt", "tirx.rsqrt"):
+                    found["approx"].add("square root")
+
+    for func in funcs:
+        if func is not None:
+            tvm_ffi.structural_walk(func.body, visit, order="pre")
+    differences = []
+    if found["fma"]:
+        differences.append(f"a {'/'.join(sorted(found['fma']))} multiply feeding an add or subtract is one fused "
+                           f"multiply-add (rounded once)")
+    if found["ftz"]:
+        differences.append("float32 subnormals flush to zero")
+    if found["approx"]:
+        differences.append(f"float32 {' and '.join(sorted(found['approx']))} are approximate")
+    if found["math"]:
+        differences.append(f"{', '.join(sorted(found['math']))} come from CUDA's math library (float32 exp, log, "
+                           f"sin, cos, pow as its fast approximate intrinsics)")
+    return differences
+
+
+def cuda_float_note(funcs) -> str:
+    """The script header's note on :func:`cuda_float_differences` of ``funcs``; empty when none."""
+    differences = cuda_float_differences(funcs)
+    if not differences:
+        return ""
+    return ("TVM builds CUDA with --use_fast_math and the emulation computes each float operation as the TIR "
+            "writes it, in IEEE arithmetic; on a GPU " + "; ".join(differences)
+            + ", so float results may differ from a GPU's")
