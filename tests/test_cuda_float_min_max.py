@@ -15,7 +15,7 @@ from tvm.script import tirx as T
 
 from tvm_hybrid_nb import module as hmodule
 from tvm_hybrid_nb import zoo
-from tvm_hybrid_nb.zoo_reference import CUDA_MIN_MAX_REFERENCE
+from tvm_hybrid_nb.zoo_reference import CUDA_REFERENCE
 
 N = 64
 
@@ -153,8 +153,8 @@ def test_the_zoo_compares_a_gpu_kernel_with_the_unscheduled_kernels_meaning_on_c
     monkeypatch.setattr(zoo, "_inputs", lambda *args, **kw: [_nan_rows(a) if a.ndim == 2 else a
                                                               for a in seeded(*args, **kw)])
     gpu = zoo.check_kernel(row_max.name, row_max.cuda, "dlight-gpu", reference=row_max.reference, check=True)
-    assert gpu.outcome == "ok" and gpu.reason == CUDA_MIN_MAX_REFERENCE, gpu
+    assert gpu.outcome == "ok" and gpu.reason == CUDA_REFERENCE, gpu
     assert gpu.stages_checked > 5
     for flavour in ("none", "dlight-cpu"):  # llvm kernels: the llvm build stays the reference
         outcome = zoo.check_kernel(row_max.name, row_max.llvm, flavour, check=True)
-        assert outcome.outcome == "ok" and CUDA_MIN_MAX_REFERENCE not in outcome.reason, outcome
+        assert outcome.outcome == "ok" and CUDA_REFERENCE not in outcome.reason, outcome

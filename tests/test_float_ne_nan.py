@@ -79,3 +79,30 @@ def test_gpu_float_ne_is_c_unordered():
         got = np.zeros(16, np.int32)
         hm.emulate(a.copy(), b.copy(), got, stage=stage, mode="fast")
         np.testing.assert_array_equal(got, (a != b).astype(np.int32))
+
+
+def test_the_zoo_compares_a_gpu_ne_of_nan_with_the_kernels_meaning_on_cuda(monkeypatch):
+    # dlight's GPU schedule of `_ne`: the llvm build says NaN != NaN is false, the GPU kernel true;
+    # the zoo compares the GPU kernel with the unscheduled kernel's exact emulation on CUDA there.
+    from tvm_hybrid_nb import zoo
+    from tvm_hybrid_nb.zoo_reference import CUDA_REFERENCE
+
+    seeded = zoo._inputs
+
+    def with_nan(*args, **kw):
+        values = seeded(*args, **kw)
+        for v in values[:2]:
+            v[:3] = np.nan
+        return values
+
+    monkeypatch.setattr(zoo, "_inputs", with_nan)
+    func = _ne.with_attr("global_symbol", "main")
+    gpu = zoo.check_kernel("ne", func, "dlight-gpu", check=True)
+    assert gpu.outcome == "ok" and gpu.reason == CUDA_REFERENCE, gpu
+    assert gpu.stages_checked > 5
+    assert zoo.check_kernel("ne", func, "none", check=True).outcome == "ok"
+    wrong = thn.build(func, target="llvm")  # the llvm build: false where a side is NaN
+    a, b = with_nan(wrong.params, 0)[:2]
+    out = np.zeros(16, np.int32)
+    wrong.run_native(a, b, out)
+    assert (out[:3] == 0).all()

@@ -38,7 +38,7 @@ from .zoo_outcomes import (ALLOWED_REFUSALS, FLAGGED_AS_WRITTEN, KernelOutcome, 
                            UNDEFINED_NOT_COMPARED, UNWRITTEN_NOT_COMPARED, ROUNDING_NOISE_COMPARED, FUSE_TIR_FINDING_MESSAGE, schedule_failure, tvm_compile_failure,
                            tvm_finding)
 
-from .zoo_reference import (CUDA_MIN_MAX_REFERENCE, _arithmetic_eps, _bf16_native, _expected_on_cuda,  # noqa: F401
+from .zoo_reference import (CUDA_REFERENCE, _arithmetic_eps, _bf16_native, _expected_on_cuda,  # noqa: F401
                              _no_native_reference, _outputs_equal, _reference_run, _rounding_noise, _unwritten_elements)
 from .zoo_undefined import (PROMOTION_ALARM, REFERENCE_UNDEFINED, UNDEFINED_ALARMS, cuda_promotion_evidence,
                              llvm_poison_evidence, reference_undefined, refused_reference_evidence,
@@ -695,7 +695,7 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
                        find_noise=find_noise)
         if (outcome.outcome == "wrong" and flavour == "dlight-gpu" and unwritten is not None
                 and (on_cuda := _expected_on_cuda(native_func, target, reference_inputs, expected)) is not None):
-            outcome = KernelOutcome(flavour, name, "ok", reason=CUDA_MIN_MAX_REFERENCE)
+            outcome = KernelOutcome(flavour, name, "ok", reason=CUDA_REFERENCE)
             emulate_stages(hm, inputs, on_cuda, outcome, mode=mode, check=check, unwritten=unwritten,
                            find_noise=find_noise)
         if outcome.outcome == "wrong" and unwritten is not None and outcome.stage == hm.stages[0].label:

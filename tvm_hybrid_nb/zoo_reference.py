@@ -311,21 +311,25 @@ def _no_native_reference(reference, func) -> str | None:
 
 #: Notes a dlight-gpu outcome whose reference is the unscheduled kernel's meaning on CUDA (see
 #: :func:`_expected_on_cuda`).
-CUDA_MIN_MAX_REFERENCE = ("reference: the exact emulation of the unscheduled kernel on CUDA, which differs from "
-                          "its llvm build here (a float min/max of NaN: CUDA's fminf/fmaxf give the other "
-                          "operand, llvm's select the second)")
+CUDA_REFERENCE = ("reference: the exact emulation of the unscheduled kernel on CUDA, which differs from its llvm "
+                  "build here (NaN in a float min/max, which CUDA's fminf/fmaxf ignore and llvm's select picks "
+                  "as the second operand, or in a float !=, true in C and false in llvm's fcmp one)")
 
 
-def _float_min_max(func) -> bool:
-    """Whether ``func`` takes a float32/float64 ``Min`` or ``Max`` (printed as CUDA's fminf/fmaxf)."""
-    import tvm
+def _nan_meaning_differs(func) -> bool:
+    """Whether ``func`` takes an operation whose value on NaN differs between CUDA and llvm code: a
+    float32/float64 ``Min``/``Max`` (CUDA's fminf/fmaxf) or a float ``NE`` (C's ``!=``)."""
     import tvm_ffi
+
+    from .codegen.names import _dtype, _is_float, _type_key
 
     found = []
 
     def visit(node) -> None:
-        if (isinstance(node, (tvm.tirx.Min, tvm.tirx.Max))
-                and str(node.ty.dtype).split("x", 1)[0] in ("float32", "float64")):
+        key = _type_key(node)
+        if key in ("prim.Min", "prim.Max") and _dtype(node).split("x", 1)[0] in ("float32", "float64"):
+            found.append(node)
+        elif key == "prim.NE" and _is_float(_dtype(node.a)):
             found.append(node)
 
     tvm_ffi.structural_walk(func.body, visit, order="pre")
@@ -336,11 +340,12 @@ def _expected_on_cuda(func, target, inputs: list, expected: list) -> list | None
     """What the unscheduled ``func`` computes on ``inputs`` on CUDA (``target``), by its exact emulation
     there, where that differs from ``expected``, its llvm build; else None.  TIR's float ``Min``/``Max``
     ignore a NaN operand on CUDA (fminf/fmaxf) and pick the second operand in llvm code (a select), so a
-    row max over NaN is NaN on a CPU and the largest number (or the reduction's initial value) on a GPU:
-    the GPU kernel is then compared with the unscheduled kernel's meaning on the GPU."""
+    row max over NaN is NaN on a CPU and the largest number (or the reduction's initial value) on a GPU;
+    a float ``!=`` of NaN is true in CUDA's C and false in llvm's ``fcmp one``.  The GPU kernel is then
+    compared with the unscheduled kernel's meaning on the GPU."""
     from . import module as hmodule
 
-    if not _float_min_max(func):
+    if not _nan_meaning_differs(func):
         return None
     unscheduled = hmodule.build(func.with_attr("target", target), target=target, on_failure="keep")
     args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]

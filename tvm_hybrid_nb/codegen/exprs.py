@@ -332,9 +332,9 @@ class ExpressionsMixin:
 
     def visit_compare(self, node, key: str) -> Value:
         a, b = self._unify(self.visit_expr(node.a), self.visit_expr(node.b))
-        if key == "prim.NE" and _is_float(a.dtype) and not self.gpu.device_code:
-            # TVM's llvm backend emits float ``!=`` as ``fcmp one``: false when a side is NaN (C, CUDA
-            # and numpy say true).
+        if key == "prim.NE" and _is_float(a.dtype) and self.target_kind not in C_KINDS:
+            # TVM's llvm backend (CPU, rocm, nvptx) emits float ``!=`` as ``fcmp one``: false when a
+            # side is NaN (C, CUDA and numpy say true).
             a, b = self.to_np(a), self.to_np(b)
             return Value(self._call("ordered_ne", a.node, b.node), "np", _dtype(node), _varying(a, b))
         op = self.COMPARE_OPS[key]()
