@@ -590,6 +590,8 @@ class ExpressionsMixin:
                 # The operand once, not once for the value and once for the NaN check: nested
                 # math (log of exp of ...) would double the script at every level.
                 call = self._call("nan_through", fn, nodes[0], kw={"double": ast.Constant(True)} if double else None)
+            elif double and short == "pow":
+                call = self._call("power_in_double", *nodes)
             elif double:
                 call = self._call("in_double", fn, *nodes)
             else:

@@ -45,7 +45,7 @@ from ._sort import _stable_order, contrib_sort
 from ._lanes import vector_lane_index
 from ._memory import (strided_span, strided, strided_view, param_storage, flat_view, rows_view, storage_extent, _bounds_error, _in_bounds,
                       _all, _kept, load, store)
-from ._numerics import rsqrt, sigmoid, erf, exp10, _unary_in_dtype, clz, in_double, nan_through, popcount, _c_math, _c_name, libm, libm_float32
+from ._numerics import rsqrt, sigmoid, erf, exp10, _unary_in_dtype, clz, in_double, power_in_double, nan_through, popcount, _c_math, _c_name, libm, libm_float32
 from ._numerics import _fixed_point_shift, q_multiply_shift, q_multiply_shift_per_axis
 # isort: on
 
@@ -70,6 +70,7 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "thread_allreduce_values": ("_threads_first", "_fold", "_allreduce_policy"),
     "_fold": ("_fold_order",),
     "libm": ("_c_math", "_c_name"),
+    "power_in_double": ("libm",),
     "libm_float32": ("_c_math", "_c_name"),
     "_threads_first": ("_lane_array",),
     "RaceLog": ("_lane_text", "_warp_bits", "_DeferredRead", "_distinct"),
@@ -97,7 +98,7 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
 }
 
 #: Helpers that need ``import math`` in the script.
-NEEDS_MATH = frozenset({"erf", "libm", "libm_float32"})
+NEEDS_MATH = frozenset({"erf", "libm", "libm_float32", "power_in_double"})
 
 
 def helper_closure(names) -> list[str]:

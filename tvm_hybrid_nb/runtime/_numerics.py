@@ -584,6 +584,23 @@ def in_double(fn, x, *more):
     return out[()] if out.ndim == 0 else out
 
 
+def power_in_double(x, y):
+    """float32 (or float16) ``pow`` as libm's ``powf`` gives the native kernel: computed in float64 and
+    rounded (:func:`in_double`), and where a side is a special value (a zero, negative, infinite or NaN
+    base, an infinite, NaN or zero exponent) by the C library's ``pow``: numpy's float64 loop gives
+    ``pow(-inf, 0.5)`` NaN and ``pow(-0.0, 0.5)`` -0.0 (it takes the square root), C +inf and +0.0."""
+    x = np.asarray(x)
+    base, exponent = np.broadcast_arrays(x.astype(np.float64), np.asarray(y).astype(np.float64))
+    with np.errstate(all="ignore"):
+        out = np.power(base, exponent)
+    special = ~(base > 0) | ~np.isfinite(base) | ~np.isfinite(exponent) | (exponent == 0)
+    if special.any():
+        out = np.array(out, dtype=np.float64)
+        out[special] = libm("power", base[special], exponent[special])
+    out = np.asarray(out).astype(np.float32).astype(x.dtype)
+    return out[()] if out.ndim == 0 else out
+
+
 def nan_through(fn, x, double=False):
     """``fn(x)`` (computed in float64 as :func:`in_double` does, where ``double``), a NaN operand
     coming out as itself, quieted, as libm returns it (numpy's vector loops may give their own NaN
