@@ -182,7 +182,8 @@ def thread_allreduce_values(combine, values, axes, extents, ndim=12):
 
 def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None, active=None, strict=False):
     """``tvm_warp_shuffle`` (kind "idx"), ``_down``, ``_up`` and ``_xor`` over threads numbered x
-    fastest, warps of 32 consecutive threads split into segments of ``width`` lanes (``_xor``, as
+    fastest, warps of 32 consecutive threads (``width`` where wider: rocm's 64-lane wavefronts) split
+    into segments of ``width`` lanes (``_xor``, as
     ``__shfl_xor_sync``: the lane ``lane ^ offset`` of the warp, or the thread's own value where that
     lane lies in a later segment).  With ``poison``
     (sanitizer), the lanes carrying uninitialised values move with the values.  ``active`` is a lane
@@ -212,7 +213,7 @@ def warp_shuffle(kind, value, offset, width, extents, ndim=12, poison=None, acti
     elif kind == "down":
         src = np.where(pos + offset < width, lane + offset, lane)
     elif kind == "xor":
-        in_warp = lane % 32
+        in_warp = lane % max(32, width)  # rocm's wavefronts hold 64 lanes
         partner = np.bitwise_xor(in_warp, offset)
         src = np.where(partner // width > in_warp // width, lane, lane - in_warp + partner)
     else:
