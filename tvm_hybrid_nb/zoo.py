@@ -719,6 +719,8 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
         outcome.tvm_failure = outcome.tvm_failure or getattr(exc, "tvm_failure", "")
         if outcome.tvm_failure and outcome.stage == "build":
             outcome.reason += f"; {outcome.tvm_failure}"
+    if outcome.outcome == "crash" and not outcome.tvm_failure and HOST_ACCESS in outcome.reason:
+        outcome.tvm_failure = host_access_evidence(mod["main"], target) or ""
     if (outcome.outcome in ("crash", "wrong") and not outcome.tvm_failure and outcome.stage.startswith("0 ")
             and NEVER_WRITTEN in outcome.reason):
         from .zoo_thread_local import thread_local_evidence  # dlight's schedule may read another
@@ -730,6 +732,28 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
 
 #: The sanitizers' words for a read of memory that nothing wrote.
 NEVER_WRITTEN = "an element of a buffer allocation that was never written"
+#: The sanitizers' words for host code dereferencing device memory (``runtime.host_device_access``).
+HOST_ACCESS = "device memory, outside any kernel launch"
+
+
+def host_access_evidence(scheduled, target) -> str | None:
+    """TVM's own evidence for a host access of device memory: the scheduled PrimFunc's loads and stores
+    of global memory outside every thread launch (read from the TIR, not the emulation), in a kernel
+    ``tvm.compile`` builds for the GPU target all the same.  None where TVM refuses to build it."""
+    import tvm
+
+    from .codegen.analysis import host_device_accesses
+
+    names = sorted(set(host_device_accesses(scheduled.body).values()))
+    if not names:
+        return None
+    try:
+        tvm.tirx.build(tvm.IRModule({"main": scheduled}), target=target)
+    except Exception:  # noqa: BLE001 - TVM refuses it: the emulation's alarm is the only word
+        return None
+    return (f"the schedule leaves code that accesses {', '.join(names)} (device memory) outside every thread "
+            f"launch, and TVM builds it for {target.kind.name} with those loops on the host, which cannot "
+            f"dereference device memory")
 
 
 def run_zoo(flavours=FLAVOURS, mode: str = "fast", progress: Callable[[KernelOutcome], None] | None = None,

@@ -296,3 +296,26 @@ def _reads_memory(expr) -> bool:
 def _uses_vars(expr, keys: set[int]) -> bool:
     """Whether ``expr`` reads any of the variables ``keys``."""
     return _contains(expr, lambda n: _type_key(n) == "ir.Var" and _key(n) in keys)
+
+
+def host_device_accesses(body) -> dict[int, str]:
+    """The loads and stores of global memory in ``body`` (a GPU function) that no thread launch
+    encloses, by node key -> buffer name: host code, which cannot dereference device memory (a
+    dlight ``LowBatchGEMV`` schedule leaves its rf-combine blocks unbound, and TVM builds the kernel
+    with those loops on the host)."""
+    found: dict[int, str] = {}
+
+    def visit(node):
+        key = _type_key(node)
+        if key == "tirx.For" and int(node.kind) == 4 and node.thread_binding is not None:
+            return True  # device code: not walked
+        if key == "tirx.AttrStmt" and node.attr_key in ("thread_extent", "virtual_thread"):
+            return True
+        if key in ("ir.TensorLoad", "tirx.BufferStore"):
+            buf = node.source if key == "ir.TensorLoad" else node.buffer
+            if str(buf.scope()) == "global":
+                found[_key(node)] = str(buf.name)
+        return None
+
+    tvm_ffi.structural_walk(body, visit, order="pre")
+    return found

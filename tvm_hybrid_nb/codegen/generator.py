@@ -30,7 +30,7 @@ from .. import runtime
 from ..errors import UnsupportedConstructError
 from ..loader import cyclic_gc_paused
 from ..signature import ParamSpec
-from .analysis import _contiguous_strides, _injective, _thread_extents
+from .analysis import _contiguous_strides, _injective, _thread_extents, host_device_accesses
 from .names import (GeneratedKernel, Value, _BufferInfo, _CannotVectorize, _Namer, _dtype,
     _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _scalar_dtype, _store_name, _type_key)
 from .pyast import _drop_dead_assignments, _number_statements, _split_deep_nests
@@ -44,7 +44,7 @@ from .sanitize import SanitizerMixin
 from .tensorcore import FLOAT_MMA_ATTR, FLOAT_MMA_NOTE
 from .plan import (EmulationPlan, _has_threads, emit_with_plan, exact_plan_reason, lanes_lose_reason, per_call_rule,
                    plan_emulation)
-from .targets import cuda_float_note, target_kind
+from .targets import GPU_KINDS, cuda_float_note, target_kind
 from .state import GpuState, LaneState, ProgressHooks, Scope, SerialState
 
 
@@ -81,6 +81,8 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
                             module_functions=dict(module_functions or {}))
         #: The target kind the function is compiled for (:mod:`.targets`).
         self.target_kind = target_kind(func, self.gpu.device_code)
+        #: Sanitizer: the loads and stores of device memory that host code makes (node key -> buffer).
+        self.host_accesses = host_device_accesses(func.body) if check and self.target_kind in GPU_KINDS else {}
         helper_names = {n for n in vars(runtime) if not n.startswith("__")}
         reserved = (set(dir(builtins)) | helper_names | {"np", "math", "race_log", function_name}
                     | set(self.gpu.module_functions))

@@ -153,7 +153,18 @@ class MemoryAccessMixin:
         if _lanes(info.dtype) > 1 and (_varying(*values) or info.prefix or info.per_thread):
             raise _CannotVectorize(f"buffer of vectors {info.name} indexed per lane")
 
+    def _host_access(self, node, what: str) -> ast.expr | None:
+        """Sanitizer: a call that raises where host code of a GPU function would dereference device
+        memory (:func:`.analysis.host_device_accesses`); None elsewhere."""
+        name = self.host_accesses.get(_key(node))
+        if name is None:
+            return None
+        return self._call("host_device_access", ast.Constant(name), ast.Constant(what))
+
     def visit_TensorLoad(self, node) -> Value:
+        host = self._host_access(node, "reads")
+        if host is not None:
+            return Value(host, "np", _dtype(node), False)
         info = self._buffer(node.source)
         indices = list(node.indices)
         # An address must be initialised and defined.
@@ -207,6 +218,9 @@ class MemoryAccessMixin:
         return keywords
 
     def visit_BufferStore(self, node) -> list[ast.stmt]:
+        host = self._host_access(node, "writes")
+        if host is not None:
+            return [ast.Expr(host)]
         info = self._buffer(node.buffer)
         indices = list(node.indices)
         values = [self.visit_expr(i) for i in indices]

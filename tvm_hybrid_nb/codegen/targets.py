@@ -13,6 +13,8 @@ LLVM_KINDS = frozenset({"llvm", "rocm", "nvptx", "hexagon"})
 #: Target kinds printed as C: signed overflow is undefined, unsigned arithmetic wraps, and ``&&``/``||``
 #: short-circuit.
 C_KINDS = frozenset({"cuda", "opencl", "metal", "c"})
+#: Target kinds whose kernels run on a device: their host code cannot dereference device memory.
+GPU_KINDS = frozenset({"cuda", "rocm", "nvptx", "opencl", "metal", "vulkan", "webgpu"})
 
 
 def target_kind(func, device_code: bool) -> str:

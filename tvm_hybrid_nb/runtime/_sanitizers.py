@@ -674,3 +674,11 @@ def _unwritten_message(name, first):
         return f"read of {name}{first}, an element of a buffer allocation that was never written"
     return (f"read of {name}{first}, an element of a buffer allocation that was never written or was stored an "
             f"undefined value ({note})")
+
+
+def host_device_access(name, what):
+    """Sanitizer: host code of a GPU function ``what`` (reads, writes) ``name``, device memory, outside
+    any kernel launch: a GPU's host cannot dereference it (the native run would crash or read
+    garbage), whatever the emulation's shared arrays would give."""
+    raise RuntimeError(f"host code {what} {name}, device memory, outside any kernel launch: on a GPU the host "
+                       f"cannot dereference it (a loop left unbound to threads runs on the host)")
