@@ -322,12 +322,13 @@ def _nan_meaning_differs(func) -> bool:
     import tvm_ffi
 
     from .codegen.names import _dtype, _is_float, _type_key
+    from .codegen.targets import min_max_ignores_nan
 
     found = []
 
     def visit(node) -> None:
         key = _type_key(node)
-        if key in ("prim.Min", "prim.Max") and _dtype(node).split("x", 1)[0] in ("float32", "float64"):
+        if key in ("prim.Min", "prim.Max") and min_max_ignores_nan("cuda", _dtype(node)):
             found.append(node)
         elif key == "prim.NE" and _is_float(_dtype(node.a)):
             found.append(node)
