@@ -13,7 +13,7 @@ from tvm.s_tir import dlight as dl
 from tvm.script import tirx as T
 
 from tvm_hybrid_nb import module as hmodule
-from tvm_hybrid_nb import zoo
+from tvm_hybrid_nb import zoo, zoo_thread_local
 from tvm_hybrid_nb.errors import EmulationError
 
 CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
@@ -51,7 +51,7 @@ def test_host_code_touching_device_memory_is_said_at_every_stage():
             np.testing.assert_array_equal(b, a * 2 + 1)
             with pytest.raises(EmulationError, match="host code writes B, device memory, outside any kernel launch"):
                 hm.emulate(a.copy(), np.zeros(64, np.float32), stage=stage.index, mode=mode, check=True)
-    assert "B" in zoo.host_access_evidence(device_then_host, CUDA)
+    assert "B" in zoo_thread_local.host_access_evidence(device_then_host, CUDA)
 
 
 class HalfGEMV(nn.Module):
@@ -69,7 +69,7 @@ def test_dlight_low_batch_gemv_leaves_host_loops_over_device_memory():
     (kernel,) = [k for k in kernels if "matmul" in k.name]
     with CUDA:
         mod = dl.ApplyDefaultSchedule(dl.gpu.LowBatchGEMV(), dl.gpu.Fallback())(tvm.IRModule({"main": kernel.cuda}))
-    evidence = zoo.host_access_evidence(mod["main"], CUDA)
+    evidence = zoo_thread_local.host_access_evidence(mod["main"], CUDA)
     assert evidence is not None and "x_pad" in evidence and "outside every thread launch" in evidence, evidence
     hm = hmodule.build(mod, target=CUDA)
     rng = np.random.default_rng(0)

@@ -9,7 +9,7 @@ fast mode on seeded inputs and compared with the native llvm build of the *unsch
 reference for the cuda schedules too: no GPU is needed).
 
 A wrong answer whose stage the sanitizers flag while stage 0 is clean is a pass of TVM breaking the
-kernel (:func:`explain_wrong`); :mod:`.zoo_outcomes` documents the ones found, with their evidence.
+kernel (:func:`.zoo_diagnosis.explain_wrong`); :mod:`.zoo_outcomes` documents the ones found, with their evidence.
 TVM bugs that leave nothing to compare are reported apart: a dlight rule that raises (any; the
 known ones documented in :data:`TVM_SCHEDULE_FINDINGS`), a pipeline that ``tvm.compile`` itself
 cannot get through (:func:`tvm_compile_failure` is the evidence: the staged build failing alone
@@ -31,18 +31,21 @@ from typing import Callable
 
 import numpy as np
 
-from .zoo_outcomes import (ALLOWED_REFUSALS, FLAGGED_AS_WRITTEN, KernelOutcome, MEANING_CHANGE, SCHEDULE_CHANGE, TVM_CODEGEN_FINDINGS,  # noqa: F401
-                           TVM_FINDING,
-                           TVM_FINDINGS, TVM_KERNEL_FINDINGS, TVM_MEANING_FINDINGS, TVM_PASS_FINDINGS,
-                           TVM_SCHEDULE_FINDINGS, codegen_finding, finding_matches, kernel_op, refusal_allowed,
-                           UNDEFINED_NOT_COMPARED, UNWRITTEN_NOT_COMPARED, ROUNDING_NOISE_COMPARED, FUSE_TIR_FINDING_MESSAGE, schedule_failure, tvm_compile_failure,
-                           tvm_finding)
-
+# Re-exported: the tests and the CLI read the findings and references through this module.
+from .zoo_diagnosis import cause_first, explain_wrong, meaning_change, schedule_meaning_change  # noqa: F401
+from .zoo_outcomes import (ALLOWED_REFUSALS, FLAGGED_AS_WRITTEN, FUSE_TIR_FINDING_MESSAGE,  # noqa: F401
+                           MEANING_CHANGE, ROUNDING_NOISE_COMPARED, SCHEDULE_CHANGE, TVM_CODEGEN_FINDINGS,
+                           TVM_FINDING, TVM_FINDINGS, TVM_KERNEL_FINDINGS, TVM_MEANING_FINDINGS,
+                           TVM_PASS_FINDINGS, TVM_SCHEDULE_FINDINGS, UNDEFINED_NOT_COMPARED,
+                           UNWRITTEN_NOT_COMPARED, KernelOutcome, codegen_finding, finding_matches, kernel_op,
+                           refusal_allowed, schedule_failure, tvm_compile_failure, tvm_finding)
 from .zoo_reference import (CUDA_REFERENCE, _arithmetic_eps, _bf16_native, _expected_on_cuda,  # noqa: F401
-                             _no_native_reference, _outputs_equal, _reference_run, _rounding_noise, _unwritten_elements)
+                            _no_native_reference, _outputs_equal, _reference_run, _rounding_noise,
+                            _unwritten_elements)
+from .zoo_thread_local import HOST_ACCESS, host_access_evidence, thread_local_evidence  # noqa: F401
 from .zoo_undefined import (PROMOTION_ALARM, REFERENCE_UNDEFINED, UNDEFINED_ALARMS, cuda_promotion_evidence,
-                             llvm_poison_evidence, reference_undefined, refused_reference_evidence,
-                             zero_trip_evidence)
+                            llvm_poison_evidence, reference_undefined, refused_reference_evidence,
+                            zero_trip_evidence)
 
 #: Sizes bound to the symbolic dimensions of the models.
 SYMBOLIC_SIZES = {"n": 5, "m": 3}
@@ -436,116 +439,6 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
     outcome.stage = ""
 
 
-def cause_first(message: str) -> str:
-    """An emulation error's message with what went wrong first and where after it:
-    ``IndexError: out-of-bounds read of A[8] (shape (8,)) at line 12: A[i + 1]`` (the hybrid line can
-    be long, and reasons are shown cut)."""
-    import re
-
-    found = re.search(r"failed(?: at line (\d+): (.*?))?: ([A-Z]\w*(?:Error|Exception)): (.*?)"
-                      r"(?:; the native kernel would .*)?$", message, re.S)
-    if not found:
-        return message
-    line, code, kind, what = found.groups()
-    return " ".join((f"{kind}: {what}" + (f" at line {line}: {code}" if line else "")).split())
-
-
-def explain_wrong(hm, inputs, outcome: KernelOutcome, mode: str) -> str | None:
-    """What the sanitizers say about a wrong answer at ``outcome.stage``.  When they flag the kernel
-    as written (stage 0: it reads memory it never wrote, races, or reads out of bounds), that alarm
-    is returned: the native result is no reference.  When they flag only the stage that differs, a
-    pass of TVM broke the kernel (the emulator is right, the native build right by luck or not
-    at all), and ``outcome.reason`` says so: a :data:`TVM_FINDING`."""
-    from .errors import EmulationError
-
-    def sanitized(stage) -> str | None:
-        args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
-        try:
-            hm.emulate(*args, stage=stage, mode=mode, check=True)
-        except EmulationError as exc:
-            return cause_first(str(exc))[:400]
-        except Exception:  # noqa: BLE001 - the sanitizers could not run; keep the wrong answer as it is
-            return None
-        return None
-
-    first = sanitized(0)
-    if first is not None:
-        return first
-    at_stage = sanitized(outcome.stage)
-    if at_stage is not None:
-        outcome.reason += f"; {TVM_FINDING} (stage 0 is clean, check=True here: {at_stage})"
-    return None
-
-
-def meaning_change(hm, inputs, outcome: KernelOutcome, mode: str) -> None:
-    """For a wrong answer that no sanitizer explains: emulate every changed stage before MakePackedAPI and,
-    when they give one result up to a stage and another from it on, say so in ``outcome.reason``
-    (:data:`MEANING_CHANGE`, the stage): that pass changed what the kernel computes, and the native build
-    computes the later meaning (:data:`TVM_MEANING_FINDINGS` documents the passes known to).  A stage 0
-    that differs from native alone, with every later stage agreeing with it, says nothing."""
-    results = []
-    for stage in hm.stages:
-        if hm.packed_api_index is not None and stage.index >= hm.packed_api_index:
-            break
-        if not stage.changed:
-            continue
-        args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
-        try:
-            got = hm.result_values(args, hm.emulate(*args, stage=stage.index, mode=mode))
-        except Exception:  # noqa: BLE001 - a stage that cannot run: no verdict
-            return
-        results.append((stage, got))
-    # A pass of a scheduled kernel may reorder a sum (LowerThreadAllreduce's tree): compared as the
-    # reference is, within the rounding of the reordered sum, not as a change of meaning.
-    reordered = outcome.flavour != "none"
-    eps = _arithmetic_eps(hm) if reordered else 0.0
-    bf16 = _bf16_native(hm)
-    changes = [i for i in range(1, len(results))
-               if _outputs_equal(results[i][1], results[i - 1][1], bf16, reordered=reordered,
-                                 arithmetic_eps=eps) is not None]
-    if len(changes) == 1:
-        outcome.reason += f"; {MEANING_CHANGE} {results[changes[0]][0].label} and stays changed"
-
-
-def _serial_threads(func):
-    """``func`` with its thread-bound loops made serial: at the schedule's level (blocks), thread
-    bindings are annotations and the loops keep their meaning."""
-    import tvm_ffi
-    from tvm import tirx
-
-    def serial(loop):
-        if loop.kind != tirx.ForKind.THREAD_BINDING:
-            return loop
-        return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body,
-                        annotations=loop.annotations)
-
-    return tvm_ffi.structural_map(func, (tirx.For, serial))
-
-
-def schedule_meaning_change(hm, scheduled, inputs, expected, outcome: KernelOutcome, mode: str) -> None:
-    """For a wrong answer at stage 0 of a scheduled kernel (``scheduled``, the PrimFunc a schedule
-    rule produced): when TVM's own llvm build of it, thread-bound loops made serial, computes the
-    emulation's values and not ``expected``, say so in ``outcome.reason`` (:data:`SCHEDULE_CHANGE`):
-    the rule changed what the kernel computes, and TVM's build is the evidence.  Where TVM cannot build
-    it for llvm, or its values are neither, nothing is said."""
-    from . import module as hmodule
-
-    if outcome.flavour == "none":
-        return
-    try:
-        native = hmodule.build(_serial_threads(scheduled).with_attr("global_symbol", "main"), target="llvm")
-        args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
-        built = native.result_values(args, native.run_native(*args))
-        args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
-        emulated = hm.result_values(args, hm.emulate(*args, stage=0, mode=mode))
-    except Exception:  # noqa: BLE001 - no build or run of TVM's own: no evidence
-        return
-    bf16, eps = _bf16_native(hm), _arithmetic_eps(hm)
-    if (_outputs_equal(emulated, built, bf16, reordered=True, arithmetic_eps=eps) is None
-            and _outputs_equal(built, expected, bf16, reordered=True, arithmetic_eps=eps) is not None):
-        outcome.reason += f"; {SCHEDULE_CHANGE}"
-
-
 def _native_reference(func):
     """The llvm build of ``func``; where TVM's code generation fails on a documented bug
     (:data:`TVM_CODEGEN_FINDINGS`), the build of its rewrite to the same meaning."""
@@ -723,39 +616,15 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
         outcome.tvm_failure = host_access_evidence(mod["main"], target) or ""
     if (outcome.outcome in ("crash", "wrong") and not outcome.tvm_failure and outcome.stage.startswith("0 ")
             and NEVER_WRITTEN in outcome.reason):
-        from .zoo_thread_local import thread_local_evidence  # dlight's schedule may read another
-        outcome.tvm_failure = ((thread_local_evidence(mod["main"]) if flavour == "dlight-gpu" else None)  # thread's
-                               or zero_trip_evidence(mod["main"], inputs, outcome.reason) or "")  # local memory
+        # dlight's schedule may read another thread's local memory
+        outcome.tvm_failure = ((thread_local_evidence(mod["main"]) if flavour == "dlight-gpu" else None)
+                               or zero_trip_evidence(mod["main"], inputs, outcome.reason) or "")
     outcome.seconds = time.perf_counter() - start
     return outcome
 
 
 #: The sanitizers' words for a read of memory that nothing wrote.
 NEVER_WRITTEN = "an element of a buffer allocation that was never written"
-#: The sanitizers' words for host code dereferencing device memory (``runtime.host_device_access``).
-HOST_ACCESS = "device memory, outside any kernel launch"
-
-
-def host_access_evidence(scheduled, target) -> str | None:
-    """TVM's own evidence for a host access of device memory: the scheduled PrimFunc's loads and stores
-    of global memory outside every thread launch (read from the TIR, not the emulation), in a kernel
-    ``tvm.compile`` builds for the GPU target all the same.  None where TVM refuses to build it."""
-    import tvm
-
-    from .codegen.analysis import host_device_accesses
-
-    names = sorted(set(host_device_accesses(scheduled.body).values()))
-    if not names:
-        return None
-    try:
-        tvm.tirx.build(tvm.IRModule({"main": scheduled}), target=target)
-    except Exception:  # noqa: BLE001 - TVM refuses it: the emulation's alarm is the only word
-        return None
-    return (f"the schedule leaves code that accesses {', '.join(names)} (device memory) outside every thread "
-            f"launch, and TVM builds it for {target.kind.name} with those loops on the host, which cannot "
-            f"dereference device memory")
-
-
 def run_zoo(flavours=FLAVOURS, mode: str = "fast", progress: Callable[[KernelOutcome], None] | None = None,
             kernels: list | None = None, check: bool = False) -> ZooReport:
     """Check every zoo kernel in every flavour; ``progress(outcome)`` is called after each."""

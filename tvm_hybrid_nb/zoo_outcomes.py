@@ -197,10 +197,10 @@ TVM_PASS_FINDINGS[("dlight-gpu", "LowerCrossThreadReduction", "out-of-bounds wri
 #: follows): the native result is no reference, and the alarm may be a documented one (:data:`TVM_FINDINGS`).
 FLAGGED_AS_WRITTEN = "the sanitizers flag the kernel as written (stage 0)"
 
-#: The words :func:`meaning_change` adds to a wrong answer's reason, before the stage it names.
+#: The words :func:`.zoo_diagnosis.meaning_change` adds to a wrong answer's reason, before the stage it names.
 MEANING_CHANGE = "the emulated result changes at stage"
 
-#: The words :func:`~tvm_hybrid_nb.zoo.schedule_meaning_change` adds to a wrong answer at stage 0 of a
+#: The words :func:`.zoo_diagnosis.schedule_meaning_change` adds to a wrong answer at stage 0 of a
 #: scheduled kernel when TVM's own build of the schedule computes the emulation's values.
 SCHEDULE_CHANGE = "TVM's own llvm build of the scheduled kernel computes these values too"
 #: Why that is TVM's failure, not the emulator's: the evidence is TVM's own build.
@@ -214,7 +214,7 @@ SCHEDULE_CHANGE_EVIDENCE = (
 
 #: Passes of TVM that change what a kernel computes (no sanitizer can see it: every stage is clean, the
 #: stages before the pass all give one result and the stages from it on all give another, the native
-#: build's): pass name -> the evidence.  A wrong answer :func:`meaning_change` pins on one is TVM's.
+#: build's): pass name -> the evidence.  A wrong answer :func:`.zoo_diagnosis.meaning_change` pins on one is TVM's.
 TVM_MEANING_FINDINGS: dict[str, str] = {
     "StmtSimplify":
         "arith's rewrite rules, written for integers, fold float expressions too: `x - x` to 0, `x == x` to "
@@ -311,7 +311,7 @@ def refusal_allowed(outcome: KernelOutcome) -> bool:
 
 def tvm_finding(outcome: KernelOutcome) -> str | None:
     """The evidence when a sanitizer alarm (``check=True``: a crash) or a wrong answer that the
-    sanitizers flag at its stage but not at stage 0 (:func:`explain_wrong`) is a documented bug of
+    sanitizers flag at its stage but not at stage 0 (:func:`.zoo_diagnosis.explain_wrong`) is a documented bug of
     TVM's output (:data:`TVM_FINDINGS`).  An undocumented one stays a failure of the zoo: the
     sanitizers and the emulation share code, so their agreement alone proves nothing.  A failure
     of TVM itself (``outcome.tvm_failure``: dlight raises, ``tvm.compile`` raises) needs no document:

@@ -319,22 +319,17 @@ CUDA_REFERENCE = ("reference: the exact emulation of the unscheduled kernel on C
 def _nan_meaning_differs(func) -> bool:
     """Whether ``func`` takes an operation whose value on NaN differs between CUDA and llvm code: a
     float32/float64 ``Min``/``Max`` (CUDA's fminf/fmaxf) or a float ``NE`` (C's ``!=``)."""
-    import tvm_ffi
-
+    from .codegen.analysis import _contains
     from .codegen.names import _dtype, _is_float, _type_key
     from .codegen.targets import min_max_ignores_nan
 
-    found = []
-
-    def visit(node) -> None:
+    def differs(node) -> bool:
         key = _type_key(node)
-        if key in ("prim.Min", "prim.Max") and min_max_ignores_nan("cuda", _dtype(node)):
-            found.append(node)
-        elif key == "prim.NE" and _is_float(_dtype(node.a)):
-            found.append(node)
+        if key in ("prim.Min", "prim.Max"):
+            return min_max_ignores_nan("cuda", _dtype(node))
+        return key == "prim.NE" and _is_float(_dtype(node.a))
 
-    tvm_ffi.structural_walk(func.body, visit, order="pre")
-    return bool(found)
+    return _contains(func.body, differs)
 
 
 def _expected_on_cuda(func, target, inputs: list, expected: list) -> list | None:

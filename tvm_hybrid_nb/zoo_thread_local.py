@@ -2,7 +2,8 @@
 is one copy per thread for the whole kernel, so a thread that reads an element it never writes reads
 an uninitialised register, whatever another thread wrote there.  Found by evaluating the scheduled
 kernel's loop nests, block bindings, predicates and indices over every thread with numpy (integer
-index arithmetic only), independently of the emulation."""
+index arithmetic only), independently of the emulation.  Also the evidence that a schedule leaves
+host code dereferencing device memory (loops outside every thread launch)."""
 from __future__ import annotations
 
 import numpy as np
@@ -259,3 +260,27 @@ def _eval(expr, env: dict):
     if key == "prim.Cast" and str(expr.ty.dtype).startswith(("int", "uint", "bool")):
         return _eval(expr.value, env)
     raise _NoEvidence
+
+
+#: The sanitizers' words for host code dereferencing device memory (``runtime.host_device_access``).
+HOST_ACCESS = "device memory, outside any kernel launch"
+
+
+def host_access_evidence(scheduled, target) -> str | None:
+    """TVM's own evidence for a host access of device memory: the scheduled PrimFunc's loads and stores
+    of global memory outside every thread launch (read from the TIR, not the emulation), in a kernel
+    ``tvm.compile`` builds for the GPU target all the same.  None where TVM refuses to build it."""
+    import tvm
+
+    from .codegen.analysis import host_device_accesses
+
+    names = sorted(set(host_device_accesses(scheduled.body).values()))
+    if not names:
+        return None
+    try:
+        tvm.tirx.build(tvm.IRModule({"main": scheduled}), target=target)
+    except Exception:  # noqa: BLE001 - TVM refuses it: the emulation's alarm is the only word
+        return None
+    return (f"the schedule leaves code that accesses {', '.join(names)} (device memory) outside every thread "
+            f"launch, and TVM builds it for {target.kind.name} with those loops on the host, which cannot "
+            f"dereference device memory")
