@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tvm_hybrid_nb import cli, zoo
+from tvm_hybrid_nb import cli, zoo, zoo_diagnosis
 
 
 @pytest.fixture(scope="module")
@@ -542,7 +542,7 @@ def test_a_schedule_that_changes_the_result_is_a_tvm_finding_with_tvms_own_build
     rng = np.random.default_rng(0)
     a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((5, 1), (1, 4), (5, 4)))
     _, scheduled = zoo.schedule(matmul_k1, "dlight-gpu")
-    serial = thn.build(zoo._serial_threads(scheduled["main"]).with_attr("global_symbol", "main"), target="llvm")
+    serial = thn.build(zoo_diagnosis._serial_threads(scheduled["main"]).with_attr("global_symbol", "main"), target="llvm")
     by_tvm = np.zeros((5, 4), np.float32)
     serial.run_native(a, b, c, by_tvm)
     np.testing.assert_allclose(by_tvm, a @ b + 2 * c, rtol=1e-6)  # TVM's own build: the bias twice
