@@ -450,7 +450,8 @@ def _native_reference(func):
     if hm.failure is not None and hm.failure.step == "code generation":
         finding = codegen_finding(hm.failure.message)
         if finding is not None:
-            return hmodule.build(finding[1](func), target="llvm")
+            _evidence, rewrite, reference_target = finding
+            return hmodule.build(rewrite(func), target=tvm.target.Target(reference_target))
     if hm.failure is not None:
         from .errors import BuildError
         error = BuildError(hm.failure.summary)
