@@ -29,6 +29,8 @@ setup(
         "test": [
             "distributed>=2023.1",
             "pytest>=7",
+            # the tests run on every core, one test file per worker (module fixtures are built once)
+            "pytest-xdist>=3",
             "nbclient>=0.9",
             "nbformat>=5.9",
             "ipykernel>=6",
