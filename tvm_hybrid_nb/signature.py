@@ -20,12 +20,16 @@ def dim_value(dim, sizes):
 
     Expressions use ``+ - * // %``, ``min``/``max``, unary minus, parentheses, integer literals and names, and
     conditionals ``a if c else b`` over comparisons joined by ``and``/``or``/``not`` (a ceil-mode pool's
-    output over a symbolic length); anything else is refused (they come from the kernel's signature, but are
-    never handed to ``eval``).
+    output over a symbolic length), and float arithmetic as TVM computes it: ``np.float32(x)`` (a cast,
+    likewise float16/float64), float literals, ``+ - * /`` on those numpy scalars and ``int(x)`` (a cast
+    to an integer, toward zero: a resize by a float scale, ``int(np.float32(2.0) * np.float32(h))``);
+    anything else is refused (they come from the kernel's signature, but are never handed to ``eval``).
     Raises KeyError naming a size that ``sizes`` lacks.  Self-contained: dumped stage files carry a
     copy of its source.
     """
     import ast as _ast
+
+    import numpy as _np
 
     if not isinstance(dim, str):
         return int(dim)
@@ -33,25 +37,37 @@ def dim_value(dim, sizes):
         return int(sizes[dim])
     ops = {_ast.Add: lambda a, b: a + b, _ast.Sub: lambda a, b: a - b, _ast.Mult: lambda a, b: a * b,
            _ast.FloorDiv: lambda a, b: a // b, _ast.Mod: lambda a, b: a % b}
+    float_casts = ("float16", "float32", "float64")
     compares = {_ast.Eq: lambda a, b: a == b, _ast.NotEq: lambda a, b: a != b, _ast.Lt: lambda a, b: a < b,
                 _ast.LtE: lambda a, b: a <= b, _ast.Gt: lambda a, b: a > b, _ast.GtE: lambda a, b: a >= b}
 
     def value(node):
         if isinstance(node, _ast.BinOp) and type(node.op) in ops:
             return ops[type(node.op)](value(node.left), value(node.right))
+        if isinstance(node, _ast.BinOp) and isinstance(node.op, _ast.Div):  # of floats only
+            left, right = value(node.left), value(node.right)
+            if isinstance(left, (float, _np.floating)) or isinstance(right, (float, _np.floating)):
+                return left / right
         if isinstance(node, _ast.UnaryOp) and isinstance(node.op, (_ast.USub, _ast.UAdd)):
             return -value(node.operand) if isinstance(node.op, _ast.USub) else value(node.operand)
-        if isinstance(node, _ast.Constant) and type(node.value) is int:
+        if isinstance(node, _ast.Constant) and type(node.value) in (int, float):
             return node.value
         if isinstance(node, _ast.Name):
             return int(sizes[node.id])
+        if (isinstance(node, _ast.Call) and isinstance(node.func, _ast.Attribute) and len(node.args) == 1
+                and isinstance(node.func.value, _ast.Name) and node.func.value.id == "np"
+                and node.func.attr in float_casts and not node.keywords):
+            return getattr(_np, node.func.attr)(value(node.args[0]))
+        if (isinstance(node, _ast.Call) and isinstance(node.func, _ast.Name) and node.func.id == "int"
+                and len(node.args) == 1 and not node.keywords):
+            return int(value(node.args[0]))
         if (isinstance(node, _ast.Call) and isinstance(node.func, _ast.Name) and node.func.id in ("min", "max")
                 and len(node.args) == 2 and not node.keywords):
             return (min if node.func.id == "min" else max)(value(node.args[0]), value(node.args[1]))
         if isinstance(node, _ast.IfExp):
             return value(node.body) if condition(node.test) else value(node.orelse)
-        raise ValueError(f"dimension {dim!r}: only + - * // %, min, max and conditionals of integers and sizes "
-                         f"are allowed")
+        raise ValueError(f"dimension {dim!r}: only + - * // %, min, max, conditionals of integers and sizes, "
+                         f"and float casts (np.float32(x), int(x)) are allowed")
 
     def condition(node):
         if (isinstance(node, _ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in compares):
@@ -75,7 +91,8 @@ def dim_symbols(dim: Dim) -> list[str]:
     import ast as _ast
 
     tree = _ast.parse(dim, mode="eval")
-    called = {id(n.func) for n in _ast.walk(tree) if isinstance(n, _ast.Call)}  # min, max
+    called = {id(f) for n in _ast.walk(tree) if isinstance(n, _ast.Call)  # min, max, int, np.float32
+              for f in _ast.walk(n.func)}
     names = [n.id for n in sorted((n for n in _ast.walk(tree) if isinstance(n, _ast.Name) and id(n) not in called),
                                    key=lambda n: n.col_offset)]
     return list(dict.fromkeys(names))

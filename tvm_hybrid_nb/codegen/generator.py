@@ -375,7 +375,14 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
                 raise UnsupportedConstructError("buffer shape expression",
                                                 f"{where}: size {dim.name} is no parameter's plain dimension")
             return _name(name)
-        if key in self.SHAPE_OPS:
+        if key == "ir.FloatImm":  # a resize by a float scale: int64(float32(2.0) * float32(h))
+            return ast.Call(_np(_scalar_dtype(_dtype(dim))), [ast.Constant(float(dim.value))], [])
+        if key == "prim.Cast":
+            return self._shape_cast(dim, where)
+        if key in self.SHAPE_FLOAT_OPS and _is_float(_dtype(dim)):  # numpy scalars: rounded in the dtype
+            return ast.BinOp(self._shape_expr(dim.a, where), self.SHAPE_FLOAT_OPS[key](),
+                             self._shape_expr(dim.b, where))
+        if key in self.SHAPE_OPS and not _is_float(_dtype(dim)):
             if key in ("prim.Div", "prim.Mod") and not self.analyzer.can_prove(
                     tirx.all(dim.a >= 0, dim.b > 0)):
                 raise UnsupportedConstructError("buffer shape expression", f"{where}: truncating division")
@@ -388,6 +395,23 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
             cond, a, b = (dim.condition, dim.true_value, dim.false_value) if key == "prim.Select" else dim.args
             return ast.IfExp(self._shape_cond(cond, where), self._shape_expr(a, where), self._shape_expr(b, where))
         raise UnsupportedConstructError("buffer shape expression", where)
+
+    #: Float operators a buffer shape expression may use (on numpy scalars of the operation's dtype).
+    SHAPE_FLOAT_OPS = {"prim.Add": ast.Add, "prim.Sub": ast.Sub, "prim.Mul": ast.Mult, "prim.Div": ast.Div}
+
+    def _shape_cast(self, cast, where: str) -> ast.expr:
+        """A cast in a shape expression, as TVM computes it: to a float dtype rounds to it (a numpy
+        scalar of that dtype), from a float to an integer truncates toward zero (``fptosi``), and
+        between integer dtypes a size keeps its value."""
+        dtype, source = _scalar_dtype(_dtype(cast)), _dtype(cast.value)
+        value = self._shape_expr(cast.value, where)
+        if _is_float(dtype):
+            return ast.Call(_np(dtype), [value], [])
+        if _is_int(dtype) and _is_float(source):
+            return ast.Call(_name("int"), [value], [])
+        if _is_int(dtype) and _is_int(source):
+            return value
+        raise UnsupportedConstructError("buffer shape expression", f"{where}: a cast from {source} to {dtype}")
 
     #: Comparisons a buffer shape expression's condition may use.
     SHAPE_COMPARES = {"prim.EQ": ast.Eq, "prim.NE": ast.NotEq, "prim.LT": ast.Lt, "prim.LE": ast.LtE,
