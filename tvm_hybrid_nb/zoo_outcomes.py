@@ -272,8 +272,8 @@ TVM_CODEGEN_FINDINGS: dict[str, tuple[str, Callable, dict]] = {
         _bool_comparisons_as_int8, {"kind": "llvm"}),
     r"= shufflevector <\d+ x \w+> ": (
         "TVM's llvm build at its default opt-level 3 leaves IR that fails to verify (a `shufflevector` "
-        "joining two 2-lane vectors) on some plain elementwise kernels: `x * sigmoid(x)` (SiLU, from the "
-        "torch frontend or nn) over float32 (4, 10) or (4, 18), while (4, 12), (4, 16) and (8, 10) build.  "
+        "joining two 2-lane vectors) on some plain elementwise kernels: `x * sigmoid(x)` (SiLU, as the torch "
+        "frontend lowers it) over float32 (4, 10) or (4, 18), while (4, 12), (4, 16) and (8, 10) build.  "
         "The same module builds at opt-level 2: that build is the reference (the same program; no fast-math "
         "at either level).",
         lambda func: func, {"kind": "llvm", "opt-level": 2}),
