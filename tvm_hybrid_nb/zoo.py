@@ -492,7 +492,10 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
     ok or a TVM finding.  So is a difference at stage 0 where the native reference itself is
     undefined on the seeded inputs (:data:`REFERENCE_UNDEFINED`: a shift by its bit width).  Undefined
     on every input, the alarm is TVM's when its llvm code shows the poison instruction
-    (:func:`.zoo_undefined.llvm_poison_evidence`)."""
+    (:func:`.zoo_undefined.llvm_poison_evidence`).  A ``target`` attribute on ``func`` or
+    ``reference`` (``BindTarget``'s, on kernels taken from a Relax pipeline) is dropped: the flavour
+    and the llvm reference choose the targets."""
+    func, reference = _without_target(func), _without_target(reference)
     outcome = _check_kernel(name, func, flavour, mode, seed, reference, check)
     undefined = ((check and outcome.outcome == "crash" and outcome.stage.startswith("0 ")
                   and any(alarm in outcome.reason for alarm in UNDEFINED_ALARMS))
@@ -509,6 +512,12 @@ def check_kernel(name: str, func, flavour: str, mode: str = "fast", seed: int = 
     narrowed.reason = "; ".join(filter(None, [NARROW_INTEGERS, narrowed.reason]))
     narrowed.seconds += outcome.seconds
     return narrowed
+
+
+def _without_target(func):
+    """``func`` without the ``target`` attribute that TVM's build would follow over the one asked for."""
+    attrs = getattr(func, "attrs", None)
+    return func.without_attr("target") if attrs is not None and "target" in attrs else func
 
 
 def _undefined_evidence(func, flavour: str, reference, outcome: KernelOutcome) -> str | None:
