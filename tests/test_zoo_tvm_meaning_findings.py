@@ -80,3 +80,40 @@ def test_a_documented_meaning_change_is_a_tvm_finding_under_the_sanitizers_too()
     checked = zoo.check_kernel("t.nan_to_num", func, "none", check=True)
     assert fast.outcome == checked.outcome == "wrong", (fast.reason, checked.reason)
     assert zoo.tvm_finding(fast) == zoo.tvm_finding(checked) == zoo.TVM_MEANING_FINDINGS["StmtSimplify"], checked.reason
+
+
+@T.prim_func(s_tir=True)
+def _vectorized_column_sum(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4,), "float32")):
+    # As TVM's Adreno Pool2D rule schedules a pool: a local accumulator under a vectorized loop
+    # around the serial reduction.
+    T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+    acc = T.sblock_alloc_buffer((4,), scope="local")
+    for j in T.vectorized(4):
+        for r in range(4):
+            with T.sblock("acc"):
+                vj, vr = T.axis.remap("SR", [j, r])
+                with T.init():
+                    acc[vj] = T.float32(0)
+                acc[vj] = acc[vj] + A[vr, vj]
+        with T.sblock("B"):
+            vj = T.axis.spatial(4, j)
+            B[vj] = acc[vj]
+
+
+def test_vectorize_loop_keeps_one_accumulator_for_every_lane():
+    a = np.arange(16, dtype=np.float32).reshape(4, 4)
+    hm = thn.build(_vectorized_column_sum, target="llvm")
+    native = np.zeros(4, np.float32)
+    hm.run_native(a, native)
+    assert not np.array_equal(native, a.sum(axis=0))  # if this fails, TVM fixed VectorizeLoop
+    for mode in ("fast", "exact"):
+        out = np.zeros(4, np.float32)
+        hm.emulate(a, out, stage=0, mode=mode, check=True)
+        np.testing.assert_array_equal(out, a.sum(axis=0))  # the IR as written
+        vectorized = next(s for s in hm.stages if s.name == "tirx.VectorizeLoop")
+        out = np.zeros(4, np.float32)
+        hm.emulate(a, out, stage=vectorized.index, mode=mode)
+        np.testing.assert_array_equal(out, native)  # the pass's output, as TVM builds it
+    outcome = zoo.check_kernel("t.colsum", _vectorized_column_sum, "none", check=True)
+    assert outcome.outcome == "wrong" and "VectorizeLoop" in outcome.reason, outcome.reason
+    assert zoo.tvm_finding(outcome) == zoo.TVM_MEANING_FINDINGS["VectorizeLoop"]

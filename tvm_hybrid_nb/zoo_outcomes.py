@@ -230,6 +230,13 @@ TVM_MEANING_FINDINGS: dict[str, str] = {
         "subnormals and zero included (0x00 decodes to 2**-7 = 0.0078125, 0x01 to 0.0088 instead of 0.00195, "
         "the NaN 0x7F to 480).  Any relax `astype` to or from float8_e4m3fn (fp8 weight dequantize, fp8 "
         "fake-quantize) computes something else natively than its TIR says (ml_dtypes is the truth).",
+    "VectorizeLoop":
+        "tirx.VectorizeLoop does not widen a `local` accumulator allocated inside a vectorized loop that "
+        "wraps a serial reduction loop: the accumulator keeps one element and every lane stores to it "
+        "(`acc[Broadcast(0, 4)]`), so each lane's result is the last lane's sum.  TVM's Adreno `Pool2D` "
+        "rule schedules max_pool2d and adaptive_avg_pool2d so (texture path); a column sum written that "
+        "way builds to [36, 36, 36, 36] for the column sums [24, 28, 32, 36] of arange(16).reshape(4, 4) "
+        "natively on llvm (numpy is the truth).",
 }
 
 
