@@ -35,8 +35,16 @@ class LanesMixin:
         ``gather``: a read that other lanes reuse is copied once, contiguous (see below).
         Exact mode's threads use views under the sanitizers only: their checked accesses of a
         view cost a fraction of ``access`` (a plain exact script keeps its subscripts)."""
+        views = self._lane_views(info, indices, values, (info.name,), write, gather)
+        return None if views is None else views[0]
+
+    def _lane_views(self, info: _BufferInfo, indices, values: list[Value], names: tuple, write: bool = False,
+                    gather: bool = False) -> list[ast.expr] | None:
+        """:meth:`_lane_view` of the same access in each buffer of ``names``, which share ``info``'s
+        shape and lane layout (a buffer and its sanitizer marks): the view's geometry is worked out
+        once, the analyzer's part of a checked access's cost."""
         if (not (self.fast or self.check) or self.lanes.stmt_masks or self.lanes.masks
-                or info.name in self.scope.strided_storage
+                or any(name in self.scope.strided_storage for name in names)
                 or _lanes(info.dtype) > 1 or not self._in_bounds(info, indices)):
             return None
         prefix = self._view_prefix(info)
@@ -89,20 +97,23 @@ class LanesMixin:
         if count < self.VIEW_MIN_ELEMENTS:  # building a view costs more than gathering a few elements
             return None
         lanes = [(axis, extents[axis], coefs[axis]) for axis in used]
-        view = self._hoisted_view(info, bases, lanes, [base for base, _axis in prefix])
-        if view is None and prefix:
-            start = ast.Tuple([base for base, _axis in prefix] + base_nodes, ast.Load())
-            view = self._call("lanes_view", _name(info.name), start, self._lanes_arg(lanes))
-        elif view is None:
-            view = self._call("lanes_view", _name(info.name), ast.Tuple(base_nodes, ast.Load()), self._lanes_arg(lanes))
-        if not write and gather and any(ax.axis not in used for ax in axes):
-            # A read the other lanes reuse (``B[i2, k]`` against lanes ``i1, i2``): numpy walks a
-            # broadcast operand once per element of the missing axes, so a strided view (a column,
-            # 16 KiB between elements) would be gathered again for every row.  One contiguous copy
-            # of the elements read, made where the read is, holds the same values (a no-op when the
-            # view is contiguous already).
-            view = ast.Call(_np("ascontiguousarray"), [view], [])
-        return view
+        prefix_starts = [base for base, _axis in prefix]
+        hoisting = self._hoisting(bases, lanes, prefix_starts)
+        views = []
+        for name in names:
+            view = None if hoisting is None else self._hoisted_view(name, hoisting)
+            if view is None:
+                start = ast.Tuple(prefix_starts + base_nodes, ast.Load())
+                view = self._call("lanes_view", _name(name), start, self._lanes_arg(lanes))
+            if not write and gather and any(ax.axis not in used for ax in axes):
+                # A read the other lanes reuse (``B[i2, k]`` against lanes ``i1, i2``): numpy walks a
+                # broadcast operand once per element of the missing axes, so a strided view (a column,
+                # 16 KiB between elements) would be gathered again for every row.  One contiguous copy
+                # of the elements read, made where the read is, holds the same values (a no-op when the
+                # view is contiguous already).
+                view = ast.Call(_np("ascontiguousarray"), [view], [])
+            views.append(view)
+        return views
 
     def _view_prefix(self, info: _BufferInfo) -> list | None:
         """The lane dimensions in front of a per-lane or per-thread buffer's own, as ``(start, array
@@ -145,16 +156,17 @@ class LanesMixin:
                                                                             ast.Load())], ast.Load())
                           for axis, extent, coefs in lanes], ast.Load())
 
-    def _hoisted_view(self, info: _BufferInfo, bases, lanes, prefix=()) -> ast.expr | None:
-        """A lane view built once in front of the innermost serial loop instead of every iteration:
-        as it is when its start does not move with the loop, else with the loop's iterations as a
-        leading axis, of which each iteration takes its own (``view[k]``).  Only where everything the
-        view depends on exists before the loop and no branch condition was needed to prove it in
-        bounds.  ``prefix``: the starts of a per-lane or per-thread copy's lane dimensions (fixed)."""
+    def _hoisting(self, bases, lanes, prefix=()) -> tuple | None:
+        """How a lane view can be built once in front of the innermost serial loop instead of every
+        iteration (:meth:`_hoisted_view`), whatever buffer it views: ``(frame, start, lanes
+        argument, moving, names read, key)``, or None.  As it is when its start does not move with
+        the loop, else with the loop's iterations as a leading axis, of which each iteration takes
+        its own (``view[k]``).  Only where no branch condition was needed to prove it in bounds.
+        ``prefix``: the starts of a per-lane or per-thread copy's lane dimensions (fixed)."""
         if not self.serial.frames:
             return None
         frame = self.serial.frames[-1]
-        if frame.guard_depth != self.serial.guard_depth or info.name not in frame.outside:
+        if frame.guard_depth != self.serial.guard_depth:
             return None
         steps, starts = [], []
         try:
@@ -178,24 +190,33 @@ class LanesMixin:
         moving = any(steps)
         if moving:
             lanes = [(0, frame.extent, steps)] + [(axis + 1, extent, coefs) for axis, extent, coefs in lanes]
-        call = self._call("lanes_view", _name(info.name), ast.Tuple(start_nodes, ast.Load()), self._lanes_arg(lanes),
-                          kw={"ndim": ast.Constant(self.FAST_AXES + 1)} if moving else None)
-        used = {n.id for n in ast.walk(call) if isinstance(n, ast.Name)}
-        if not used <= frame.outside:  # helpers are reserved names, so they are in it too
+        start, lanes_arg = ast.Tuple(start_nodes, ast.Load()), self._lanes_arg(lanes)
+        read = {n.id for part in (start, lanes_arg) for n in ast.walk(part) if isinstance(n, ast.Name)}
+        if not read <= frame.outside:  # helpers are reserved names, so they are in it too
             return None
-        key = ast.dump(call)
-        name = frame.views.get(key)
-        if name is None:
-            name = self.namer.define_name(f"{info.name}_by_{frame.name}" if moving else f"{info.name}_lanes")
-            frame.views[key] = name
-            frame.hoisted.append(ast.Assign([_store_name(name)], call))
-            self.serial.hoisted_views.add(name)
+        return frame, start, lanes_arg, moving, ast.dump(start) + ast.dump(lanes_arg)
+
+    def _hoisted_view(self, name: str, hoisting: tuple) -> ast.expr | None:
+        """The view of buffer ``name`` that :meth:`_hoisting` hoists, defined once per loop (None
+        when the buffer does not exist before the loop)."""
+        frame, start, lanes_arg, moving, key = hoisting
+        if name not in frame.outside:
+            return None
+        key = f"{name}:{key}"
+        view_name = frame.views.get(key)
+        if view_name is None:
+            view_name = self.namer.define_name(f"{name}_by_{frame.name}" if moving else f"{name}_lanes")
+            frame.views[key] = view_name
+            call = self._call("lanes_view", _name(name), start, lanes_arg,
+                              kw={"ndim": ast.Constant(self.FAST_AXES + 1)} if moving else None)
+            frame.hoisted.append(ast.Assign([_store_name(view_name)], call))
+            self.serial.hoisted_views.add(view_name)
         if not moving:
-            return _name(name)
+            return _name(view_name)
         index = _name(frame.name)
         if not (isinstance(frame.lo, ast.Constant) and frame.lo.value == 0):
             index = ast.BinOp(index, ast.Sub(), frame.lo)
-        return ast.Subscript(_name(name), index, ast.Load())
+        return ast.Subscript(_name(view_name), index, ast.Load())
 
     def _vectorized_for(self, node, lo: Value, private_allocs=(), tag: str = "") -> list[ast.stmt]:
         """All iterations at once: the loop variable becomes an array along its own axis."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import dataclasses
 import functools
 
 from .names import Value, _Axis, _BufferInfo, _key, _name, _store_name
@@ -250,12 +249,8 @@ class SanitizerMixin:
         # A thread's own memory needs no race record: its views serve with racing lanes too.
         if info.shadow is None or (self._logged_lanes() and not (logged or info.per_thread)):
             return None
-        view = self._lane_view(info, indices, values)
-        if view is None:
-            return None
-        marks = dataclasses.replace(info, name=info.shadow, dtype="bool", shadow=None)
-        written = self._lane_view(marks, indices, values)
-        return None if written is None else (view, written)
+        views = self._lane_views(info, indices, values, (info.name, info.shadow))
+        return None if views is None else tuple(views)
 
 
 #: The order in which a thread is named: blocks, virtual threads, threads, then parallel loops.
