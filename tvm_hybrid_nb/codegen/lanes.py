@@ -12,6 +12,10 @@ from .names import (Value, ascii_identifier, _AllocLike, _Axis, _BufferInfo, _Ca
     _np, _store_name, _type_key, _varying, thread_key)
 
 
+def _is_constant_one(expr) -> bool:
+    return _type_key(expr) == "ir.IntImm" and int(expr.value) == 1
+
+
 class LanesMixin:
     """The lanes room of :class:`~.generator.HybridCodegen` (see the module docstring)."""
 
@@ -312,7 +316,13 @@ class LanesMixin:
             axis = self.THREAD_AXES.get(thread_key(tag))
             if axis is None:
                 raise _CannotVectorize(f"unknown thread tag {tag}")
+            if thread_key(tag) == "vthread" and _is_zero(min_expr) and _is_constant_one(extent_expr):
+                return self._single_vthread(var, body_stmt)
             outer = next((ax for ax in self.lanes.axes if ax.axis == axis), None)
+            if outer is not None and outer.tag != tag:
+                # Another tag's virtual threads (``vthread.x`` in ``vthread.y``), not the same ones.
+                raise _CannotVectorize(f"{tag} nested in {outer.tag}, both with more than one virtual thread: "
+                                       f"virtual threads of two tags share one lane axis here")
             if outer is not None:
                 return self._same_thread(var, min_expr, extent_expr, body_stmt, outer, tag)
         else:
@@ -357,6 +367,15 @@ class LanesMixin:
             # depend on them (a row's maximum read for every column of an empty row) would still run.
             stmts = [ast.If(ast.Compare(extent.node, [ast.Gt()], [ast.Constant(0)]), stmts, [])]
         return stmts
+
+    def _single_vthread(self, var, body_stmt) -> list[ast.stmt]:
+        """A virtual-thread loop of one iteration: its variable is 0, and it takes no lane axis, which
+        the threads' lanes keep for one vthread tag.  dlight's Matmul binds ``vthread.x`` inside
+        ``vthread.y``, Adreno's Conv2d ``vthread.x`` in ``vthread.y`` in ``vthread.z``, most of
+        them of one thread."""
+        name = self.namer.define(var, var.name)
+        self.scope.var_kinds[_key(var)] = ("py", _dtype(var), False)
+        return [ast.Assign([_store_name(name)], ast.Constant(0))] + self.visit_stmt(body_stmt)
 
     def _same_thread(self, var, min_expr, extent_expr, body_stmt, outer: "_Axis", tag: str) -> list[ast.stmt]:
         """A loop bound to a thread tag that is already running: the same threads, not new ones
