@@ -40,7 +40,8 @@ from .signature import ParamSpec, bind_arguments, strided_argument, check_native
 from .specialize import _bind_sizes, _element_reader, _specialized
 from .runtime import OUT_OF_RANGE_CONVERSIONS, OutOfRangeConversions
 from .stage import EMULATION_MODES, Stage, _run_kernel
-from .tir_info import _mark_outputs, _python_function_name, _returned_dtype, _select_function
+from .tir_info import (_addresses_from_data, _mark_outputs, _python_function_name, _returned_dtype,
+                       _select_function)
 
 _NATIVE_BUILD_LOCK = threading.RLock()
 #: The references :meth:`HybridModule.compare` knows by name (besides a callable).
@@ -373,7 +374,15 @@ class HybridModule:
         operations that can trap, and refuse the run when the emulation traps."""
         s = self.stages[0]
         gen = s._generate()
-        if gen is None or not set(gen.helpers) & _TRAPPING_HELPERS:
+        if gen is None:
+            data_addresses = _addresses_from_data(s.function) if s.function is not None else None
+            if data_addresses is not None:
+                raise StageNotEmulatableError(
+                    f"native run refused: stage 0 cannot be emulated ({s.reason}), so these inputs cannot be "
+                    f"checked first, and its {data_addresses} addresses memory by their values: on inputs "
+                    f"it was not written for, the process could crash")
+            return
+        if not set(gen.helpers) & _TRAPPING_HELPERS:
             return
         copies = [np.array(v, copy=True) if isinstance(v, np.ndarray) else v for v in values]
         try:

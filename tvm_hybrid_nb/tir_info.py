@@ -131,6 +131,41 @@ def _written_indirectly(func) -> list:
     return out
 
 
+def _addresses_from_data(func) -> str | None:
+    """What of ``func`` reaches memory where its inputs' values say (an index read from a buffer,
+    a packed call into TVM's runtime), named for an error; None when every address it computes
+    depends on sizes and loop variables alone."""
+
+    def key(node) -> str:
+        info = getattr(type(node), "__tvm_ffi_type_info__", None)
+        return info.type_key if info is not None else ""
+
+    def first(root, matches):
+        found = tvm_ffi.structural_walk(root, lambda n: tvm_ffi.VisitInterrupt(n) if matches(n) else None,
+                                        order="pre")
+        return None if found is None else found.value
+
+    def reaches(node) -> str | None:
+        if key(node) in ("ir.TensorLoad", "tirx.BufferStore"):
+            for index in node.indices:
+                inner = first(index, lambda n: key(n) == "ir.TensorLoad")
+                if inner is not None:
+                    return f"index read from {inner.source.name}"
+        elif (key(node) == "ir.Call" and isinstance(node.op, tvm.ir.Op) and node.op.name in _RUNTIME_CALLS
+              and any(str(getattr(arg, "dtype", "")) == "handle" for arg in list(node.args)[1:])):
+            callee = getattr(node.args[0], "value", None)
+            return f"call of {callee or node.op.name}"
+        return None
+
+    node = first(func.body, lambda n: reaches(n) is not None)
+    return None if node is None else reaches(node)
+
+
+#: Calls out of the kernel into code that reads the memory it is given pointers to as it pleases
+#: (a C math function given scalars reads none).
+_RUNTIME_CALLS = ("tirx.tvm_call_packed", "tirx.call_packed", "tirx.call_extern", "tirx.tvm_call_cpacked")
+
+
 def _select_function(mod, name: str | None):
     funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     if not funcs:
