@@ -656,10 +656,12 @@ def test_index_put_with_repeated_indices_is_tvms_race():
         assert zoo.tvm_finding(o) is None
 
 
-def test_integer_inputs_that_index_out_of_bounds_are_checked_as_zeros():
+def test_integer_inputs_that_index_out_of_bounds_are_checked_as_ones():
     # relax's dynamic_strided_slice reads x at begin + i * stride, begin and stride being inputs the
     # output's size must agree with (an NMS's shape function computes them): seeded values read out
-    # of bounds, so the native reference refuses; zeros read in bounds and the kernel is checked.
+    # of bounds, so the native reference refuses; ones read in bounds and the kernel is checked.
+    # (Zeros did too, but a stride of 0 reads x[0, 0] everywhere: a kernel that ignored begin
+    # passed.)
     from tvm.script import tirx as T
 
     @T.prim_func(s_tir=True)
@@ -672,4 +674,29 @@ def test_integer_inputs_that_index_out_of_bounds_are_checked_as_zeros():
                                 T.min(T.max(begin[1], T.int64(0)), T.int64(2)) + vj * stride[1]]
 
     o = zoo.check_kernel("t.dynamic_strided_slice", dynamic_slice, "none", check=True)
+    assert o.outcome == "ok" and "integer inputs 1" in o.reason, o
+
+    @T.prim_func(s_tir=True)
+    def slice_without_begin(x: T.Buffer((6, 3), "int64"), begin: T.Buffer((2,), "int64"),
+                            stride: T.Buffer((2,), "int64"), out: T.Buffer((4, 2), "int64")):
+        for i, j in T.grid(4, 2):
+            with T.sblock("slice"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                out[vi, vj] = x[vi * stride[0], vj * stride[1]]
+
+    o = zoo.check_kernel("t.dynamic_strided_slice", slice_without_begin, "none", reference=dynamic_slice)
+    assert o.outcome == "wrong", o
+
+
+def test_integer_inputs_that_index_out_of_bounds_as_ones_are_checked_as_zeros():
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def gather_last(x: T.Buffer((4, 3), "float32"), at: T.Buffer((4,), "int32"), out: T.Buffer((4,), "float32")):
+        for i in range(4):
+            with T.sblock("gather"):
+                vi = T.axis.spatial(4, i)
+                out[vi] = x[vi, at[vi] + 2]  # in bounds for at = 0 only
+
+    o = zoo.check_kernel("t.gather_last", gather_last, "none", check=True)
     assert o.outcome == "ok" and "integer inputs 0" in o.reason, o

@@ -220,10 +220,33 @@ def _left_out_elements(native, inputs: list, expected: list) -> tuple[list | Non
     return (_unwritten_elements(native, inputs, expected), *_reference_undefined_elements(native, inputs))
 
 
-def _integer_zeros(params, inputs: list) -> list:
-    """``inputs`` with every integer input array made 0."""
-    return [np.zeros_like(a) if isinstance(a, np.ndarray) and not p.is_output and a.dtype.kind in "iu" else a
-            for a, p in zip(inputs, params)]
+def _integer_constant(params, inputs: list, value: int, addresses: list[bool] | None = None) -> list:
+    """``inputs`` with every integer input array made ``value``; with ``addresses`` (per parameter),
+    only those whose values become part of an index, when there are any."""
+    if addresses is None or not any(addresses) or len(addresses) != len(params):
+        addresses = [True] * len(params)
+    return [np.full_like(a, value) if isinstance(a, np.ndarray) and not p.is_output and a.dtype.kind in "iu"
+            and address else a for a, p, address in zip(inputs, params, addresses)]
+
+
+def _address_params(func) -> list[bool]:
+    """Per parameter of ``func``: whether it is a buffer whose values become part of an index (the
+    begin and strides of a dynamic slice, a gather's indices) rather than data."""
+    import tvm_ffi
+
+    from .codegen.names import _key, _type_key
+    from .zoo_thread_local import _children
+
+    indexing: list = []
+
+    def visit(node):
+        if _type_key(node) in ("ir.TensorLoad", "tirx.BufferStore"):
+            indexing.extend(_key(sub.source) for index in node.indices for sub in _children(index)
+                            if _type_key(sub) == "ir.TensorLoad")
+        return True
+
+    tvm_ffi.structural_walk(func.body, visit, order="post")
+    return [_key(p) in indexing for p in func.params]
 
 
 def _without_integer_zeros(params, inputs: list) -> list:
@@ -255,14 +278,21 @@ def _reference_run(native, inputs: list, outcome) -> tuple[list, list, Callable 
                 outcome.reason = "on integer inputs without 0 (the seeded ones divide by zero)"
             elif "native run refused" in str(exc) and "out-of-bounds" in str(exc):
                 # Integer inputs that say where to read (a dynamic strided slice's begin and
-                # strides) with no contract the zoo knows: zeros read in bounds where any input does.
-                zeros = _integer_zeros(native.params, inputs)
-                try:
-                    args, result = run(zeros)
-                except EmulationError:
+                # strides; data stays seeded) with no contract the zoo knows: ones first (begin 1, stride 1 reads a
+                # window that a wrong begin or stride would move), then zeros, which read in bounds
+                # where any input does (but a stride of 0 reads one element everywhere).
+                addresses = _address_params(native.stages[0].function)
+                for value in (1, 0):
+                    constant = _integer_constant(native.params, inputs, value, addresses)
+                    try:
+                        args, result = run(constant)
+                        break
+                    except EmulationError:
+                        continue
+                else:
                     raise exc from None
-                inputs = zeros
-                outcome.reason = "on integer inputs 0 (the seeded ones index out of bounds)"
+                inputs = constant
+                outcome.reason = f"on integer inputs {value} (the seeded ones index out of bounds)"
             else:
                 raise
     except ArgumentTypeError as exc:
