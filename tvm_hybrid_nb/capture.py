@@ -117,6 +117,11 @@ class BuildCancelled(Exception):
 def short_tvm_message(exc: BaseException | str) -> str:
     """The one line of a TVM error that says what went wrong, without the C++ backtrace."""
     text = str(exc).strip()
+    # TVM 0.27 follows the message with where it failed: the pass, then the module's TVMScript with
+    # the failing node underlined (``^^^^``), whose last lines are code, not the cause.
+    for marker in ("\nError in pass:", "\nLocation (TVMScript):"):
+        if marker in text and text.index(marker) > 0:
+            text = text[:text.index(marker)].strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     interesting = [
         ln for ln in lines

@@ -299,11 +299,13 @@ def tvm_compile_failure(mod, target) -> str:
     "" when it can: a failure of the staged build is then the emulator's."""
     import tvm
 
+    from .capture import short_tvm_message
+
     try:
         tvm.compile(mod, target=target)
     except Exception as exc:  # noqa: BLE001 - any failure of TVM's own build is the evidence
-        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-        return f"TVM cannot build it: tvm.compile raises {type(exc).__name__}: {(lines or [''])[-1][:300]}"
+        # TVM 0.27's messages end with the failing Python line underlined (^^^^): not the cause.
+        return f"TVM cannot build it: tvm.compile raises {type(exc).__name__}: {short_tvm_message(exc)[:300]}"
     return ""
 
 
