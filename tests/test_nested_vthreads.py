@@ -9,21 +9,10 @@ each are refused by name until InjectVirtualThread has lowered them."""
 import numpy as np
 import pytest
 from tvm import s_tir
-from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb.errors import StageNotEmulatableError
-
-
-@T.prim_func(s_tir=True)
-def matmul(A: T.Buffer((4, 8), "float32"), B: T.Buffer((8, 16), "float32"), C: T.Buffer((4, 16), "float32")):
-    T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-    for i, j, k in T.grid(4, 16, 8):
-        with T.sblock("C"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                C[vi, vj] = T.float32(0)
-            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+from test_vthread_local_copies import matmul  # C = A @ B, (4, 8) x (8, 16)
 
 
 def _scheduled(vz: int, vy: int, vx: int):

@@ -13,6 +13,7 @@ import dataclasses
 import tvm
 import tvm_ffi
 
+from .codegen.names import _type_key
 from .errors import BuildError
 from .signature import ParamSpec
 
@@ -131,34 +132,38 @@ def _written_indirectly(func) -> list:
     return out
 
 
+def _indexing_buffers(func) -> list:
+    """The buffers whose loaded values become part of an index of another access of ``func`` (the
+    begin and strides of a dynamic slice, a gather's indices), in the order they are met."""
+    found: list = []
+
+    def visit(node):
+        if _type_key(node) in ("ir.TensorLoad", "tirx.BufferStore"):
+            for index in node.indices:
+                tvm_ffi.structural_walk(index, lambda n: found.append(n.source)
+                                        if _type_key(n) == "ir.TensorLoad" else None, order="pre")
+
+    tvm_ffi.structural_walk(func.body, visit, order="post")
+    return found
+
+
 def _addresses_from_data(func) -> str | None:
     """What of ``func`` reaches memory where its inputs' values say (an index read from a buffer,
-    a packed call into TVM's runtime), named for an error; None when every address it computes
-    depends on sizes and loop variables alone."""
+    a call given a pointer into TVM's runtime or C), named for an error; None when every address
+    it computes depends on sizes and loop variables alone."""
+    indexing = _indexing_buffers(func)
+    if indexing:
+        return f"index read from {indexing[0].name}"
 
-    def key(node) -> str:
-        info = getattr(type(node), "__tvm_ffi_type_info__", None)
-        return info.type_key if info is not None else ""
+    def hands_a_pointer(node) -> bool:
+        return (_type_key(node) == "ir.Call" and isinstance(node.op, tvm.ir.Op) and node.op.name in _RUNTIME_CALLS
+                and any(str(getattr(arg, "dtype", "")) == "handle" for arg in list(node.args)[1:]))
 
-    def first(root, matches):
-        found = tvm_ffi.structural_walk(root, lambda n: tvm_ffi.VisitInterrupt(n) if matches(n) else None,
-                                        order="pre")
-        return None if found is None else found.value
-
-    def reaches(node) -> str | None:
-        if key(node) in ("ir.TensorLoad", "tirx.BufferStore"):
-            for index in node.indices:
-                inner = first(index, lambda n: key(n) == "ir.TensorLoad")
-                if inner is not None:
-                    return f"index read from {inner.source.name}"
-        elif (key(node) == "ir.Call" and isinstance(node.op, tvm.ir.Op) and node.op.name in _RUNTIME_CALLS
-              and any(str(getattr(arg, "dtype", "")) == "handle" for arg in list(node.args)[1:])):
-            callee = getattr(node.args[0], "value", None)
-            return f"call of {callee or node.op.name}"
+    call = tvm_ffi.structural_walk(func.body, lambda n: tvm_ffi.VisitInterrupt(n) if hands_a_pointer(n) else None,
+                                   order="pre")
+    if call is None:
         return None
-
-    node = first(func.body, lambda n: reaches(n) is not None)
-    return None if node is None else reaches(node)
+    return f"call of {getattr(call.value.args[0], 'value', None) or call.value.op.name}"
 
 
 #: Calls out of the kernel into code that reads the memory it is given pointers to as it pleases

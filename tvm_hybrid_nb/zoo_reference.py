@@ -232,21 +232,10 @@ def _integer_constant(params, inputs: list, value: int, addresses: list[bool] | 
 def _address_params(func) -> list[bool]:
     """Per parameter of ``func``: whether it is a buffer whose values become part of an index (the
     begin and strides of a dynamic slice, a gather's indices) rather than data."""
-    import tvm_ffi
+    from .tir_info import _indexing_buffers
 
-    from .codegen.names import _key, _type_key
-    from .zoo_thread_local import _children
-
-    indexing: list = []
-
-    def visit(node):
-        if _type_key(node) in ("ir.TensorLoad", "tirx.BufferStore"):
-            indexing.extend(_key(sub.source) for index in node.indices for sub in _children(index)
-                            if _type_key(sub) == "ir.TensorLoad")
-        return True
-
-    tvm_ffi.structural_walk(func.body, visit, order="post")
-    return [_key(p) in indexing for p in func.params]
+    indexing = _indexing_buffers(func)
+    return [any(p.same_as(buf) for buf in indexing) for p in func.params]
 
 
 def _without_integer_zeros(params, inputs: list) -> list:
