@@ -12,7 +12,7 @@ from tvm import s_tir
 
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb.errors import StageNotEmulatableError
-from test_vthread_local_copies import matmul  # C = A @ B, (4, 8) x (8, 16)
+from test_vthread_local_copies import assert_every_stage_multiplies, changed_stages, matmul
 
 
 def _scheduled(vz: int, vy: int, vx: int):
@@ -31,43 +31,23 @@ def _scheduled(vz: int, vy: int, vx: int):
     return sch.mod
 
 
-def _inputs():
-    rng = np.random.default_rng(0)
-    a = rng.integers(-4, 5, (4, 8)).astype(np.float32)  # small integers: every order sums exactly
-    b = rng.integers(-4, 5, (8, 16)).astype(np.float32)
-    return a, b
-
-
-def _stages(hm):
-    return [s for s in hm.stages[:hm.packed_api_index] if s.changed or s.index == 0]
-
-
 @pytest.mark.parametrize("mode", ["fast", "exact"])
 @pytest.mark.parametrize("extents", [(2, 1, 1), (1, 1, 2), (1, 2, 1)])
 def test_nested_vthreads_of_one_thread_each_but_one(mode, extents):
     hm = thn.build(_scheduled(*extents), target="cuda")
-    a, b = _inputs()
-    stages = _stages(hm)
+    stages = changed_stages(hm)
     assert any(s.name == "s_tir.InjectVirtualThread" for s in stages)
-    for stage in stages:
-        for check in (False, True):
-            c = np.zeros((4, 16), np.float32)
-            hm.emulate(a, b, c, stage=stage.index, mode=mode, check=check)
-            np.testing.assert_array_equal(c, a @ b, err_msg=f"{stage.label} check={check}")
+    assert_every_stage_multiplies(hm, stages, mode)
 
 
 @pytest.mark.parametrize("mode", ["fast", "exact"])
 def test_two_nested_vthread_tags_of_several_threads_are_refused_by_name_never_aliased(mode):
     hm = thn.build(_scheduled(1, 2, 2), target="cuda")
-    a, b = _inputs()
-    injected = False
-    for stage in _stages(hm):
-        injected = injected or stage.name == "s_tir.InjectVirtualThread"
-        c = np.zeros((4, 16), np.float32)
-        if injected:  # the virtual threads are unrolled into each thread's code: emulated
-            hm.emulate(a, b, c, stage=stage.index, mode=mode, check=True)
-            np.testing.assert_array_equal(c, a @ b, err_msg=stage.label)
-            continue
+    stages = changed_stages(hm)
+    injected = next(n for n, s in enumerate(stages) if s.name == "s_tir.InjectVirtualThread")
+    for stage in stages[:injected]:
+        a, b, c = np.ones((4, 8), np.float32), np.ones((8, 16), np.float32), np.zeros((4, 16), np.float32)
         with pytest.raises(StageNotEmulatableError, match=r"vthread\.x nested in vthread\.y"):
             hm.emulate(a, b, c, stage=stage.index, mode=mode, check=True)
-    assert injected
+    # From InjectVirtualThread on, the virtual threads are unrolled into each thread's code: emulated.
+    assert_every_stage_multiplies(hm, stages[injected:], mode)

@@ -34,16 +34,26 @@ def _scheduled():
     return sch.mod
 
 
-@pytest.mark.parametrize("mode", ["fast", "exact"])
-def test_each_vthread_accumulates_in_its_own_local_copy(mode):
-    hm = thn.build(_scheduled(), target="cuda")
+def changed_stages(hm) -> list:
+    """The input and every changed stage before MakePackedAPI."""
+    return [s for s in hm.stages[:hm.packed_api_index] if s.changed or s.index == 0]
+
+
+def assert_every_stage_multiplies(hm, stages, mode: str) -> None:
+    """Each of ``stages`` of a ``matmul`` schedule, with and without the sanitizers, computes A @ B."""
     rng = np.random.default_rng(0)
     a = rng.integers(-4, 5, (4, 8)).astype(np.float32)  # small integers: every order sums exactly
     b = rng.integers(-4, 5, (8, 16)).astype(np.float32)
-    stages = [s for s in hm.stages[:hm.packed_api_index] if s.changed or s.index == 0]
-    assert any(s.name == "s_tir.CompactBufferAllocation" for s in stages)
     for stage in stages:
         for check in (False, True):
             c = np.zeros((4, 16), np.float32)
             hm.emulate(a, b, c, stage=stage.index, mode=mode, check=check)
             np.testing.assert_array_equal(c, a @ b, err_msg=f"{stage.label} check={check}")
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_each_vthread_accumulates_in_its_own_local_copy(mode):
+    hm = thn.build(_scheduled(), target="cuda")
+    stages = changed_stages(hm)
+    assert any(s.name == "s_tir.CompactBufferAllocation" for s in stages)
+    assert_every_stage_multiplies(hm, stages, mode)

@@ -267,9 +267,9 @@ def _reference_run(native, inputs: list, outcome) -> tuple[list, list, Callable 
                 outcome.reason = "on integer inputs without 0 (the seeded ones divide by zero)"
             elif "native run refused" in str(exc) and "out-of-bounds" in str(exc):
                 # Integer inputs that say where to read (a dynamic strided slice's begin and
-                # strides; data stays seeded) with no contract the zoo knows: ones first (begin 1, stride 1 reads a
-                # window that a wrong begin or stride would move), then zeros, which read in bounds
-                # where any input does (but a stride of 0 reads one element everywhere).
+                # strides; data stays seeded) with no contract the zoo knows: ones first (begin 1,
+                # stride 1 reads a window that a wrong begin or stride would move), then zeros, which
+                # read in bounds where any input does (but a stride of 0 reads one element everywhere).
                 addresses = _address_params(native.stages[0].function)
                 for value in (1, 0):
                     constant = _integer_constant(native.params, inputs, value, addresses)
