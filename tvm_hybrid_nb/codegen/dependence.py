@@ -213,12 +213,15 @@ _EXPRESSION_EVENTS = "expression events"
 def _accesses(loop, roots: dict[int, int], outer=(), cache: dict | None = None, events: dict | None = None):
     """The accesses of ``loop``'s body and the analyzer that expands its bindings.  ``cache`` (a
     dict the caller keeps while the IR lives) keeps them for the next question about the same loop
-    (the planner asks once per allocation of a GPU kernel's blocks); they are not modified."""
+    (the planner asks once per allocation of a GPU kernel's blocks); they are not modified.  The
+    cache keeps ``loop`` itself: a loop made for the question (a grid's ``For``,
+    :func:`~.analysis.grid_loop`) would otherwise be freed and its address, which is its key, given
+    to the next grid's loop, which would get the freed loop's accesses."""
     if cache is not None:
         key = (_key(loop), tuple((_key(v), str(lo), str(n)) for v, lo, n in outer), frozenset(roots.items()))
         if key not in cache:
-            cache[key] = _accesses(loop, roots, outer, events=cache.setdefault(_EXPRESSION_EVENTS, {}))
-        return cache[key]
+            cache[key] = (loop, *_accesses(loop, roots, outer, events=cache.setdefault(_EXPRESSION_EVENTS, {})))
+        return cache[key][1:]
     acc = _LoopAccesses(roots, outer, events)
     acc.stmt(loop.body)
     expand = tvm.sym.Analyzer()

@@ -197,6 +197,9 @@ class _Namer:
     def __init__(self, reserved: set[str]):
         self._used = set(reserved)
         self._names: dict[int, str] = {}
+        # The named objects themselves: an object's key is its address, which a freed object (a
+        # variable the generator made for one loop) would hand to the next, with its name.
+        self._named: list = []
         # The last suffix tried per hint: a stage that names thousands of objects alike (an unrolled
         # kernel's ``threads``) would otherwise try every taken suffix again on each name.
         self._last_suffix: dict[str, int] = {}
@@ -209,6 +212,7 @@ class _Namer:
             hint = "v" + hint
         name = self._fresh(hint)
         self._names[_key(obj)] = name
+        self._named.append(obj)
         return name
 
     def _fresh(self, hint: str) -> str:

@@ -294,12 +294,18 @@ class _Planner:
             names = tuple(str(self.shared[key].name) for key in private if self.shared and key in self.shared)
         alike: tuple = ()
         if grid is not None and private and self.fast and not self.check:  # the sanitizers keep every copy
-            alike = tuple(sorted(written_alike(grid, private, self.roots)))
+            alike = tuple(sorted(written_alike(grid, private, self.roots), key=self._shared_order))
         alike_names = tuple(str(self.shared[key].name) for key in alike if key in self.shared)
         decision = LoopDecision(loop, kind, strategy, reason, self.depth, private, names, alike, alike_names,
                                 "lane" if per_lane else "block", cut)
         self.plan.decisions.append(decision)
         self.plan.by_node[_key(node)] = decision
+
+    def _shared_order(self, key: int) -> tuple:
+        """Block-scoped allocation ``key`` sorted by name, then by where the IR allocates it: never by
+        its key (an address, different in each process), so every process emits one script."""
+        order = list(self.shared or ())
+        return (str(self.shared[key].name) if key in order else "", order.index(key) if key in order else len(order))
 
     def nested(self, body, lane: _Lane | None = None, serial: bool = False) -> None:
         if lane is not None:
@@ -505,8 +511,8 @@ class _Planner:
             blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses)
             candidates = self.per_block(node)
             if blocking is None and shared and set(shared) <= set(candidates):
-                # by name (then key): the order the copies are allocated in, the same in any process
-                private = tuple(sorted(shared, key=lambda k: (str(self.shared[k].name), k)))
+                # the order the copies are allocated in, the same in any process
+                private = tuple(sorted(shared, key=self._shared_order))
             dependence = blocking or next((why for buf, why in shared.items() if buf not in candidates), None)
         else:
             blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses)
@@ -569,7 +575,8 @@ class _Planner:
         for buf in bufs:
             self.plan.privatised[_key(buf)] = buf
         names = ", ".join(str(b.name) for b in bufs)
-        return tuple(_key(b) for b in sorted(bufs, key=lambda b: (str(b.name), _key(b)))), \
+        seen = list(self.allocated)  # ties of names (StorageRewrite's ``v``) in the IR's order, not by address
+        return tuple(_key(b) for b in sorted(bufs, key=lambda b: (str(b.name), seen.index(_key(b))))), \
             f"each writes {names} before reading it"
 
     def alike(self, node, shared: dict) -> str:
