@@ -63,3 +63,54 @@ def test_tiles_read_between_barriers_are_no_race(mode):
         c = np.zeros((64, 64), np.float32)
         hm.emulate(a, b, c, stage=stage, mode=mode, check=True)
         np.testing.assert_array_equal(c, a @ b)  # small integers: every partial sum is exact
+
+
+
+@T.prim_func
+def masked_reads(x: T.Buffer((32,), "float32"), y: T.Buffer((32,), "float32"), z: T.Buffer((32,), "float32")):
+    T.func_attr({"tirx.is_scheduled": True, "global_symbol": "main"})
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        sh = T.alloc_buffer((32,), "float32", scope="shared")
+        acc = T.alloc_buffer((1,), "float32", scope="local")
+        sh[tx] = x[tx]
+        acc[0] = T.float32(0)
+        T.tvm_storage_sync("shared")
+        # Only thread 0 reads (its own element); the masked-out threads' index reaches elements the
+        # others write in this statement: no race, since they do not read.
+        sh[tx] = T.if_then_else(tx == 0, sh[tx * 5 % 32] + T.float32(1), x[tx] * T.float32(2))
+        if tx % 3 == 0:
+            acc[0] = x[tx]  # a masked write of each thread's own copy
+        T.tvm_storage_sync("shared")
+        y[tx] = sh[31 - tx]
+        z[tx] = acc[0]
+
+
+@T.prim_func
+def masked_read_raced(x: T.Buffer((32,), "float32"), y: T.Buffer((32,), "float32")):
+    T.func_attr({"tirx.is_scheduled": True, "global_symbol": "main"})
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        sh = T.alloc_buffer((32,), "float32", scope="shared")
+        sh[tx] = x[tx]
+        T.tvm_storage_sync("shared")
+        # thread 31 reads sh[0], which thread 0 changes
+        sh[tx] = T.if_then_else(tx == 31, sh[0], x[tx] + T.float32(1))
+        T.tvm_storage_sync("shared")
+        y[tx] = sh[tx]
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_masked_reads_record_the_lanes_that_read(mode):
+    """A masked read's deferred record holds its kept lanes only: the elements that masked-out
+    threads would have read, written by others, are no race; a kept thread's read is one."""
+    x = np.arange(32, dtype=np.float32)
+    hm = thn.build(masked_reads, target=cuda_target())
+    want = np.concatenate([[x[0] + 1], x[1:] * 2])[::-1]
+    for stage in (0, hm.packed_api_index - 1):
+        y, z = np.zeros(32, np.float32), np.full(32, -1, np.float32)
+        hm.emulate(x, y, z, stage=stage, mode=mode, check=True)
+        np.testing.assert_array_equal(y, want)
+        np.testing.assert_array_equal(z, np.where(np.arange(32) % 3 == 0, x, 0))
+    hm = thn.build(masked_read_raced, target=cuda_target())
+    for stage in (0, hm.packed_api_index - 1):
+        with pytest.raises(EmulationError, match=r"data race on sh\[0\].*threadIdx.x=0.*threadIdx.x=31"):
+            hm.emulate(x, np.zeros(32, np.float32), stage=stage, mode=mode, check=True)

@@ -77,19 +77,27 @@ class _DeferredRead:
     """A race record of a read, kept as its index arrays until a write to the same memory before
     the next barrier needs it (most reads meet none: shared-memory tiles read between barriers)."""
 
-    __slots__ = ("index", "lanes", "shape")
+    __slots__ = ("index", "lanes", "shape", "mask")
 
-    def __init__(self, index, lanes, shape):
-        self.index, self.lanes, self.shape = index, lanes, shape
+    def __init__(self, index, lanes, shape, mask=None):
+        self.index, self.lanes, self.shape, self.mask = index, lanes, shape, mask
 
     def item(self):
-        """The record as :meth:`RaceLog.record` keeps it: ``(elements, lane ids, False, None, None)``."""
+        """The record as :meth:`RaceLog.record` keeps it: ``(elements, lane ids, False, None, None)``,
+        of the lanes the read's ``mask`` keeps."""
         lane_shape = [1] * 12
         for axis, extent, _tag in self.lanes:
             lane_shape[axis] = extent
-        shape = np.broadcast_shapes(*(i.shape for i in self.index), tuple(lane_shape))
+        shapes = [i.shape for i in self.index] + [tuple(lane_shape)]
+        if self.mask is not None:
+            shapes.append(self.mask.shape)
+        shape = np.broadcast_shapes(*shapes)
         full = [np.broadcast_to(i, shape).reshape(-1) for i in self.index]
-        return (np.ravel_multi_index(full, self.shape), _lane_ids(self.lanes, shape).reshape(-1), False, None, None)
+        elems, ids = np.ravel_multi_index(full, self.shape), _lane_ids(self.lanes, shape).reshape(-1)
+        if self.mask is not None:
+            keep = np.broadcast_to(self.mask, shape).reshape(-1)
+            elems, ids = elems[keep], ids[keep]
+        return (elems, ids, False, None, None)
 
 
 class RaceLog:
@@ -204,12 +212,13 @@ class RaceLog:
         if grid and self.block is not None:
             self._check_blocks(name, shape, elems, write, values, previous)
 
-    def record_read(self, name, shape, index, lanes, statement=False, lead=0):
-        """A read's record, as :meth:`record` keeps it (``statement``), deferred (:class:`_DeferredRead`)."""
+    def record_read(self, name, shape, index, lanes, statement=False, lead=0, mask=None):
+        """A read's record, as :meth:`record` keeps it (``statement``), deferred (:class:`_DeferredRead`);
+        ``mask``: the lanes that read (a boolean lane array), None for all."""
         if lead:
             self.leads[name] = lead
         book = self.statement if statement else self.records
-        book.setdefault(name, (shape, lanes, []))[2].append(_DeferredRead(index, lanes, shape))
+        book.setdefault(name, (shape, lanes, []))[2].append(_DeferredRead(index, lanes, shape, mask))
 
     def _warp_write(self, name, shape, elems, lane_ids, lanes, values, previous):
         """A write of global memory by GPU threads since the last barrier.  Checked against the read
@@ -450,15 +459,28 @@ def _direct_access(buffer, index, write, value, mask, shadow, lanes, poison):
     """:func:`access` without a race record where every lane's index is in bounds, masked-out lanes'
     too (the common case: a thread's own memory): numpy indexes with the index arrays as they
     broadcast, without materialising them.  ``NotImplemented`` where the general path decides:
-    an error to report, a masked write (lanes that write one element in some order), a value or
-    taint with more lanes than the index, a buffer of vectors with a mask or taint."""
+    an error to report, a value or taint with more lanes than the index, a buffer of vectors with a
+    mask or taint.  A masked write stores the kept lanes only, as the general path does (lanes that
+    write one element store in lane order)."""
     ishape = np.broadcast_shapes(*(i.shape for i in index))
     per_lane = len(index) == buffer.ndim and not lanes  # masks and taints line up with the index lanes
     if write:
         tainted = None if poison is None else poison.pending
-        if mask is not None or (tainted is not None and (not per_lane or poison.note is not None)):
+        if tainted is not None and (not per_lane or poison.note is not None):
             return NotImplemented
         vshape = np.shape(value)[:np.ndim(value) - (buffer.ndim - len(index))]
+        if mask is not None:
+            if not per_lane:
+                return NotImplemented
+            shape = np.broadcast_shapes(ishape, np.shape(mask), vshape, np.shape(tainted))
+            keep = np.broadcast_to(np.asarray(mask, dtype=bool), shape)
+            sel = tuple(i if i.ndim == 0 else np.broadcast_to(i, shape)[keep] for i in index)
+            buffer[sel] = np.broadcast_to(value, shape)[keep]
+            if shadow is not None:
+                shadow[sel] = True if tainted is None else ~np.broadcast_to(tainted, shape)[keep]
+            if poison is not None:
+                poison.pending = None
+            return None
         if np.broadcast_shapes(ishape, vshape, np.shape(tainted)) != ishape:
             return NotImplemented
         buffer[index] = value
@@ -476,7 +498,7 @@ def _direct_access(buffer, index, write, value, mask, shadow, lanes, poison):
                 poison.taint(~written)
         out = np.array(buffer[index])
         return out[()] if out.ndim == 0 else out
-    if not per_lane:
+    if len(index) != buffer.ndim or (lanes and poison is not None):
         return NotImplemented
     keep = np.asarray(mask, dtype=bool)
     if shadow is not None:
@@ -530,12 +552,13 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     index = tuple(np.asarray(i) for i in index)
     in_bounds = all((0 <= i < n) if i.ndim == 0 else (i.size == 0 or (i.min() >= 0 and i.max() < n))
                     for i, n in zip(index, buffer.shape))  # every lane, kept or not
-    if (log is not None and not write and in_bounds and mask is None and not grid and lanes
+    if (log is not None and not write and in_bounds and not grid and lanes
             and not (statement and region and (name in log.warp_ledger or name in log.watched))):
         # A read whose record may never be needed: the record waits for a write (``_check``).
-        done = _direct_access(buffer, index, False, None, None, shadow, lanes, poison)
+        done = _direct_access(buffer, index, False, None, mask, shadow, lanes, poison)
         if done is not NotImplemented:
-            log.record_read(name, buffer.shape[:len(index)], tuple(np.array(i) for i in index), lanes, statement, lead)
+            log.record_read(name, buffer.shape[:len(index)], tuple(np.array(i) for i in index), lanes, statement,
+                            lead, None if mask is None else np.array(mask, dtype=bool))
             return done
     if log is None and in_bounds:
         done = _direct_access(buffer, index, write, value, mask, shadow, lanes, poison)
