@@ -34,9 +34,10 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("data and errors", {"_version", "_compat", "errors", "signature", "compare", "files"}),
     ("emulation runtime (numpy only)", {"runtime", "loader"}),
     # native (a native run's tensors), specialize (as_op's sizes), tir_info (outputs, return value
-    # and names read off the TIR): HybridModule's helpers that need TVM but nothing of the module
+    # and names read off the TIR): HybridModule's helpers that need TVM but nothing of the module;
+    # tvmscript_parsing: TVMScript's decorators at a fifth of their cost (the zoo, verify, the tests)
     ("hybrid codegen and pipeline capture (TVM)", {"codegen", "capture", "examples", "dlpack", "native",
-                                                   "specialize", "tir_info"}),
+                                                   "specialize", "tir_info", "tvmscript_parsing"}),
     # stage (a captured stage) < module (HybridModule owns its stages);
     # dump_write (save) < module (HybridModule.save calls it) < dump (load/resume build DumpedModule)
     ("module and dumps (persistence)", {"stage", "dump_write", "module", "bisect", "dump"}),

@@ -18,6 +18,7 @@ from typing import Callable
 
 from ..zoo import KernelOutcome
 from .check import NOT_TESTED, TESTED, _error_line, check_function
+from ..tvmscript_parsing import remembered_module_misses
 from .harvest import HarvestedFunc, construct
 
 
@@ -55,29 +56,32 @@ def _worker(result_fd: int, mode: str, memory_gib: float) -> None:
         out.write(json.dumps(msg) + "\n")
         out.flush()
 
-    for line in sys.stdin:
-        item = HarvestedFunc(**json.loads(line))
-        start = time.perf_counter()
-        send(phase="construct")
-        try:
-            func = construct(item, report=lambda phase: send(phase=phase))
-        except BaseException as exc:  # noqa: BLE001 - TVMScript errors come as many types
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            send(done=asdict(KernelOutcome("tvm-tests", item.origin, "not built here",
-                                           reason=f"{type(exc).__name__}: {_error_line(exc)[:200]}",
-                                           seconds=time.perf_counter() - start)))
-            continue
-        import tvm_ffi
-        # TVM's build needs an entry symbol; a private function (no symbol) gets "main", as the zoo's do,
-        # and duplicates that differ only in their name are found.
-        func = func.with_attr("global_symbol", "main")
-        send(phase="built", hash=str(tvm_ffi.structural_hash(func)))
-        if sys.stdin.readline().strip() != "go":
-            continue
-        outcome = check_function(func, item.origin, mode=mode, report=lambda phase: send(phase=phase))
-        outcome.seconds = time.perf_counter() - start
-        send(done=asdict(outcome))
+    # Test modules define many TVMScript functions (and import tvm.s_tir.tensor_intrin): each
+    # decorator's inspect.stack() costs a fifth with the module misses remembered.
+    with remembered_module_misses():
+        for line in sys.stdin:
+            item = HarvestedFunc(**json.loads(line))
+            start = time.perf_counter()
+            send(phase="construct")
+            try:
+                func = construct(item, report=lambda phase: send(phase=phase))
+            except BaseException as exc:  # noqa: BLE001 - TVMScript errors come as many types
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                send(done=asdict(KernelOutcome("tvm-tests", item.origin, "not built here",
+                                               reason=f"{type(exc).__name__}: {_error_line(exc)[:200]}",
+                                               seconds=time.perf_counter() - start)))
+                continue
+            import tvm_ffi
+            # TVM's build needs an entry symbol; a private function (no symbol) gets "main", as the zoo's do,
+            # and duplicates that differ only in their name are found.
+            func = func.with_attr("global_symbol", "main")
+            send(phase="built", hash=str(tvm_ffi.structural_hash(func)))
+            if sys.stdin.readline().strip() != "go":
+                continue
+            outcome = check_function(func, item.origin, mode=mode, report=lambda phase: send(phase=phase))
+            outcome.seconds = time.perf_counter() - start
+            send(done=asdict(outcome))
 
 
 # ---------------------------------------------------------------------- run (the parent)
