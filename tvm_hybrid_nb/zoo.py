@@ -223,22 +223,15 @@ def schedule(func, flavour: str):
     import tvm
     from tvm.s_tir import dlight as dl
 
-    from .tvmscript_parsing import import_tensor_intrinsics
+    from .verification.kernels import dlight_rules
 
     mod = tvm.IRModule({"main": func})
     if flavour == "none":
         return tvm.target.Target("llvm"), mod
-    if flavour == "dlight-cpu":
-        target = tvm.target.Target("llvm")
+    if flavour in ("dlight-cpu", "dlight-gpu"):
+        target = tvm.target.Target("llvm") if flavour == "dlight-cpu" else cuda_target()
         with target:
-            mod = dl.ApplyDefaultSchedule(dl.cpu.GEMV(), dl.cpu.Reduction())(mod)
-        return target, mod
-    if flavour == "dlight-gpu":
-        import_tensor_intrinsics()  # Matmul's import, at a fifth of its cost
-        target = cuda_target()
-        with target:
-            mod = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
-                                          dl.gpu.GeneralReduction(), dl.gpu.Fallback())(mod)
+            mod = dl.ApplyDefaultSchedule(*dlight_rules(target))(mod)
         return target, mod
     raise ValueError(f"flavour must be one of {FLAVOURS}, got {flavour!r}")
 

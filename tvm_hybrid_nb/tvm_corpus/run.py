@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..tvmscript_parsing import remembered_module_misses
 from ..zoo import KernelOutcome
 from .check import NOT_TESTED, TESTED, _error_line, check_function
-from ..tvmscript_parsing import remembered_module_misses
 from .harvest import HarvestedFunc, construct
 
 
