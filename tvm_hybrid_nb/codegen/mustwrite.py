@@ -610,7 +610,8 @@ def _more_than_one(extent) -> bool:
 
 
 def _conditions_use(body, var) -> bool:
-    """Whether a condition of ``body`` (a branch, a loop's, a block's predicate) reads ``var``, or
+    """Whether a condition of ``body`` (a branch, a loop's, a block's predicate, a reduction block's
+    init) reads ``var``, or
     a variable bound to a value that does (``cse_v2 = rc_0 * 8``, then ``if cse_v2 + rc_1 == 0``)."""
     keys = {_key(var)}
     found = []
@@ -624,6 +625,9 @@ def _conditions_use(body, var) -> bool:
                 for iv, value in zip(n.block.iter_vars, n.iter_values):
                     if _uses_vars(value, keys):
                         keys.add(_key(iv.var))
+                        # A reduction's init runs where its reduction iterators are at their start.
+                        if n.block.init is not None and int(iv.iter_type) == 2:
+                            found.append(n)
             cond = (n.condition if key in ("tirx.IfThenElse", "tirx.While") else
                     n.predicate if key == "s_tir.SBlockRealize" else None)
             if cond is not None and _uses_vars(cond, keys):
