@@ -144,23 +144,26 @@ def grid_loop(attr):
     return tirx.For(iv.var, tirx.const(0, _dtype(iv.var)), attr.value, tirx.ForKind.SERIAL, attr.body)
 
 
-def block_scoped_allocations(func) -> dict[int, object]:
-    """The function's allocations that belong to one GPU block: shared memory (``shared*``) and
-    per-thread memory (``local*``, a warp's ``wmma.*`` fragments), from ``AllocBuffer`` statements and
-    blocks' ``alloc_buffers``,
-    by buffer key."""
+def allocations_in(body) -> dict[int, object]:
+    """The allocations of ``body`` (``AllocBuffer`` statements and blocks' ``alloc_buffers``), by buffer key."""
     found: dict[int, object] = {}
 
     def visit(node):
         key = _type_key(node)
         bufs = [node.buffer] if key == "tirx.AllocBuffer" else list(node.alloc_buffers) if key == "s_tir.SBlock" else []
         for buf in bufs:
-            if str(buf.scope()).startswith(("shared", "local", "wmma.")):
-                found[_key(buf)] = buf
+            found[_key(buf)] = buf
         return True
 
-    tvm_ffi.structural_walk(func.body, visit, order="post")
+    tvm_ffi.structural_walk(body, visit, order="post")
     return found
+
+
+def block_scoped_allocations(func) -> dict[int, object]:
+    """The function's allocations that belong to one GPU block: shared memory (``shared*``) and
+    per-thread memory (``local*``, a warp's ``wmma.*`` fragments), by buffer key."""
+    return {key: buf for key, buf in allocations_in(func.body).items()
+            if str(buf.scope()).startswith(("shared", "local", "wmma."))}
 
 
 def per_block_memory(shared: dict[int, object], loop_body, counts: dict[int, int]) -> dict[int, object]:

@@ -7,7 +7,8 @@ import ast
 from tvm import tirx
 import tvm
 
-from .analysis import _buffer_access_counts, _plan_lane_axes, _reads_memory, _step
+from .analysis import _buffer_access_counts, _contains, _plan_lane_axes, _reads_memory, _step, allocations_in
+from .sharing import varying_with
 from .names import (Value, ascii_identifier, _AllocLike, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_zero, _key, _lanes, _name,
     _np, _store_name, _type_key, _varying, thread_key)
 
@@ -252,11 +253,12 @@ class LanesMixin:
                 pass
         function = self.namer.define_name(ascii_identifier(f"{var.name}_chunk"))
         self.lanes.chunked_var, self.lanes.chunked_extent, self.lanes.peak_lanes = _key(var), extent.node, 0
+        self.lanes.chunk_varying = self._chunk_varying(node, private_allocs)
         try:
             body = self._lanes_for(var, chunk_lo, Value(_name(self.namer.lookup(chunk_lo)), "py", dtype),
                                    chunk_extent, node.body, is_thread=False, tag=tag, private_allocs=private_allocs)
         finally:
-            self.lanes.chunked_var = self.lanes.chunked_extent = None
+            self.lanes.chunked_var = self.lanes.chunked_extent = self.lanes.chunk_varying = None
         self.lanes.parallel_loops.append(self.namer.lookup(var))
         args = [ast.arg(self.namer.lookup(chunk_lo)), ast.arg(self.namer.lookup(chunk_extent))]
         fdef = ast.FunctionDef(
@@ -275,6 +277,38 @@ class LanesMixin:
             self.hooks.loops += 1
         return [fdef, ast.Expr(self._call("parallel_chunks", _name(function), lo.node, extent.node,
                                           ast.Constant(self.lanes.peak_lanes), kw=keywords))]
+
+    def _chunk_varying(self, node, private_allocs) -> tuple[set[int], set[int]] | None:
+        """What may differ between the iterations of parallel loop ``node`` (see
+        :func:`~.sharing.varying_with`), with the memory each lane has a copy of: its private copies
+        and the allocations inside it that no one-copy decision shares along it."""
+        variables, buffers = varying_with(node, self.scope.storage_roots)
+        if variables is None:
+            return None
+        per_lane = {_key(buf) for buf in private_allocs}
+        for key in allocations_in(node.body):
+            decision = self.plan.by_buffer.get(key)
+            if decision is None or _key(node.loop_var) not in decision.loop_keys:
+                per_lane.add(key)
+        return variables, buffers | per_lane
+
+    def _touches_chunk_lanes(self, *parts) -> bool:
+        """Whether TIR ``parts`` (a loop's bounds and body) may differ between the iterations of the
+        chunked parallel loop around (True when unknown, or under a lane mask)."""
+        varying = self.lanes.chunk_varying
+        if varying is None or self.lanes.stmt_masks or self.lanes.masks:
+            return True
+        variables, buffers = varying
+        roots = self.scope.storage_roots
+
+        def touches(n) -> bool:
+            key = _type_key(n)
+            if key == "ir.Var":
+                return _key(n) in variables
+            buf = n.source if key == "ir.TensorLoad" else n.buffer if key == "tirx.BufferStore" else None
+            return buf is not None and (_key(buf) in buffers or roots.get(_key(buf), _key(buf)) in buffers)
+
+        return any(_contains(part, touches) for part in parts)
 
     def _free_loop_axis(self) -> int | None:
         used = {ax.axis for ax in self.lanes.axes}
@@ -343,8 +377,13 @@ class LanesMixin:
         outermost_thread = is_thread and not race and not any(ax.is_thread for ax in self.lanes.axes)
         self.lanes.axes.append(_Axis(name, lo.node, extent.node, is_thread, axis, tag, race, var, min_expr))
         lanes = 1
+        # A loop inside a chunk whose statements are the same for every chunk lane runs without them.
+        chunk_lanes = _key(var) == self.lanes.chunked_var or self._touches_chunk_lanes(min_expr, body_stmt)
         for ax in self.lanes.axes:
-            size = self.lanes.chunked_extent if ax.var is not None and _key(ax.var) == self.lanes.chunked_var else ax.extent
+            chunked = ax.var is not None and _key(ax.var) == self.lanes.chunked_var
+            if chunked and not chunk_lanes:
+                continue
+            size = self.lanes.chunked_extent if chunked else ax.extent
             lanes *= size.value if isinstance(size, ast.Constant) else 1
         self.lanes.peak_lanes = max(self.lanes.peak_lanes, lanes)
         front: list[ast.stmt] = []

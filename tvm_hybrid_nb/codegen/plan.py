@@ -23,7 +23,8 @@ from typing import Callable
 import tvm_ffi
 
 from ..errors import UnsupportedConstructError
-from .analysis import _buffer_access_counts, _thread_extents, _type_key, block_scoped_allocations, grid_loop, per_block_memory
+from .analysis import (_buffer_access_counts, _contains, _thread_extents, _type_key, allocations_in,
+                       block_scoped_allocations, grid_loop, per_block_memory)
 from .dependence import allocation_overlap, loop_dependences
 from .cost import serial_cost
 from .guards import predicate_cut
@@ -375,6 +376,20 @@ class _Planner:
             names = tuple(str(loop.loop_var.name) for loop in shared)
             self.one_copy(buf, shared, f"each iteration of {', '.join(names)} touches its own elements of {buf.name}")
             return
+        # Every lane recomputes it alike through a loop (the row maximum of a softmax that a schedule
+        # recomputes per element): one copy, the loop run once for them all instead of once per lane.
+        # (Not under the sanitizers, which check each iteration's own accesses.)
+        root = self.roots.get(_key(buf), _key(buf))
+        shared = [] if self.check else [
+            lane.loop for lane in loops if self.written_in_a_loop(lane.loop, {root: None})
+            and read_after_written_alike(lane.loop, buf, self.func.body) is None
+            and (_key(buf) in written_alike(lane.loop, set(allocations_in(lane.loop.body)), self.roots)
+                 or _key(buf) in written_alike(lane.loop, {_key(buf)}, self.roots, by_index=True))]
+        if shared:
+            names = tuple(str(loop.loop_var.name) for loop in shared)
+            self.one_copy(buf, shared, f"every iteration of {', '.join(names)} writes {buf.name} alike before "
+                                       f"reading it")
+            return
         # Copies for every lane would not fit in memory: one serves lanes that write it by index.
         shared = [lane.loop for lane in loops if _key(lane.loop) in self.plan.copies_rejected
                   and read_after_written_alike(lane.loop, buf, self.func.body) is None
@@ -518,11 +533,16 @@ class _Planner:
             blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses)
             dependence = blocking or next(iter(shared.values()), None)
             if blocking is None and shared and self.fast and not self.check:
-                private, why = self.privatise(node, shared) if not shared_copy_only else ((), "")
+                # Scratch that every iteration recomputes alike through a loop (the row's maximum of a
+                # softmax recomputed per element): a copy per lane would redo that loop per lane.
+                why = self.alike(node, shared) if self.written_in_a_loop(node, shared) else ""
+                private = ()
+                if not why and not shared_copy_only:
+                    private, why = self.privatise(node, shared)
                 if private:
                     dependence = None
                 else:
-                    why = self.alike(node, shared)
+                    why = why or self.alike(node, shared)
                     if why:
                         dependence = None
                         # One copy for all: chunks on several cores would race on it.
@@ -578,6 +598,13 @@ class _Planner:
         seen = list(self.allocated)  # ties of names (StorageRewrite's ``v``) in the IR's order, not by address
         return tuple(_key(b) for b in sorted(bufs, key=lambda b: (str(b.name), seen.index(_key(b))))), \
             f"each writes {names} before reading it"
+
+    def written_in_a_loop(self, node, shared: dict) -> bool:
+        """Whether a store to a buffer of ``shared`` (root keys) sits in a loop inside loop ``node``."""
+        def stores_shared(n) -> bool:
+            return _type_key(n) == "tirx.BufferStore" and self.roots.get(_key(n.buffer), _key(n.buffer)) in shared
+
+        return _contains(node.body, lambda n: _type_key(n) == "tirx.For" and _contains(n.body, stores_shared))
 
     def alike(self, node, shared: dict) -> str:
         """Iterations that all write the same values to the allocations that carry loop ``node``'s

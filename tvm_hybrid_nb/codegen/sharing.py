@@ -130,10 +130,33 @@ def written_alike(loop, candidates, roots: dict[int, int], by_index: bool = Fals
     write the same value (one store: lanes in lockstep may write an element at another program point
     than the iteration that reads it, and two stores could store different functions of the index).
     """
+    return _alike_fixpoint(loop, candidates, roots, by_index)[0]
+
+
+def varying_with(loop, roots: dict[int, int]) -> tuple[set[int], set[int]]:
+    """What in ``loop``'s body may differ between its iterations: the variables (keys) whose value
+    depends on the loop variable or on memory the iterations write differently, and the buffers
+    (keys: roots and the views of them) the iterations write differently (:func:`written_alike` over
+    all they write).
+    Statements that touch neither compute the same in every iteration.  ``(None, None)`` when the
+    body holds what the analysis cannot follow."""
     acc = _Writes(roots)
     acc.stmt(loop.body, [])
     if acc.opaque:
-        return set()
+        return None, None
+    written = {root for root, *_ in acc.writes}
+    alike, tainted_vars = _alike_fixpoint(loop, written, roots, False, acc)
+    differ = written - alike
+    return tainted_vars, differ | {view for view, root in acc.roots.items() if root in differ}
+
+
+def _alike_fixpoint(loop, candidates, roots: dict[int, int], by_index: bool, acc: "_Writes | None" = None):
+    """:func:`written_alike`'s answer and the variables its taint closure found varying."""
+    if acc is None:
+        acc = _Writes(roots)
+        acc.stmt(loop.body, [])
+    if acc.opaque:
+        return set(), {_key(loop.loop_var)}
     written = {root for root, *_ in acc.writes}
     alike = set(candidates) & written
     inside = _defined_vars(loop.body) | {_key(loop.loop_var)} if by_index else set()
@@ -206,7 +229,7 @@ def written_alike(loop, candidates, roots: dict[int, int], by_index: bool = Fals
         if by_index:  # one store each: two could store different functions of the index
             differ |= {root for root in alike if sum(w[0] == root for w in acc.writes) > 1}
         if not differ:
-            return alike
+            return alike, tainted_vars
         alike -= differ
 
 

@@ -60,6 +60,9 @@ class LaneState:
     chunked_var: int | None = None
     chunked_extent: ast.expr | None = None
     peak_lanes: int = 0
+    #: While generating a chunk function: the variables and buffers (keys) that may differ between
+    #: its iterations; a statement touching none of them runs without the chunk's lanes (None: unknown).
+    chunk_varying: tuple[set[int], set[int]] | None = None
 
 
 @dataclass
