@@ -267,13 +267,17 @@ class GpuMixin:
         finally:
             self.namer._names, self.scope.var_kinds, self.lanes.axes = saved
             self.gpu.serial_thread_lanes, self.gpu.accumulator_tags = saved_serial, saved_accumulators
-        # With no lanes in the block, every index is a number: each store to an accumulator is copied
-        # to the other threads' copies right after it, rather than the whole buffer after the block.
+        # Each store to an accumulator is copied to the other threads' copies right after it (its
+        # index arrays, where blocks run as lanes, pick the blocks' elements), rather than the whole
+        # buffer after the block: that copy would rewrite the elements of every block.
         shared = None
-        if loops and not any(not ax.is_thread for ax in saved[2]):
+        if loops:
             shared = self._share_stored_elements(body, accumulators, across)
         if shared is not None:
             body = shared
+        elif accumulators and self.lanes.chunked_var is not None:
+            # Chunks of blocks on other cores update their own elements meanwhile: run them in turn.
+            self.lanes.chunks_in_turn = True
         for lane, ax in reversed(loops):
             bounds = ([ax.extent] if isinstance(ax.lo, ast.Constant) and ax.lo.value == 0
                       else [ax.lo, ast.BinOp(ax.lo, ast.Add(), ax.extent)])

@@ -254,18 +254,21 @@ class LanesMixin:
         function = self.namer.define_name(ascii_identifier(f"{var.name}_chunk"))
         self.lanes.chunked_var, self.lanes.chunked_extent, self.lanes.peak_lanes = _key(var), extent.node, 0
         self.lanes.chunk_varying = self._chunk_varying(node, private_allocs)
+        self.lanes.chunks_in_turn = False
         try:
             body = self._lanes_for(var, chunk_lo, Value(_name(self.namer.lookup(chunk_lo)), "py", dtype),
                                    chunk_extent, node.body, is_thread=False, tag=tag, private_allocs=private_allocs)
+            in_turn = self.lanes.chunks_in_turn
         finally:
             self.lanes.chunked_var = self.lanes.chunked_extent = self.lanes.chunk_varying = None
+            self.lanes.chunks_in_turn = False
         self.lanes.parallel_loops.append(self.namer.lookup(var))
         args = [ast.arg(self.namer.lookup(chunk_lo)), ast.arg(self.namer.lookup(chunk_extent))]
         fdef = ast.FunctionDef(
             name=function, args=ast.arguments(posonlyargs=[], args=args, kwonlyargs=[], kw_defaults=[],
                                               defaults=[]),
             body=body or [ast.Pass()], decorator_list=[], returns=None, type_params=[])
-        keywords = {}
+        keywords = {"threads": ast.Constant(1)} if in_turn else {}
         if self.hooks.enabled and self.serial.depth == 0:
             # Progress as chunks complete, reported by the calling thread: report(iterations done).
             done = ast.arg("done")

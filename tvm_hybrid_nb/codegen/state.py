@@ -63,6 +63,9 @@ class LaneState:
     #: While generating a chunk function: the variables and buffers (keys) that may differ between
     #: its iterations; a statement touching none of them runs without the chunk's lanes (None: unknown).
     chunk_varying: tuple[set[int], set[int]] | None = None
+    #: A statement of the chunk function rewrites memory beyond its own chunk's elements (a whole
+    #: accumulator shared with every thread): its chunks run one after another, not on several cores.
+    chunks_in_turn: bool = False
 
 
 @dataclass

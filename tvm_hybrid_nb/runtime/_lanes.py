@@ -157,7 +157,7 @@ def lanes_view(buffer, base, lanes, ndim=12, _layouts={}):  # noqa: B006 (the de
     return np.ndarray(shape, buffer.dtype, buffer, start * buffer.itemsize, strides)
 
 
-def parallel_chunks(body, lo, extent, lanes, min_lanes=None, max_lanes=None, report=None):
+def parallel_chunks(body, lo, extent, lanes, min_lanes=None, max_lanes=None, report=None, threads=None):
     """Fast mode: a loop whose iterations are proven independent (a ``T.parallel`` loop, the blocks
     of a GPU grid), split into consecutive chunks ``body(chunk_lo, chunk_extent)`` that run on the
     machine's cores at once, as the compiled kernel runs them on its threads (numpy releases the GIL
@@ -169,8 +169,9 @@ def parallel_chunks(body, lo, extent, lanes, min_lanes=None, max_lanes=None, rep
     save; and at most ``max_lanes`` (``TVM_HYBRID_NB_MAX_CHUNK_LANES``, default 2**21), so a large
     grid never holds all its lanes in memory at once: there are then more chunks than threads, and
     each thread takes the next chunk when it is done with one.  ``TVM_HYBRID_NB_THREADS`` caps the
-    number of threads (1 turns this off).  Chunks never change the result: the iterations are
-    independent.
+    number of threads (1 turns this off); so does ``threads``, for a loop whose chunks each rewrite
+    memory beyond their own elements (they then run one after another).  Chunks never change the
+    result: the iterations are independent.
 
     ``report(done)``, when given, is called in the calling thread with the number of iterations
     done so far: after each of its own chunks, and while it waits for the other threads.
@@ -189,7 +190,7 @@ def parallel_chunks(body, lo, extent, lanes, min_lanes=None, max_lanes=None, rep
         return int(value) if value.isdigit() and int(value) > 0 else default
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    cores = min(cores, setting("TVM_HYBRID_NB_THREADS", cores))
+    cores = min(cores, setting("TVM_HYBRID_NB_THREADS", cores), threads or cores)
     min_lanes = min_lanes if min_lanes is not None else setting("TVM_HYBRID_NB_CHUNK_LANES", 1 << 15)
     max_lanes = max_lanes if max_lanes is not None else setting("TVM_HYBRID_NB_MAX_CHUNK_LANES", 1 << 21)
     extent, lanes = int(extent), int(lanes)
