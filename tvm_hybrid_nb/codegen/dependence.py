@@ -261,10 +261,31 @@ def _overlap_of(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> s
         flat = _flat_indices(items, acc.shapes.get(items[0][0]))
         if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent, guards, from_zero):
             digits = _index_tuple_numbers(items, loop, acc, expand) or _flat_index_digits(items, loop, acc, expand)
-            if digits is None or not _separates_iterations(digits, loop.loop_var, acc, expand, x_extent, guards,
-                                                           from_zero):
+            if (digits is None or not _separates_iterations(digits, loop.loop_var, acc, expand, x_extent, guards,
+                                                            from_zero)) \
+                    and not _moving_indices_separate(loop, acc, expand, items, x_extent, guards, from_zero):
                 return f"carried dependence on {name}: two iterations of {x} may touch the same element"
     return None
+
+
+def _moving_indices_separate(loop, acc: "_LoopAccesses", expand, items: list, x_extent, guards, from_zero) -> bool:
+    """Whether the indices that move with ``loop``'s variable, taken together, keep its iterations
+    apart (tuples that differ there are different elements, whatever the other indices hold).  Before
+    ``CompactBufferAllocation`` dlight's rfactor buffer ``rf[tx, v0, v1, v2]`` has the whole output's
+    shape: ``(v0, v1, v2)`` is the block ``bx``, but ``tx``, the thread of another ``threadIdx.x`` loop
+    in each access, leads every number made of the whole tuple."""
+    moving_var = {_key(loop.loop_var)}
+    ndim = len(items[0][2])
+    moving = [d for d in range(ndim) if any(_uses_vars(expand.simplify(item[2][d]), moving_var) for item in items)]
+    shape = acc.shapes.get(items[0][0])
+    if not 1 < len(moving) < ndim or shape is None:
+        return False
+    sub = [(key, is_write, [indices[d] for d in moving], item_guards) for key, is_write, indices, item_guards in items]
+    for numbers in (_flat_indices(sub, [shape[d] for d in moving]), _index_tuple_numbers(sub, loop, acc, expand)):
+        if numbers is not None and _separates_iterations(numbers, loop.loop_var, acc, expand, x_extent, guards,
+                                                         from_zero):
+            return True
+    return False
 
 
 class _SplitLoop:
