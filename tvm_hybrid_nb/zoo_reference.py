@@ -303,7 +303,7 @@ def _reference_run(native, inputs: list, outcome) -> tuple[list, list, Callable 
 
 
 def _binds_threads(func) -> bool:
-    from .codegen.plan import _has_threads
+    from .codegen.analysis import _has_threads
 
     return _has_threads(func.body)
 

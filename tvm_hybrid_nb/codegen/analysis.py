@@ -281,6 +281,16 @@ def _contains(node, matches) -> bool:
                                    order="pre") is not None
 
 
+def _has_threads(body) -> bool:
+    """Whether ``body`` binds a loop or an attribute to a thread (of any extent)."""
+    found = []
+    tvm_ffi.structural_walk(body, lambda n: found.append(
+        (_type_key(n) == "tirx.For" and int(n.kind) == 4) or
+        (_type_key(n) == "tirx.AttrStmt" and n.attr_key in ("thread_extent", "virtual_thread"))) or True,
+                            order="post")
+    return any(found)
+
+
 def _is_call_of(node, op_suffix: str) -> bool:
     return _type_key(node) == "ir.Call" and isinstance(node.op, tvm.ir.Op) and node.op.name.endswith(op_suffix)
 

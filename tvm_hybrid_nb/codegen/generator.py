@@ -30,7 +30,7 @@ from .. import runtime
 from ..errors import UnsupportedConstructError
 from ..loader import cyclic_gc_paused
 from ..signature import ParamSpec
-from .analysis import _contiguous_strides, _injective, _thread_extents, host_device_accesses
+from .analysis import _contiguous_strides, _has_threads, _injective, _thread_extents, host_device_accesses
 from .names import (GeneratedKernel, Value, _BufferInfo, _CannotVectorize, _Namer, _dtype,
     _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _scalar_dtype, _store_name, _type_key)
 from .pyast import _drop_dead_assignments, _number_statements, _split_deep_nests
@@ -42,8 +42,7 @@ from .lanes import LanesMixin
 from .memory import MemoryAccessMixin
 from .sanitize import SanitizerMixin
 from .tensorcore import FLOAT_MMA_ATTR, FLOAT_MMA_NOTE
-from .plan import (EmulationPlan, _has_threads, emit_with_plan, exact_plan_reason, lanes_lose_reason, per_call_rule,
-                   plan_emulation)
+from .plan import EmulationPlan, emit_with_plan, exact_plan_reason, lanes_lose_reason, per_call_rule, plan_emulation
 from .targets import GPU_KINDS, cuda_float_note, target_kind
 from .state import GpuState, LaneState, ProgressHooks, Scope, SerialState
 

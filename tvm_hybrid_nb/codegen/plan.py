@@ -23,12 +23,12 @@ from typing import Callable
 import tvm_ffi
 
 from ..errors import UnsupportedConstructError
-from .analysis import (_buffer_access_counts, _contains, _thread_extents, _type_key, allocations_in,
+from .analysis import (_buffer_access_counts, _has_threads, _thread_extents, _type_key, allocations_in,
                        block_scoped_allocations, grid_loop, per_block_memory)
 from .dependence import allocation_overlap, loop_dependences
 from .cost import serial_cost
 from .guards import predicate_cut
-from .sharing import read_after_written_alike, written_alike, written_before_read
+from .sharing import read_after_written_alike, stored_in_an_inner_loop, written_alike, written_before_read
 from .lanes import LanesMixin
 from .names import _key, thread_key
 
@@ -360,9 +360,7 @@ class _Planner:
         loops = [lane for lane in self.lanes if not lane.is_thread]
         if not self.fast or not loops:
             return
-        if self.gpu is None:  # per-thread memory of GPU kernels has copies of its own
-            self.gpu = bool(_thread_extents(self.func.body)) or _has_threads(self.func.body)
-        if self.gpu:
+        if self.is_gpu():  # per-thread memory of GPU kernels has copies of its own
             self.grid_allocation(buf)
             return
         if len(loops) != len(self.lanes) or any(lane.loop is None for lane in loops):
@@ -381,7 +379,7 @@ class _Planner:
         # (Not under the sanitizers, which check each iteration's own accesses.)
         root = self.roots.get(_key(buf), _key(buf))
         shared = [] if self.check else [
-            lane.loop for lane in loops if self.written_in_a_loop(lane.loop, {root: None})
+            lane.loop for lane in loops if stored_in_an_inner_loop(lane.loop, {root}, self.roots)
             and read_after_written_alike(lane.loop, buf, self.func.body) is None
             and (_key(buf) in written_alike(lane.loop, set(allocations_in(lane.loop.body)), self.roots)
                  or _key(buf) in written_alike(lane.loop, {_key(buf)}, self.roots, by_index=True))]
@@ -535,7 +533,7 @@ class _Planner:
             if blocking is None and shared and self.fast and not self.check:
                 # Scratch that every iteration recomputes alike through a loop (the row's maximum of a
                 # softmax recomputed per element): a copy per lane would redo that loop per lane.
-                why = self.alike(node, shared) if self.written_in_a_loop(node, shared) else ""
+                why = self.alike(node, shared) if stored_in_an_inner_loop(node, set(shared), self.roots) else ""
                 private = ()
                 if not why and not shared_copy_only:
                     private, why = self.privatise(node, shared)
@@ -580,9 +578,7 @@ class _Planner:
         lane, as the compiled loop's iterations would each have if the allocation were inside, the
         iterations are independent (``shared``: the buffers, by root key, the iterations may share).
         Returns their keys and the reason ("" when none)."""
-        if self.gpu is None:
-            self.gpu = bool(_thread_extents(self.func.body)) or _has_threads(self.func.body)
-        if self.gpu:
+        if self.is_gpu():
             return (), ""
         bufs = []
         for root in shared:
@@ -599,12 +595,11 @@ class _Planner:
         return tuple(_key(b) for b in sorted(bufs, key=lambda b: (str(b.name), seen.index(_key(b))))), \
             f"each writes {names} before reading it"
 
-    def written_in_a_loop(self, node, shared: dict) -> bool:
-        """Whether a store to a buffer of ``shared`` (root keys) sits in a loop inside loop ``node``."""
-        def stores_shared(n) -> bool:
-            return _type_key(n) == "tirx.BufferStore" and self.roots.get(_key(n.buffer), _key(n.buffer)) in shared
-
-        return _contains(node.body, lambda n: _type_key(n) == "tirx.For" and _contains(n.body, stores_shared))
+    def is_gpu(self) -> bool:
+        """Whether the function binds threads (its memory then has per-thread and per-block copies)."""
+        if self.gpu is None:
+            self.gpu = bool(_thread_extents(self.func.body)) or _has_threads(self.func.body)
+        return self.gpu
 
     def alike(self, node, shared: dict) -> str:
         """Iterations that all write the same values to the allocations that carry loop ``node``'s
@@ -612,9 +607,7 @@ class _Planner:
         schedule recomputes for every column): run in lockstep as lanes on the one copy, they compute
         what they compute one after another (see :func:`~.sharing.read_after_written_alike`).
         Returns the reason ("" when not proven)."""
-        if self.gpu is None:
-            self.gpu = bool(_thread_extents(self.func.body)) or _has_threads(self.func.body)
-        if self.gpu:
+        if self.is_gpu():
             return ""
         bufs = [self.allocated.get(root) for root in shared]
         if any(buf is None or str(buf.scope()) not in ("global", "local", "shared", "shared.dyn") for buf in bufs):
@@ -658,16 +651,6 @@ class _Planner:
 def _adds_lanes(node) -> bool:
     key = _type_key(node)
     return key == "tirx.For" or (key == "tirx.AttrStmt" and node.attr_key in ("thread_extent", "virtual_thread"))
-
-
-def _has_threads(body) -> bool:
-    """Whether ``body`` binds a loop or an attribute to a thread (of any extent)."""
-    found = []
-    tvm_ffi.structural_walk(body, lambda n: found.append(
-        (_type_key(n) == "tirx.For" and int(n.kind) == 4) or
-        (_type_key(n) == "tirx.AttrStmt" and n.attr_key in ("thread_extent", "virtual_thread"))) or True,
-                            order="post")
-    return any(found)
 
 
 def _int(expr) -> int | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import tvm
 import tvm_ffi
 
-from .analysis import _is_call_of
+from .analysis import _contains, _is_call_of
 from .mustwrite import _POINTER_CALLS, _defined_vars, _mentions, _MustWrite, _NotProven, _uses
 from .names import _dtype, _key, _type_key
 
@@ -231,6 +231,15 @@ def _alike_fixpoint(loop, candidates, roots: dict[int, int], by_index: bool, acc
         if not differ:
             return alike, tainted_vars
         alike -= differ
+
+
+def stored_in_an_inner_loop(loop, keys: set[int], roots: dict[int, int]) -> bool:
+    """Whether a store to a buffer of ``keys`` (root keys) sits in a loop inside ``loop``: what every
+    iteration recomputes there, a copy per lane would recompute per lane."""
+    def stores_there(n) -> bool:
+        return _type_key(n) == "tirx.BufferStore" and roots.get(_key(n.buffer), _key(n.buffer)) in keys
+
+    return _contains(loop.body, lambda n: _type_key(n) == "tirx.For" and _contains(n.body, stores_there))
 
 
 # ---------------------------------------------------------------------- privatisation
