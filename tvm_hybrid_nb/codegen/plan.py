@@ -533,14 +533,15 @@ class _Planner:
             if blocking is None and shared and self.fast and not self.check:
                 # Scratch that every iteration recomputes alike through a loop (the row's maximum of a
                 # softmax recomputed per element): a copy per lane would redo that loop per lane.
-                why = self.alike(node, shared) if stored_in_an_inner_loop(node, set(shared), self.roots) else ""
+                recomputed = stored_in_an_inner_loop(node, set(shared), self.roots)
+                why = self.alike(node, shared) if recomputed else ""
                 private = ()
                 if not why and not shared_copy_only:
                     private, why = self.privatise(node, shared)
                 if private:
                     dependence = None
                 else:
-                    why = why or self.alike(node, shared)
+                    why = why if recomputed else self.alike(node, shared)  # (tried already when recomputed)
                     if why:
                         dependence = None
                         # One copy for all: chunks on several cores would race on it.

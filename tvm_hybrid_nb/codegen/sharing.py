@@ -137,9 +137,8 @@ def varying_with(loop, roots: dict[int, int]) -> tuple[set[int], set[int]]:
     """What in ``loop``'s body may differ between its iterations: the variables (keys) whose value
     depends on the loop variable or on memory the iterations write differently, and the buffers
     (keys: roots and the views of them) the iterations write differently (:func:`written_alike` over
-    all they write).
-    Statements that touch neither compute the same in every iteration.  ``(None, None)`` when the
-    body holds what the analysis cannot follow."""
+    all they write).  Statements that touch neither compute the same in every iteration.
+    ``(None, None)`` when the body holds what the analysis cannot follow."""
     acc = _Writes(roots)
     acc.stmt(loop.body, [])
     if acc.opaque:
