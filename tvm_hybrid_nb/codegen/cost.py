@@ -35,6 +35,11 @@ class SerialCost:
     #: Combine steps of ``tvm_thread_allreduce`` executed: each thread's value after the first is
     #: folded in by one call of the reducer (256 threads: 255 calls, in one statement).
     folds: int = 0
+    #: A fast plan's statements on the lanes of its loops outside GPU threads (each one numpy call
+    #: on plain strided views, far cheaper than one on threads' lanes) ...
+    loop_lanes: int = 0
+    #: ... and the lanes those calls act on, summed over the calls.
+    loop_elements: int = 0
 
 
 def serial_cost(func, module_functions: dict | None = None, sizes: dict | None = None,
@@ -52,7 +57,8 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
     both plans compute the same).  Cheap: one walk over the statements, no dependence test.
 
     ``lanes`` (a loop or grid node -> whether a plan runs it as array lanes) counts a fast plan's
-    script instead: a lanes loop does not multiply what it holds, which becomes numpy calls on lanes."""
+    script instead: a lanes loop does not multiply what it holds, which becomes numpy calls on lanes
+    (outside GPU threads counted apart, with their lanes: ``loop_lanes``, ``loop_elements``)."""
     functions = dict(module_functions or {})
     binds = {str(name): int(value) for name, value in (sizes or {}).items()}
     lets: dict[int, int] = {}  # let-bound variables (``cse_v1 = n * 32``) with a known value, by key
@@ -113,14 +119,19 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
             return 0
         raise _Unknown
 
+    # A count is (scalar, lanes, folds, loop_lanes, loop_elements) statement executions; ``threads``
+    # below is True inside GPU threads, else the number of lanes of the loops run as lanes around
+    # (1: none, plain Python on scalars).
+    nothing = (0, 0, 0, 0, 0)
+
     def add(a, b):
-        return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
+        return tuple(x + y for x, y in zip(a, b))
 
     def times(n, a):
-        return (n * a[0], n * a[1], n * a[2])
+        return tuple(n * x for x in a)
 
-    def launches(expr, threads: bool) -> tuple:
-        total = (0, 0, 0)
+    def launches(expr, threads) -> tuple:
+        total = nothing
         if not functions:  # no device kernels to launch: no expression walk (most stages)
             return total
         calls = []
@@ -147,35 +158,45 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
             lets.update(values)
             active.add(name)
             try:
-                memo[memo_key] = stmt(functions[name].body, False)
+                memo[memo_key] = stmt(functions[name].body, 1)
             finally:
                 active.discard(name)
                 for key, _ in values:
                     lets.pop(key, None)
         return memo[memo_key]
 
-    def one(threads: bool) -> tuple:
+    def one(threads) -> tuple:
         sizes_seen[0] += 1
-        return (0, 1, 0) if threads else (1, 0, 0)
+        if threads is True:
+            return (0, 1, 0, 0, 0)
+        return (1, 0, 0, 0, 0) if threads == 1 else (0, 0, 0, 1, threads)
+
+    def widened(threads, node) -> object:
+        """``threads`` inside loop ``node`` run as lanes: its lanes multiply the lanes around."""
+        if threads is True:
+            return True
+        with contextlib.suppress(_Unknown):
+            return threads * max(extent_of(node.extent if _type_key(node) == "tirx.For" else node.value), 1)
+        return threads * 2  # a symbolic extent the sizes do not bind: lanes, count unknown
 
     def allreduce_folds(value) -> tuple:
         """The combine steps of a ``tvm_thread_allreduce`` call: one per thread after the first."""
         if _type_key(value) != "ir.Call" or not str(getattr(value.op, "name", "")).endswith("tvm_thread_allreduce"):
-            return (0, 0, 0)
+            return nothing
         count = int(value.args[0].value)
         threads = 1
         for var in list(value.args)[2 + 2 * count:]:
             around = ranges.get(_key(var))
             if around is not None:
                 threads *= max(extent_of(around[2]), 1)
-        return (0, 0, threads - 1)
+        return (0, 0, threads - 1, 0, 0)
 
-    def stmt(node, threads: bool) -> tuple:
+    def stmt(node, threads) -> tuple:
         if node is None:
-            return (0, 0, 0)
+            return nothing
         key = _type_key(node)
         if key == "tirx.SeqStmt":
-            total = (0, 0, 0)
+            total = nothing
             for s in node.seq:
                 total = add(total, stmt(s, threads))
             return total
@@ -186,7 +207,7 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
                     return add(one(threads), stmt(node.body, True))  # threads: lanes in both modes
             if lanes is not None and lanes(node):
                 with ranging(node.loop_var, node.min, node.extent):
-                    return add(one(threads), stmt(node.body, True))
+                    return add(one(threads), stmt(node.body, widened(threads, node)))
             count = extent_of(node.extent)
             dead[0] += count <= 0
             try:
@@ -207,7 +228,7 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
                       else contextlib.nullcontext()):
                     if str(getattr(node.node, "thread_tag", "")).startswith("blockIdx"):
                         if lanes is not None and lanes(node):
-                            return add(one(threads), stmt(node.body, True))
+                            return add(one(threads), stmt(node.body, widened(threads, node)))
                         return times(max(extent_of(node.value), 0), add(stmt(node.body, threads), one(threads)))
                     return stmt(node.body, True)
             return stmt(node.body, threads)
@@ -229,10 +250,10 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
             return add(add(one(threads), launches(node.value, threads)), stmt(getattr(node, "body", None), threads))
         body = getattr(node, "body", None)
         return add(one(threads), stmt(body, threads) if body is not None and not isinstance(body, (list, tuple))
-                   else (0, 0, 0))
+                   else nothing)
 
     try:
-        scalar, lanes, folds = stmt(func.body, False)
+        scalar, on_threads, folds, loop_lanes, loop_elements = stmt(func.body, 1)
     except _Unknown:
         return None
-    return SerialCost(scalar, lanes, sizes_seen[0], folds)
+    return SerialCost(scalar, on_threads, sizes_seen[0], folds, loop_lanes, loop_elements)

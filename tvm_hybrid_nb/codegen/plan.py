@@ -52,9 +52,14 @@ FAST_MIN_LANES = 8
 SERIAL_SECONDS_PER_STATEMENT = 0.3e-6
 SERIAL_SECONDS_PER_LANES_STATEMENT = 10e-6
 ANALYSIS_SECONDS_PER_STATEMENT = 1e-3
-#: :func:`lanes_lose_reason` prices a statement on lanes at the measured median (34 µs, see
-#: :func:`exact_plan_reason`): it compares two runs, with no analysis to favour.
+#: :func:`lanes_lose_reason` prices a statement on GPU threads' lanes at the measured median (34 µs,
+#: see :func:`exact_plan_reason`): it compares two runs, with no analysis to favour.
 LANES_SECONDS_PER_STATEMENT = 34e-6
+#: A statement on the lanes of loops outside threads is one numpy call on strided views: measured
+#: (a running sum per row, rows as lanes, 20,000 steps) at 1.7 µs a call on 1 to 64 lanes and
+#: 4.7 µs on 1,024, against 0.17 µs a statement on scalars: a call, plus each lane's share.
+LOOP_LANES_SECONDS_PER_CALL = 2e-6
+LOOP_LANES_SECONDS_PER_LANE = 3e-9
 #: One combine step of a ``tvm_thread_allreduce`` (a call of the reducer on the lanes), measured at
 #: 0.8-1.8 µs for a sum and 3.9-6.2 µs for TIR's ``Max`` (a select) over 32 to 1,024 threads.
 FOLD_SECONDS = 3e-6
@@ -731,7 +736,8 @@ def lanes_lose_reason(func, plan: EmulationPlan, module_functions: dict | None =
                       sizes: dict | None = None) -> str:
     """Why the fast ``plan`` of ``func`` would run slower than the exact plan ("" when it may not):
     its script, counted as :func:`~.cost.serial_cost` counts the exact one but with each lanes loop
-    run once as numpy calls on its lanes, costs more at the same per-statement prices.  Lanes over a
+    run once as numpy calls on its lanes, costs more (:func:`_run_seconds`: a call on a loop's lanes
+    priced per call and per lane, one on GPU threads' lanes at their median).  Lanes over a
     few iterations around long serial loops lose so: each statement inside becomes a numpy call on a
     handful of elements (dlight.cpu's group norm after ``CompactBufferAllocation``: lanes of 3 rows
     around a serial reduction over every element, 7 times slower than the exact run).  Unknown
@@ -745,18 +751,22 @@ def lanes_lose_reason(func, plan: EmulationPlan, module_functions: dict | None =
     exact = serial_cost(func, module_functions, sizes)
     if fast is None or exact is None:
         return ""
-    seconds_fast = (fast.scalar * SERIAL_SECONDS_PER_STATEMENT + fast.lanes * LANES_SECONDS_PER_STATEMENT
-                    + fast.folds * FOLD_SECONDS)
-    seconds_exact = (exact.scalar * SERIAL_SECONDS_PER_STATEMENT + exact.lanes * LANES_SECONDS_PER_STATEMENT
-                     + exact.folds * FOLD_SECONDS)
+    seconds_fast, seconds_exact = _run_seconds(fast), _run_seconds(exact)
     if seconds_fast <= seconds_exact:
         return ""
     bound = ""
     if sizes and serial_cost(func, module_functions) is None:
         bound = " with " + ", ".join(f"{name} = {value}" for name, value in sorted(sizes.items()))
-    return (f"its lanes{bound} would run slower than the serial run ({fast.lanes} numpy statements on lanes and "
-            f"{fast.scalar} on scalars: about {seconds_fast * 1e3:.2g} ms, against {exact.scalar + exact.lanes} "
-            f"statement executions: about {seconds_exact * 1e3:.2g} ms)")
+    return (f"its lanes{bound} would run slower than the serial run ({fast.lanes + fast.loop_lanes} numpy "
+            f"statements on lanes and {fast.scalar} on scalars: about {seconds_fast * 1e3:.2g} ms, against "
+            f"{exact.scalar + exact.lanes} statement executions: about {seconds_exact * 1e3:.2g} ms)")
+
+
+def _run_seconds(cost) -> float:
+    """The run time :func:`lanes_lose_reason` prices a counted script at."""
+    return (cost.scalar * SERIAL_SECONDS_PER_STATEMENT + cost.lanes * LANES_SECONDS_PER_STATEMENT
+            + cost.folds * FOLD_SECONDS + cost.loop_lanes * LOOP_LANES_SECONDS_PER_CALL
+            + cost.loop_elements * LOOP_LANES_SECONDS_PER_LANE)
 
 
 def per_call_rule(func, module_functions: dict | None = None) -> str:
