@@ -3,7 +3,8 @@
 ``tvm_hybrid_nb.zoo`` keeps its models tiny so that CI can check every stage of every kernel.  Real
 models are wider: a Llama-style layer at hidden 256 and 1,024 (prefill and a float16 decode step
 over a KV cache), float16 LM heads over 4,096 and 32,000 words with their softmax and argmax,
-sampling's sort / cumsum / topk over a vocabulary, and a small convolutional net on 32 x 32 images.
+sampling's sort / cumsum / topk over a vocabulary, a small convolutional net on 32 x 32 images and
+a wider conv block on 64 x 64 (depthwise conv, group norm).
 Each kernel is lowered by TVM's own Relax pipeline (``zoo.collect_kernels``), scheduled the zoo's
 three ways and emulated at every changed stage against the native build (``zoo.check_kernel``);
 the table gives each kernel's outcome and seconds, and the kernels over 60 s.
@@ -90,6 +91,20 @@ def models(names: list[str]) -> list:
             y = wrap_nested(relax.op.nn.adaptive_avg_pool2d(y._expr, (1, 1)), "adaptive")
             return self.fc(op.reshape(y, (1, 32)))
 
+    class ConvBlock(nn.Module):
+        """A wider block of a diffusion-style net: 16 -> 64 channels on 64 x 64, a depthwise conv,
+        group norm in 16 groups, SiLU, pooling, a softmax over 1,024 positions."""
+
+        def __init__(self):
+            self.c1 = nn.Conv2D(16, 64, 3, padding=1)
+            self.c2 = nn.Conv2D(64, 64, 3, padding=1, groups=64)
+            self.gn = nn.GroupNorm(16, 64)
+
+        def forward(self, x):
+            y = op.silu(self.gn(self.c2(op.relu(self.c1(x)))))
+            y = wrap_nested(relax.op.nn.avg_pool2d(y._expr, (2, 2), (2, 2)), "avg_pool")
+            return op.softmax(op.reshape(y, (1, 64, 1024)), axis=-1)
+
     def layer_spec(h, n, past, heads_kv, dtype):
         return {"x": spec.Tensor((1, n, h), dtype), "cos": spec.Tensor((n, 1, 64), dtype),
                 "sin": spec.Tensor((n, 1, 64), dtype), "past_k": spec.Tensor((1, past, heads_kv, 64), dtype),
@@ -104,6 +119,7 @@ def models(names: list[str]) -> list:
         "llama1k_decode": lambda: (LlamaLayer(1024, 16, 4, 2816, "float16"), layer_spec(1024, 1, 255, 4, "float16")),
         "lm_head32k": lambda: (LMHead(512, 32000), {"x": spec.Tensor((1, 1, 512), "float16")}),
         "sort32k": lambda: (Sampling(), {"probs": spec.Tensor((1, 32000), f32)}),
+        "convblock": lambda: (ConvBlock(), {"x": spec.Tensor((1, 16, 64, 64), f32)}),
     }
     unknown = [n for n in names if n not in table]
     if unknown:
@@ -112,7 +128,7 @@ def models(names: list[str]) -> list:
 
 
 MEDIUM = ["llama_prefill", "llama_decode16", "lm_head", "sort_sample", "convnet"]
-LARGE = ["llama1k_decode", "lm_head32k", "sort32k"]
+LARGE = ["llama1k_decode", "lm_head32k", "sort32k", "convblock"]
 
 
 def main(argv=None) -> int:
