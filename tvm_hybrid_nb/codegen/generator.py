@@ -36,6 +36,7 @@ from .names import (GeneratedKernel, Value, _BufferInfo, _CannotVectorize, _Name
 from .pyast import _drop_dead_assignments, _number_statements, _split_deep_nests
 from .buffers import BuffersMixin
 from .control import ControlFlowMixin
+from .constants import ConstantsMixin
 from .exprs import ExpressionsMixin
 from .gpu import GpuMixin
 from .lanes import LanesMixin
@@ -47,7 +48,8 @@ from .targets import GPU_KINDS, cuda_float_note, target_kind
 from .state import GpuState, LaneState, ProgressHooks, Scope, SerialState
 
 
-class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFlowMixin, LanesMixin, GpuMixin, SanitizerMixin):
+class HybridCodegen(ExpressionsMixin, ConstantsMixin, MemoryAccessMixin, BuffersMixin, ControlFlowMixin, LanesMixin, GpuMixin,
+                    SanitizerMixin):
     """Translate one PrimFunc into hybrid Python source.
 
     Parameters
@@ -97,6 +99,8 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
         #: Sanitizer, C targets: the narrow integer operations whose result a store truncates
         #: before anything reads it (``_note_truncated``).
         self.c_truncated: set = set()
+        #: Generating a constant expression computed once (see :mod:`.constants`).
+        self.hoisting = False
 
     # ------------------------------------------------------------------ entry
     def function_def(self) -> tuple[ast.FunctionDef, list[ParamSpec]]:
@@ -117,7 +121,8 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
             name=self.function_name,
             args=ast.arguments(posonlyargs=[], args=[ast.arg(a) for a in args], kwonlyargs=[], kw_defaults=[],
                                defaults=[]),
-            body=[doc] + prologue + (body or [ast.Pass()]), decorator_list=[], returns=None, type_params=[])
+            body=[doc] + prologue + self.scope.constants + (body or [ast.Pass()]), decorator_list=[], returns=None,
+            type_params=[])
         return fdef, params
 
     def generate(self) -> GeneratedKernel:
@@ -439,6 +444,13 @@ class HybridCodegen(ExpressionsMixin, MemoryAccessMixin, BuffersMixin, ControlFl
 
     def visit_expr(self, expr) -> Value:
         key = _type_key(expr)
+        if not self.check and not self.hoisting and key not in ("ir.IntImm", "ir.FloatImm") \
+                and self._constant_math(expr):
+            self.hoisting = True
+            try:
+                return self._hoisted_constant(expr, self.visit_expr)
+            finally:
+                self.hoisting = False
         if key in self.ARITH_OPS or key in self.BITWISE_OPS:
             return self.visit_binary(expr, key)
         if key in self.COMPARE_OPS:

@@ -36,6 +36,12 @@ class Scope:
     #: Loop variable (by key) -> ``(var, min, extent)``: the values it takes, symbolic ones included
     #: (for the bounds the analyzer's constant bounds cannot prove, see ``_within_symbolic_range``).
     loop_domains: dict[int, tuple] = field(default_factory=dict)
+    #: Math on constants computed once (see :mod:`.constants`): the assignments of the prologue,
+    #: their names by the expression's text, and which TIR expressions are constant math (by key).
+    constants: list[ast.stmt] = field(default_factory=list)
+    constant_names: dict[str, str] = field(default_factory=dict)
+    closed_math: dict[int, bool] = field(default_factory=dict)
+    closed_exprs: dict[int, bool] = field(default_factory=dict)
 
 
 @dataclass
