@@ -407,3 +407,25 @@ def test_a_large_allocation_starts_at_zero_and_keeps_what_is_written():
     flat[7] = 2.5  # a view shares the storage
     assert buf[0, 1, 2] == 2.5
     assert runtime.alloc((4, 2**22), "bool").sum() == 0
+
+
+def test_bounds_of_index_arrays_of_every_integer_type_hold_for_negatives_and_wide_extents():
+    """``_in_bounds`` reads a signed index as unsigned (one comparison) only where every negative
+    value then lands past the extent; the answer is the two comparisons' everywhere."""
+    from tvm_hybrid_nb.runtime import _in_bounds, load
+
+    rng = np.random.default_rng(0)
+    for dtype in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
+        info = np.iinfo(dtype)
+        for extent in (1, 7, 100, 200, 40000):
+            rows = rng.integers(max(info.min, -300), min(info.max, 300) + 1, (5, 1)).astype(dtype)
+            cols = np.array([info.min, -1 if info.min < 0 else 0, 0, 3, info.max], dtype=dtype)
+            buffer = np.zeros((extent, 9))
+            got = _in_bounds(buffer, (rows, cols % 9 if info.min >= 0 else cols))
+            want = ((rows.astype(np.int64) >= 0) & (rows.astype(np.int64) < extent)
+                    & (cols.astype(float) >= 0) & (cols.astype(float) < 9)) if info.min < 0 else (
+                (rows.astype(float) < extent) & np.ones_like(cols, dtype=bool))
+            np.testing.assert_array_equal(got, want, err_msg=f"{dtype} extent {extent}")
+    with pytest.raises(IndexError, match="out-of-bounds read"):
+        load(np.zeros(8), (np.array([0, 3, -1], dtype=np.int64),))
+    np.testing.assert_array_equal(load(np.arange(8.0), (np.array([0, 3, 7], dtype=np.int32),)), [0.0, 3.0, 7.0])

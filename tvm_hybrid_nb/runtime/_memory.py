@@ -215,7 +215,15 @@ def _in_bounds(buffer, index):
     ok = True
     for i, n in zip(index, buffer.shape):
         i = np.asarray(i)
-        ok = ok & (i >= 0) & (i < n)
+        kind, bits = i.dtype.kind, i.dtype.itemsize * 8
+        if kind == "u":
+            inside = i < n
+        elif kind == "i" and n <= 1 << (bits - 1):
+            # One comparison: a negative index read as unsigned is at least 2**(bits - 1), past n.
+            inside = i.view(f"uint{bits}") < n
+        else:
+            inside = (i >= 0) & (i < n)
+        ok = inside if ok is True else ok & inside
     return ok
 
 
@@ -231,6 +239,9 @@ def load(buffer, index, name="buffer", mask=None, lead=0, at=()):
         if not _all(ok):
             raise _bounds_error("read", name, buffer, index, None, lead, at)
         return buffer[index]
+    if _all(ok):  # no lane out of bounds, masked out or not: no stand-in needed
+        out = buffer[index]
+        return out[()] if isinstance(out, np.ndarray) and out.ndim == 0 else out
     if not np.all(ok | ~np.asarray(mask, dtype=bool)):
         raise _bounds_error("read", name, buffer, index, mask, lead, at)
     if buffer.size == 0:  # no element to stand in for the masked-out lanes (a (4, 0) slice): all read 0
