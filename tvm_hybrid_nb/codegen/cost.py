@@ -1,6 +1,7 @@
 """The serial run's cost: what the exact script of a stage executes, counted from its loop extents
-before any dependence test (:func:`serial_cost`), so that fast mode can run the exact plan where
-the lanes analysis would cost more than it saves (:func:`~.plan.exact_plan_reason`)."""
+before any dependence test (:func:`serial_cost`), and the prices of those counts in seconds
+(:func:`run_seconds`), so that fast mode can run the exact plan where the lanes analysis would cost
+more than it saves (:func:`~.plan.exact_plan_reason`) or its lanes would lose (:func:`~.plan.lanes_lose_reason`)."""
 from __future__ import annotations
 
 import contextlib
@@ -12,6 +13,24 @@ import tvm_ffi
 from tvm import tirx
 
 from .names import _dtype, _is_int, _key, _type_key
+
+#: The cost model of :func:`~.plan.exact_plan_reason`, in seconds (measured on the model zoo's stages, see
+#: the function): one statement of the serial script on scalars, one inside GPU threads (a numpy
+#: call on the threads' lanes), and the lanes analysis with its emission, per statement of the program.
+SERIAL_SECONDS_PER_STATEMENT = 0.3e-6
+SERIAL_SECONDS_PER_LANES_STATEMENT = 10e-6
+ANALYSIS_SECONDS_PER_STATEMENT = 1e-3
+#: :func:`~.plan.lanes_lose_reason` prices a statement on GPU threads' lanes at the measured median (34 µs,
+#: see :func:`~.plan.exact_plan_reason`): it compares two runs, with no analysis to favour.
+LANES_SECONDS_PER_STATEMENT = 34e-6
+#: A statement on the lanes of loops outside threads is one numpy call on strided views: measured
+#: (a running sum per row, rows as lanes, 20,000 steps) at 1.7 µs a call on 1 to 64 lanes and
+#: 4.7 µs on 1,024, against 0.17 µs a statement on scalars: a call, plus each lane's share.
+LOOP_LANES_SECONDS_PER_CALL = 2e-6
+LOOP_LANES_SECONDS_PER_LANE = 3e-9
+#: One combine step of a ``tvm_thread_allreduce`` (a call of the reducer on the lanes), measured at
+#: 0.8-1.8 µs for a sum and 3.9-6.2 µs for TIR's ``Max`` (a select) over 32 to 1,024 threads.
+FOLD_SECONDS = 3e-6
 
 #: The iterations :func:`serial_cost` assumes for a ``while`` loop (its count is data-dependent).
 #: TVM's while loops are binary searches (the merge path of its GPU sorts, ``searchsorted``, NMS):
@@ -257,3 +276,10 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
     except _Unknown:
         return None
     return SerialCost(scalar, on_threads, sizes_seen[0], folds, loop_lanes, loop_elements)
+
+
+def run_seconds(cost: SerialCost) -> float:
+    """The run time :func:`~.plan.lanes_lose_reason` prices a counted script at (seconds)."""
+    return (cost.scalar * SERIAL_SECONDS_PER_STATEMENT + cost.lanes * LANES_SECONDS_PER_STATEMENT
+            + cost.folds * FOLD_SECONDS + cost.loop_lanes * LOOP_LANES_SECONDS_PER_CALL
+            + cost.loop_elements * LOOP_LANES_SECONDS_PER_LANE)

@@ -26,7 +26,8 @@ from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _has_threads, _thread_extents, _type_key, allocations_in,
                        block_scoped_allocations, grid_loop, per_block_memory)
 from .dependence import allocation_overlap, loop_dependences
-from .cost import serial_cost
+from .cost import (ANALYSIS_SECONDS_PER_STATEMENT, FOLD_SECONDS, SERIAL_SECONDS_PER_LANES_STATEMENT,
+                   SERIAL_SECONDS_PER_STATEMENT, run_seconds, serial_cost)
 from .guards import predicate_cut
 from .sharing import read_after_written_alike, stored_in_an_inner_loop, written_alike, written_before_read
 from .lanes import LanesMixin
@@ -46,23 +47,6 @@ LOOP_AXES = LanesMixin.FAST_AXES - 1 - LanesMixin.FIRST_LOOP_AXIS
 #: Fewer lanes than this do not pay for numpy's per-call cost: such a loop stays serial.
 FAST_MIN_LANES = 8
 
-#: The cost model of :func:`exact_plan_reason`, in seconds (measured on the model zoo's stages, see
-#: the function): one statement of the serial script on scalars, one inside GPU threads (a numpy
-#: call on the threads' lanes), and the lanes analysis with its emission, per statement of the program.
-SERIAL_SECONDS_PER_STATEMENT = 0.3e-6
-SERIAL_SECONDS_PER_LANES_STATEMENT = 10e-6
-ANALYSIS_SECONDS_PER_STATEMENT = 1e-3
-#: :func:`lanes_lose_reason` prices a statement on GPU threads' lanes at the measured median (34 µs,
-#: see :func:`exact_plan_reason`): it compares two runs, with no analysis to favour.
-LANES_SECONDS_PER_STATEMENT = 34e-6
-#: A statement on the lanes of loops outside threads is one numpy call on strided views: measured
-#: (a running sum per row, rows as lanes, 20,000 steps) at 1.7 µs a call on 1 to 64 lanes and
-#: 4.7 µs on 1,024, against 0.17 µs a statement on scalars: a call, plus each lane's share.
-LOOP_LANES_SECONDS_PER_CALL = 2e-6
-LOOP_LANES_SECONDS_PER_LANE = 3e-9
-#: One combine step of a ``tvm_thread_allreduce`` (a call of the reducer on the lanes), measured at
-#: 0.8-1.8 µs for a sum and 3.9-6.2 µs for TIR's ``Max`` (a select) over 32 to 1,024 threads.
-FOLD_SECONDS = 3e-6
 #: Whether fast mode runs the exact plan where its analysis cannot win (:func:`exact_plan_reason`).
 #: The test suite turns it off to exercise the lanes on small kernels (``tests/conftest.py``).
 EXACT_PLAN_WHEN_CHEAP = True
@@ -699,8 +683,8 @@ def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | 
     that ran in no time would lose, and fast mode runs the exact plan.  An unknown cost (a symbolic
     extent, a ``while`` loop) is assumed large: the analysis runs.
 
-    The constants (:data:`SERIAL_SECONDS_PER_STATEMENT`, :data:`SERIAL_SECONDS_PER_LANES_STATEMENT`,
-    :data:`ANALYSIS_SECONDS_PER_STATEMENT`) come from 772 stages of the model zoo, timed one by one:
+    The constants (:data:`~.cost.SERIAL_SECONDS_PER_STATEMENT`, :data:`~.cost.SERIAL_SECONDS_PER_LANES_STATEMENT`,
+    :data:`~.cost.ANALYSIS_SECONDS_PER_STATEMENT`) come from 772 stages of the model zoo, timed one by one:
     the exact run took a median 0.26 µs per statement execution on scalars (90th percentile 0.43)
     and 34 µs per statement on GPU threads' lanes (90th percentile 100); fast mode's code generation
     took a median 0.65 ms per statement of the program more than exact's (10th-90th percentile
@@ -709,7 +693,7 @@ def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | 
     sent to lanes lost there.  Kernels where fast mode matters are orders of magnitude past the
     line (a 128³ matmul: 2 million statement executions, about 0.6 s serially, against 6 ms).
     A ``tvm_thread_allreduce`` is one statement that folds its threads one after another
-    (:data:`FOLD_SECONDS` a step): dlight's softmax over 120 blocks of 256 threads folds 61,200
+    (:data:`~.cost.FOLD_SECONDS` a step): dlight's softmax over 120 blocks of 256 threads folds 61,200
     times, 0.27 s serially, against 8 ms for its blocks run as lanes.
     """
     if not EXACT_PLAN_WHEN_CHEAP:
@@ -736,7 +720,7 @@ def lanes_lose_reason(func, plan: EmulationPlan, module_functions: dict | None =
                       sizes: dict | None = None) -> str:
     """Why the fast ``plan`` of ``func`` would run slower than the exact plan ("" when it may not):
     its script, counted as :func:`~.cost.serial_cost` counts the exact one but with each lanes loop
-    run once as numpy calls on its lanes, costs more (:func:`_run_seconds`: a call on a loop's lanes
+    run once as numpy calls on its lanes, costs more (:func:`~.cost.run_seconds`: a call on a loop's lanes
     priced per call and per lane, one on GPU threads' lanes at their median).  Lanes over a
     few iterations around long serial loops lose so: each statement inside becomes a numpy call on a
     handful of elements (dlight.cpu's group norm after ``CompactBufferAllocation``: lanes of 3 rows
@@ -751,7 +735,7 @@ def lanes_lose_reason(func, plan: EmulationPlan, module_functions: dict | None =
     exact = serial_cost(func, module_functions, sizes)
     if fast is None or exact is None:
         return ""
-    seconds_fast, seconds_exact = _run_seconds(fast), _run_seconds(exact)
+    seconds_fast, seconds_exact = run_seconds(fast), run_seconds(exact)
     if seconds_fast <= seconds_exact:
         return ""
     bound = ""
@@ -761,12 +745,6 @@ def lanes_lose_reason(func, plan: EmulationPlan, module_functions: dict | None =
             f"statements on lanes and {fast.scalar} on scalars: about {seconds_fast * 1e3:.2g} ms, against "
             f"{exact.scalar + exact.lanes} statement executions: about {seconds_exact * 1e3:.2g} ms)")
 
-
-def _run_seconds(cost) -> float:
-    """The run time :func:`lanes_lose_reason` prices a counted script at."""
-    return (cost.scalar * SERIAL_SECONDS_PER_STATEMENT + cost.lanes * LANES_SECONDS_PER_STATEMENT
-            + cost.folds * FOLD_SECONDS + cost.loop_lanes * LOOP_LANES_SECONDS_PER_CALL
-            + cost.loop_elements * LOOP_LANES_SECONDS_PER_LANE)
 
 
 def per_call_rule(func, module_functions: dict | None = None) -> str:
