@@ -20,10 +20,9 @@ import tvm
 from .. import runtime
 from .names import Value, _key, _name, _store_name, _type_key
 
-#: The node kinds a constant expression may hold besides math calls: immediates, casts and
-#: arithmetic (no division: a constant division by zero in a dead branch must stay where it is).
-_CLOSED_KINDS = frozenset({"ir.IntImm", "ir.FloatImm", "prim.Cast", "prim.Add", "prim.Sub", "prim.Mul",
-                           "prim.Min", "prim.Max"})
+#: The binary nodes a constant expression may hold besides immediates, casts and math calls: no
+#: division (a constant division by zero in a branch never taken must stay where it is).
+_CLOSED_KINDS = frozenset({"prim.Add", "prim.Sub", "prim.Mul", "prim.Min", "prim.Max"})
 
 
 class ConstantsMixin:
@@ -31,36 +30,34 @@ class ConstantsMixin:
 
     def _constant_math(self, expr) -> bool:
         """Whether ``expr`` is math on constants alone, with at least one math call in it."""
-        memo = self.scope.closed_math
-        key = _key(expr)
-        if key in memo:
-            return memo[key]
-        kind = _type_key(expr)
-        found = False
-        if kind in ("ir.IntImm", "ir.FloatImm"):
-            closed = True
-        elif kind == "prim.Cast":
-            closed = self._closed(expr.value)
-            found = closed and self._constant_math(expr.value)
-        elif kind in _CLOSED_KINDS:
-            closed = self._closed(expr.a) and self._closed(expr.b)
-            found = closed and (self._constant_math(expr.a) or self._constant_math(expr.b))
-        elif kind == "ir.Call" and isinstance(expr.op, tvm.ir.Op):
-            short = expr.op.name.split(".", 1)[-1]
-            closed = (short in self.NUMPY_MATH or short in self.HELPER_MATH) and all(
-                self._closed(arg) for arg in expr.args)
-            found = closed
-        else:
-            closed = False
-        self.scope.closed_exprs[key] = closed
-        memo[key] = found
-        return found
+        closed, math_call = self._closed(expr)
+        return closed and math_call
 
-    def _closed(self, expr) -> bool:
+    def _closed(self, expr) -> tuple[bool, bool]:
+        """Whether ``expr`` holds constants, casts, arithmetic and math calls alone, and whether a
+        math call is among them (memoized per node: the generator asks at every node)."""
         key = _key(expr)
-        if key not in self.scope.closed_exprs:
-            self._constant_math(expr)
-        return self.scope.closed_exprs[key]
+        known = self.scope.closed_exprs.get(key)
+        if known is not None:
+            return known
+        kind = _type_key(expr)
+        short = expr.op.name.split(".", 1)[-1] if kind == "ir.Call" and isinstance(expr.op, tvm.ir.Op) else None
+        if kind in ("ir.IntImm", "ir.FloatImm"):
+            parts, math_call = [], False
+        elif kind == "prim.Cast":
+            parts, math_call = [expr.value], False
+        elif kind in _CLOSED_KINDS:
+            parts, math_call = [expr.a, expr.b], False
+        elif short is not None and (short in self.NUMPY_MATH or short in self.HELPER_MATH):
+            parts, math_call = list(expr.args), True
+        else:
+            parts, math_call = None, False
+        closed = parts is not None
+        for part in parts or ():
+            part_closed, part_math = self._closed(part)
+            closed, math_call = closed and part_closed, math_call or part_math
+        self.scope.closed_exprs[key] = (closed, math_call)
+        return closed, math_call
 
     def _hoisted_constant(self, expr, generate) -> Value:
         """``generate(expr)``'s value, assigned once to a name in the function's prologue when it

@@ -37,11 +37,11 @@ class Scope:
     #: (for the bounds the analyzer's constant bounds cannot prove, see ``_within_symbolic_range``).
     loop_domains: dict[int, tuple] = field(default_factory=dict)
     #: Math on constants computed once (see :mod:`.constants`): the assignments of the prologue,
-    #: their names by the expression's text, and which TIR expressions are constant math (by key).
+    #: their names by the expression's text, and per TIR expression (by key) whether it holds
+    #: constants alone and whether a math call is among them.
     constants: list[ast.stmt] = field(default_factory=list)
     constant_names: dict[str, str] = field(default_factory=dict)
-    closed_math: dict[int, bool] = field(default_factory=dict)
-    closed_exprs: dict[int, bool] = field(default_factory=dict)
+    closed_exprs: dict[int, tuple] = field(default_factory=dict)
 
 
 @dataclass
