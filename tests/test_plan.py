@@ -12,6 +12,7 @@ from tvm.script import tirx as T
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb import ui
 from tvm_hybrid_nb.codegen import plan as P
+from tvm_hybrid_nb.errors import EmulationError
 
 from test_gpu import _with_barrier as _gpu_reverse_in_blocks  # blocks reversing through shared memory
 
@@ -1258,3 +1259,55 @@ def test_a_statement_the_chunk_lanes_compute_alike_does_not_count_them_when_sizi
     stage = hm.stage("s_tir.PlanAndUpdateBufferAllocationLocation")
     source = stage.kernel("fast", False).source
     assert "parallel_chunks(i_chunk, 0, 100, 112," in source, source
+
+
+def _window_sums_in_root_scratch(kind: str):
+    """``_window_sums`` as a schedule writes it before ``PlanAndUpdateBufferAllocationLocation``: the
+    scratch at the root block, which that pass moves into the parallel loop (each iteration of the
+    compiled loop has its own).  ``W[i + k]`` holds ``2 * A[i + k]`` ("by_index"); "reads_unwritten"
+    also reads ``W[i + 3]``, which iteration i never writes (a bug the sanitizer must still report);
+    "race" writes ``C[i // 2]`` from two iterations with different values (a race it must report)."""
+    extra = 1 if kind == "reads_unwritten" else 0
+
+    @T.prim_func(s_tir=True)
+    def window_sums(A: T.Buffer((67,), "float32"), C: T.Buffer((64,), "float32")):
+        W = T.sblock_alloc_buffer((67,))
+        for i in T.parallel(64):
+            for k in range(3):
+                W[i + k] = A[i + k] * T.float32(2)
+            if kind == "race":
+                C[i // 2] = W[i] + W[i + 1] + W[i + 2]
+            else:
+                C[i] = W[i] + W[i + 1] + W[i + 2] + W[i + 3] * T.float32(extra)
+
+    return window_sums
+
+
+@pytest.mark.parametrize("kind", ["by_index", "reads_unwritten", "race"])
+def test_race_check_lanes_share_scratch_each_iteration_owns_when_their_copies_would_not_fit(monkeypatch, kind):
+    # Under check=True, dlight.cpu's padded 3 x 3 conv (96 -> 32 channels on 32 x 32) wanted a copy of
+    # its padded input per race-check lane (13.9 GiB) at every stage before
+    # PlanAndUpdateBufferAllocationLocation, and ran its 32,768 iterations one by one: 430 s.  Scratch
+    # each iteration owns, written by index before it is read, is one copy for all the lanes; the
+    # lanes' other accesses are still compared.
+    from tvm_hybrid_nb.codegen.buffers import BuffersMixin
+
+    monkeypatch.setattr(BuffersMixin, "LANE_COPIES_MAX_BYTES", 128)  # 64 copies of 67 floats: 17 KiB
+    hm = thn.build(_window_sums_in_root_scratch(kind))
+    plan = hm.stage(0).plan("fast", check=True)
+    (outer, *_) = plan.decisions
+    a = _rand(67)
+    out = np.zeros(64, "float32")
+    if kind == "reads_unwritten":
+        assert outer.strategy == P.SERIAL and "per lane would need" in outer.reason, outer
+        with pytest.raises(EmulationError, match=r"never written"):
+            hm.emulate(a, out, mode="fast", check=True)
+        return
+    assert outer.strategy == P.RACE_LANES and "one copy serves the lanes" in outer.reason, outer
+    assert [(d.buffer, d.loops) for d in plan.allocations] == [("W", ("i",))], plan.allocations
+    if kind == "race":
+        with pytest.raises(EmulationError, match=r"data race on C\["):
+            hm.emulate(a, out, mode="fast", check=True)
+        return
+    want = 2 * (a[:64] + a[1:65] + a[2:66])
+    np.testing.assert_allclose(hm.emulate(a, out, mode="fast", check=True), want, rtol=1e-6)

@@ -43,6 +43,7 @@ class BuffersMixin:
         if getattr(node, "per_block", False):
             private = [ax for ax in private if not self._one_copy_serves(buf, ax)]
         info.prefix_axes = [_key(ax.var) if ax.var is not None else None for ax in private]
+        info.own_copy_axes = [_key(ax.var) for ax in self.lanes.axes if ax.var is not None and _key(ax.var) in shared]
         info.prefix = [ast.BinOp(_name(ax.name), ast.Sub(), ax.lo)
                        if not (isinstance(ax.lo, ast.Constant) and ax.lo.value == 0) else _name(ax.name)
                        for ax in private]

@@ -132,6 +132,10 @@ class _BufferInfo:
     #: memory that ``s_tir.ThreadSync`` synchronises (shared) for one statement before that pass,
     #: of other memory until the threads end.
     scope: str = "global"
+    #: Loop variables (keys) of lanes that share this one copy where each iteration of the compiled
+    #: loop has its own (the plan proved it serves them, ``EmulationPlan.shared_lanes``): memory no
+    #: two iterations share, whose accesses by those lanes are no race records.
+    own_copy_axes: list = field(default_factory=list)
 
 
 def thread_key(tag: str) -> str:

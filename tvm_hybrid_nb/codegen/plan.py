@@ -257,6 +257,7 @@ class _Planner:
         self.gpu: bool | None = None  # whether the function runs threads (found on first use)
         self.addresses: dict[int, object] = {}  # pointer variables bound to address_of(A[...])
         self.allocated: dict[int, object] = {}  # every allocation seen so far, by key
+        self.block_allocated: dict[int, object] = {}  # of those, the blocks' alloc_buffers
         #: The loops open at this point of the walk, outermost first: ``(loop, (var, min, extent))``
         #: (the dependence test bounds their variables by their ranges).
         self.open_loops: list[tuple] = []
@@ -336,6 +337,7 @@ class _Planner:
     def visit_SBlockRealize(self, node) -> None:
         for buf in node.block.alloc_buffers:
             self.allocation(buf)
+            self.block_allocated[_key(buf)] = buf
         self.stmt(node.block.init)
         self.stmt(node.block.body)
 
@@ -535,14 +537,18 @@ class _Planner:
                         dependence = None
                         # One copy for all: chunks on several cores would race on it.
                         kind = 0 if kind == 1 else kind
+        free_axis = sum(not lane.is_thread for lane in self.lanes) < LOOP_AXES
+        race_check = kind == 1 and self.check and dependence is not None and free_axis
+        race_why = "sanitizer: the iterations of a parallel loop run as lanes whose accesses are compared"
         if shared_copy_only:
+            one_copy = self.race_lanes_one_copy(node) if race_check else ""
+            if one_copy:
+                return RACE_LANES, f"{race_why}; {one_copy}", private
             if grid or (shared and not why):
                 return SERIAL, f"no lane form: {rejected}", private
             kind = 0 if kind == 1 else kind  # lanes that share copies: not on several cores
-        free_axis = sum(not lane.is_thread for lane in self.lanes) < LOOP_AXES
-        if kind == 1 and self.check and dependence is not None and free_axis:
-            return (RACE_LANES, "sanitizer: the iterations of a parallel loop run as lanes whose accesses are compared",
-                    private)
+        if race_check:
+            return RACE_LANES, race_why, private
         if not self.fast:
             return SERIAL, self.as_written, private
         extent = _int(node.extent)
@@ -560,6 +566,33 @@ class _Planner:
         if (kind == 1 or grid) and self.serial_depth == 0 and not self.lanes and not self.check:
             return PARALLEL_CHUNKS, f"{what}: chunks of them run as lanes on all cores", private
         return LANES, f"{what}: all of them run at once as array lanes", private
+
+    def race_lanes_one_copy(self, node) -> str:
+        """Under the sanitizers, parallel loop ``node`` whose race-check lanes would each need a copy
+        of the block allocations that ``PlanAndUpdateBufferAllocationLocation`` moves into it (only
+        the loop touches them), and whose copies do not fit in memory: one copy serves all the lanes
+        where each iteration touches its own elements of it, or writes the elements it reads before
+        reading them with values their index decides (dlight.cpu's padded input, recomputed per
+        output).  No lane then sees a value another lane's copy would hold and its own would not,
+        so the checks of each iteration's own copy hold on the one copy; the accesses of memory each
+        iteration owns are no race records.  Returns the reason ("" when some allocation is not proven)."""
+        counts = _buffer_access_counts(self.func.body)
+        inside = _buffer_access_counts(node.body)
+        bufs = [buf for key, buf in self.block_allocated.items() if str(buf.scope()) in ("global", "local")
+                and inside.get(key, 0) and inside[key] == counts.get(key)]
+        whys = []
+        for buf in bufs:
+            if allocation_overlap(node, buf, self.roots, self.outer(node), self.accesses) is None:
+                whys.append(f"each iteration touches its own elements of {buf.name}")
+            elif (read_after_written_alike(node, buf, self.func.body) is None
+                  and _key(buf) in written_alike(node, {_key(buf)}, self.roots, by_index=True)):
+                whys.append(f"each iteration writes the elements of {buf.name} it reads before reading them, "
+                            f"with values their index decides")
+            else:
+                return ""
+        for buf, why in zip(bufs, whys):
+            self.one_copy(buf, [node], why)
+        return "; ".join(f"one copy serves the lanes: {why}" for why in whys)
 
     def privatise(self, node, shared: dict) -> tuple[tuple, str]:
         """Privatisation (scalar expansion): the allocations outside loop ``node`` that carry its

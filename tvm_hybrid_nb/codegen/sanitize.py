@@ -217,8 +217,9 @@ class SanitizerMixin:
     def _record_lanes(self, info: _BufferInfo) -> list["_Axis"]:
         """The lanes whose accesses of ``info`` are recorded for the race check.  Racing lanes that
         each have their own copy of the buffer (a parallel loop's privatised scratch) never meet in
-        it: their records would only cost a sort per write."""
-        own_copy = set(info.prefix_axes)
+        it: their records would only cost a sort per write; nor do lanes sharing one copy of memory
+        each iteration owns in the compiled loop (``own_copy_axes``)."""
+        own_copy = set(info.prefix_axes) | set(info.own_copy_axes)
         return [ax for ax in self._logged_lanes() if ax.var is None or _key(ax.var) not in own_copy]
 
     def _logged_view_read(self, info: _BufferInfo, indices, values: list[Value]) -> ast.expr | None:
