@@ -7,7 +7,7 @@ decorators calls ``inspect.stack()``: collected with the module misses remembere
 (:mod:`tvm_hybrid_nb.tvmscript_parsing`), in about a third of the time."""
 import pytest
 
-from tvm_hybrid_nb.codegen import plan
+from tvm_hybrid_nb.codegen import cost
 from tvm_hybrid_nb.tvmscript_parsing import remembered_module_misses
 
 
@@ -19,4 +19,4 @@ def pytest_collection(session):
 
 @pytest.fixture(autouse=True)
 def _lanes_on_small_kernels(monkeypatch):
-    monkeypatch.setattr(plan, "EXACT_PLAN_WHEN_CHEAP", False)
+    monkeypatch.setattr(cost, "EXACT_PLAN_WHEN_CHEAP", False)

@@ -264,9 +264,9 @@ def test_buffers_over_pointers_bound_to_element_addresses(exact_plan_when_cheap,
     # InlinePrivateFunctions binds a pointer per call; the writes through the views reach B (an output).
     # The estimate of whether fast mode can win (off in the suite: tests/conftest.py) took each pointer
     # bind's value as an integer extent and crashed in TVM's undefined_vars (tirx-transform corpus).
-    from tvm_hybrid_nb.codegen import plan
+    from tvm_hybrid_nb.codegen import cost
 
-    monkeypatch.setattr(plan, "EXACT_PLAN_WHEN_CHEAP", exact_plan_when_cheap)
+    monkeypatch.setattr(cost, "EXACT_PLAN_WHEN_CHEAP", exact_plan_when_cheap)
     @T.prim_func(s_tir=True)
     def f(A: T.Buffer((80, 16), "float32"), B: T.Buffer((64, 16), "float32")):
         A_data_1 = T.bind(T.address_of(A[0, 0]), T.handle("float32"))

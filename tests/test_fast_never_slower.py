@@ -12,6 +12,7 @@ import numpy as np
 from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
+from tvm_hybrid_nb.codegen import cost as C
 from tvm_hybrid_nb.codegen import plan as P
 from tvm_hybrid_nb.codegen.cost import serial_cost
 
@@ -28,7 +29,7 @@ def running_sums_of_few_rows(a: T.handle, b: T.handle):
 
 
 def test_lanes_over_few_rows_around_a_long_serial_loop_run_the_exact_plan(monkeypatch):
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)
     hm = thn.build(running_sums_of_few_rows)
     stage = hm.stage(0)
     shown = stage.plan("fast")
@@ -64,7 +65,7 @@ def test_the_planned_cost_counts_lanes_loops_once_and_their_statements_as_numpy_
 def test_a_call_whose_lanes_would_lose_generates_the_exact_script_once(monkeypatch):
     from tvm_hybrid_nb.codegen import generator
 
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)
     hm = thn.build(running_sums_of_few_rows)
     stage = hm.stage(0)
     stage.kernel("fast")  # the plan for any sizes (lanes), which each call's decision reads
@@ -84,7 +85,7 @@ def test_a_call_whose_lanes_would_lose_generates_the_exact_script_once(monkeypat
 def test_each_binding_of_the_sizes_is_decided_once(monkeypatch):
     from tvm_hybrid_nb import stage as stage_module
 
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)
     hm = thn.build(running_sums_of_few_rows)
     stage = hm.stage(0)
     decided = []
@@ -158,7 +159,7 @@ def test_a_thread_allreduce_costs_a_combine_step_per_thread(monkeypatch):
     """A ``tvm_thread_allreduce`` is one statement, but the serial run folds its threads one after
     another; priced as one statement, dlight's GPU softmax (120 blocks of 256 threads) ran the exact
     plan in 0.27 s a stage where its blocks as lanes take 8 ms."""
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)
     hm = thn.build(_row_max_over_threads, target="cuda")
     index = next(i for i, s in enumerate(hm.stages) if s.label.endswith(" LowerCrossThreadReduction"))
     stage = hm.stages[index]
@@ -181,7 +182,7 @@ def test_lanes_of_a_loop_are_priced_per_call_and_lane_not_as_gpu_threads(monkeyp
     few lanes), not a statement on GPU threads' lanes (34 µs, masks and gathers): priced so, 16 rows
     around a 20,000-step running sum ran the exact plan, 7 times slower than its lanes; 4 rows
     still lose to the exact plan (the crossover measured between 4 and 8 rows)."""
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)
     stage = thn.build(running_sums_of_few_rows).stage(0)
     sixteen = stage.kernel("fast", sizes={"n": 16, "m": 20000}).plan
     assert not sixteen.exact_reason and [d.loop for d in sixteen.lane_loops()] == ["i"]
@@ -213,7 +214,7 @@ def test_a_group_norm_runs_its_groups_as_lanes_around_the_ordered_reduction(monk
     run as lanes around it (16 groups of 2,048 elements here).  The old price sent every stage to
     the exact plan: 4.7 s a stage instead of 0.11 s at 16 groups of 16,384 (a conv block's
     group norm, 35 s for the kernel).  Lanes and exact plans agree bit for bit, and with numpy."""
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)
     hm = thn.build(_legalized_group_norm())
     plan = hm.stage(0).plan("fast")
     assert not plan.exact_reason

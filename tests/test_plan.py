@@ -11,6 +11,7 @@ from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb import ui
+from tvm_hybrid_nb.codegen import cost as C
 from tvm_hybrid_nb.codegen import plan as P
 from tvm_hybrid_nb.errors import EmulationError
 
@@ -539,7 +540,7 @@ def test_a_let_that_varies_with_the_loops_around_is_not_taken_as_one_value(monke
     # The inner extent reads a let that varies with i: bounded by its expression over i's range
     # (min(8, ...) <= 8): 4 iterations of i, each with its if, its let and 8 of j with their store.
     assert serial_cost(_let_varying_past_int32).scalar == 4 * (1 + 1 + 1 + 8 * 2)
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)  # the suite turns it off (tests/conftest.py)
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)  # the suite turns it off (tests/conftest.py)
     hm = thn.build(_let_varying_past_int32)
     want = np.zeros((4, 8), "float32")
     want[0, :7] = 1  # only i = 0 passes the guard: base = 7
@@ -555,7 +556,7 @@ def test_a_let_that_varies_with_the_loops_around_is_not_taken_as_one_value(monke
 def test_a_tiny_kernel_in_fast_mode_runs_the_exact_plan_and_says_why(monkeypatch):
     from tvm_hybrid_nb.codegen import program_text
 
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)  # the suite turns it off (tests/conftest.py)
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)  # the suite turns it off (tests/conftest.py)
     hm = _matmul(8)  # 8 x 8 x 9 statements: a fraction of a millisecond serially
     plan = hm.stage(0).plan("fast")
     assert plan.exact_reason.startswith("the serial run is cheap (")
@@ -574,7 +575,7 @@ def test_a_tiny_kernel_in_fast_mode_runs_the_exact_plan_and_says_why(monkeypatch
 
 
 def test_a_big_kernel_in_fast_mode_still_runs_as_lanes(monkeypatch):
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)
     hm = _matmul(128)  # 2 million statements serially: seconds; the analysis takes milliseconds
     plan = hm.stage(0).plan("fast")
     assert plan.exact_reason == ""
@@ -586,7 +587,7 @@ def test_a_big_kernel_in_fast_mode_still_runs_as_lanes(monkeypatch):
 
 
 def test_the_exact_plan_of_a_tiny_gpu_kernel_covers_the_kernels_it_launches(monkeypatch):
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)
     hm = thn.build(_gpu_reverse_in_blocks, target="cuda")
     a = _rand(64)
     want = a.reshape(2, 32)[:, ::-1].reshape(64)
@@ -605,15 +606,15 @@ def test_the_exact_plan_of_a_tiny_gpu_kernel_covers_the_kernels_it_launches(monk
 def test_the_serial_cost_counts_statements_from_the_extents_and_binds_symbolic_sizes(monkeypatch):
     from tvm_hybrid_nb.codegen.cost import serial_cost
 
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)
     func = _sum_rows
     assert serial_cost(func) is None  # n is unknown: assumed large, the analysis runs
-    assert P.exact_plan_reason(func) == ""
+    assert C.exact_plan_reason(func) == ""
     cost = serial_cost(func, sizes={"n": 4})
     # per i: B[i] = 0, the j loop's 16 steps of (the store and the loop's own step), the i loop's step
     assert (cost.scalar, cost.lanes) == (4 * (1 + 16 * 2 + 1), 0)
-    assert P.exact_plan_reason(func, sizes={"n": 4}).startswith("the serial run with n = 4 is cheap (136 statement executions")
-    assert P.exact_plan_reason(func, sizes={"n": 1 << 20}) == ""
+    assert C.exact_plan_reason(func, sizes={"n": 4}).startswith("the serial run with n = 4 is cheap (136 statement executions")
+    assert C.exact_plan_reason(func, sizes={"n": 1 << 20}) == ""
     hm = thn.build(func)
     plan = hm.stage(0).plan("fast")
     assert plan.exact_reason == "" and plan.decisions[0].strategy == P.LANES
@@ -858,13 +859,13 @@ def _fill_ragged(b: T.handle):
 def test_a_while_loop_counts_an_assumed_number_of_iterations_and_a_loop_of_none_costs_nothing(monkeypatch):
     from tvm_hybrid_nb.codegen import cost as analysis
 
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)
     cost = analysis.serial_cost(_search_sorted)
     assert cost is not None  # was unknown: the analysis always ran, fast mode slower than exact
     monkeypatch.setattr(analysis, "WHILE_ASSUMED_ITERATIONS", 2 * analysis.WHILE_ASSUMED_ITERATIONS)
     assert analysis.serial_cost(_search_sorted).scalar > cost.scalar  # the body counts that often
     assert analysis.serial_cost(_search_sorted).size == cost.size
-    assert P.exact_plan_reason(_search_sorted).startswith("the serial run is cheap")
+    assert C.exact_plan_reason(_search_sorted).startswith("the serial run is cheap")
     hm = thn.build(_search_sorted)
     assert hm.stage(0).plan("fast").exact_reason
     a, q = np.sort(_rand(16)), _rand(4)
@@ -882,7 +883,7 @@ def test_an_extent_of_the_loops_around_counts_with_its_largest_value():
 
 
 def test_the_plan_shown_for_symbolic_sizes_says_each_call_decides_and_a_small_call_runs_the_exact_plan(monkeypatch):
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)
     hm = thn.build(_sum_rows)
     shown = hm.stage(0).plan("fast")
     assert shown.decisions[0].strategy == P.LANES and not shown.exact_reason
@@ -900,7 +901,7 @@ def test_the_plan_shown_for_symbolic_sizes_says_each_call_decides_and_a_small_ca
 
 
 def test_the_explorer_compare_says_when_a_small_call_ran_the_exact_plan(monkeypatch):
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", True)
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)
     hm = thn.build(_sum_rows)
     ex = ui.explorer(hm, reference="input", inputs=[_rand(5, 16), np.zeros(5, "float32")])
     compare = ex.panel(0).compare

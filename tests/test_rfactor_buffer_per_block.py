@@ -16,11 +16,12 @@ from tvm import te, topi
 
 from tvm_hybrid_nb import module as hmodule
 from tvm_hybrid_nb import zoo
+from tvm_hybrid_nb.codegen import cost as C
 from tvm_hybrid_nb.codegen import plan as P
 
 
 def test_blocks_touching_their_own_rfactor_elements_share_one_copy_before_thread_binding_is_lifted(monkeypatch):
-    monkeypatch.setattr(P, "EXACT_PLAN_WHEN_CHEAP", False)  # plan the lanes even for this small pool
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", False)  # plan the lanes even for this small pool
     x = te.placeholder((1, 8, 16, 16), "float32", name="x")
     y = topi.nn.pool2d(x, (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), "avg", layout="NCHW")
     func = te.create_prim_func([x, y]).with_attr("global_symbol", "main")

@@ -135,7 +135,7 @@ class CompareResult:
     #: compared are what it wrote before failing, and the result is never ``ok``.
     error: str | None = None
     #: Fast mode that ran the exact plan (its analysis would cost more than this call's serial
-    #: run, see :func:`~tvm_hybrid_nb.codegen.plan.exact_plan_reason`): why; "" otherwise.
+    #: run, see :func:`~tvm_hybrid_nb.codegen.cost.exact_plan_reason`): why; "" otherwise.
     exact_reason: str = ""
 
     @property

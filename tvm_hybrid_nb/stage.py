@@ -23,8 +23,7 @@ import tvm_ffi
 
 from . import capture as _capture
 from .codegen import generate_kernel
-from .codegen.cost import serial_cost
-from .codegen.plan import exact_plan_reason, lanes_lose_reason
+from .codegen.cost import exact_plan_reason, lanes_lose_reason, serial_cost
 from .codegen.names import GeneratedKernel, _dtype
 from .codegen.tensorcore import FLOAT_MMA_ATTR, wmma_as_computed
 from .errors import (EmulationError, HybridError, InsufficientMemoryError, StageNotEmulatableError,
@@ -444,8 +443,8 @@ class Stage:
 
         ``sizes`` (symbolic size name -> value, from the arguments): in fast mode, a kernel whose loop
         extents are symbolic runs the exact plan when at these sizes its serial run is cheaper than
-        the lanes analysis (see :func:`~tvm_hybrid_nb.codegen.plan.exact_plan_reason`) or than the
-        planned lanes (:func:`~tvm_hybrid_nb.codegen.plan.lanes_lose_reason`).
+        the lanes analysis (see :func:`~tvm_hybrid_nb.codegen.cost.exact_plan_reason`) or than the
+        planned lanes (:func:`~tvm_hybrid_nb.codegen.cost.lanes_lose_reason`).
         """
         if self._generated is None and self._reason is None and self._static_reason() is None:
             # The kernel asked for decides: generating the exact script first only to learn that

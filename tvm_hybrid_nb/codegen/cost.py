@@ -1,12 +1,13 @@
-"""The serial run's cost: what the exact script of a stage executes, counted from its loop extents
-before any dependence test (:func:`serial_cost`), and the prices of those counts in seconds
-(:func:`run_seconds`), so that fast mode can run the exact plan where the lanes analysis would cost
-more than it saves (:func:`~.plan.exact_plan_reason`) or its lanes would lose (:func:`~.plan.lanes_lose_reason`)."""
+"""Whether fast mode pays: what the exact script of a stage executes, counted from its loop extents
+before any dependence test (:func:`serial_cost`), the prices of those counts in seconds
+(:func:`run_seconds`), and the decisions they make: fast mode runs the exact plan where the lanes
+analysis would cost more than it saves (:func:`exact_plan_reason`) or its planned lanes would lose
+(:func:`lanes_lose_reason`)."""
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import tvm
 import tvm_ffi
@@ -14,14 +15,17 @@ from tvm import tirx
 
 from .names import _dtype, _is_int, _key, _type_key
 
-#: The cost model of :func:`~.plan.exact_plan_reason`, in seconds (measured on the model zoo's stages, see
+if TYPE_CHECKING:
+    from .plan import EmulationPlan
+
+#: The cost model of :func:`exact_plan_reason`, in seconds (measured on the model zoo's stages, see
 #: the function): one statement of the serial script on scalars, one inside GPU threads (a numpy
 #: call on the threads' lanes), and the lanes analysis with its emission, per statement of the program.
 SERIAL_SECONDS_PER_STATEMENT = 0.3e-6
 SERIAL_SECONDS_PER_LANES_STATEMENT = 10e-6
 ANALYSIS_SECONDS_PER_STATEMENT = 1e-3
-#: :func:`~.plan.lanes_lose_reason` prices a statement on GPU threads' lanes at the measured median (34 µs,
-#: see :func:`~.plan.exact_plan_reason`): it compares two runs, with no analysis to favour.
+#: :func:`lanes_lose_reason` prices a statement on GPU threads' lanes at the measured median (34 µs,
+#: see :func:`exact_plan_reason`): it compares two runs, with no analysis to favour.
 LANES_SECONDS_PER_STATEMENT = 34e-6
 #: A statement on the lanes of loops outside threads is one numpy call on strided views: measured
 #: (a running sum per row, rows as lanes, 20,000 steps) at 1.7 µs a call on 1 to 64 lanes and
@@ -279,7 +283,93 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
 
 
 def run_seconds(cost: SerialCost) -> float:
-    """The run time :func:`~.plan.lanes_lose_reason` prices a counted script at (seconds)."""
+    """The run time :func:`lanes_lose_reason` prices a counted script at (seconds)."""
     return (cost.scalar * SERIAL_SECONDS_PER_STATEMENT + cost.lanes * LANES_SECONDS_PER_STATEMENT
             + cost.folds * FOLD_SECONDS + cost.loop_lanes * LOOP_LANES_SECONDS_PER_CALL
             + cost.loop_elements * LOOP_LANES_SECONDS_PER_LANE)
+
+
+#: Whether fast mode runs the exact plan where its analysis cannot win (:func:`exact_plan_reason`).
+#: The test suite turns it off to exercise the lanes on small kernels (``tests/conftest.py``).
+EXACT_PLAN_WHEN_CHEAP = True
+
+
+def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | None = None) -> str:
+    """Why fast mode cannot win on ``func`` ("" when it may): the serial run, estimated from the loop
+    extents (:func:`serial_cost`; ``sizes`` binds symbolic extents), would take less time
+    than the lanes analysis and emission alone, estimated from the program's size.  Then even lanes
+    that ran in no time would lose, and fast mode runs the exact plan.  An unknown cost (a symbolic
+    extent, a ``while`` loop) is assumed large: the analysis runs.
+
+    The constants (:data:`SERIAL_SECONDS_PER_STATEMENT`, :data:`SERIAL_SECONDS_PER_LANES_STATEMENT`,
+    :data:`ANALYSIS_SECONDS_PER_STATEMENT`) come from 772 stages of the model zoo, timed one by one:
+    the exact run took a median 0.26 µs per statement execution on scalars (90th percentile 0.43)
+    and 34 µs per statement on GPU threads' lanes (90th percentile 100); fast mode's code generation
+    took a median 0.65 ms per statement of the program more than exact's (10th-90th percentile
+    0.3-1.5).  The lanes constant is set below its median, at 10 µs: the analysis of GPU kernels
+    costs more per statement (3-4 ms on the zoo's dlight matmuls), and the GPU stages it would have
+    sent to lanes lost there.  Kernels where fast mode matters are orders of magnitude past the
+    line (a 128³ matmul: 2 million statement executions, about 0.6 s serially, against 6 ms).
+    A ``tvm_thread_allreduce`` is one statement that folds its threads one after another
+    (:data:`FOLD_SECONDS` a step): dlight's softmax over 120 blocks of 256 threads folds 61,200
+    times, 0.27 s serially, against 8 ms for its blocks run as lanes.
+    """
+    if not EXACT_PLAN_WHEN_CHEAP:
+        return ""
+    cost = serial_cost(func, module_functions, sizes)
+    if cost is None:
+        return ""
+    bound = ""
+    if sizes and serial_cost(func, module_functions) is None:  # the sizes decided: say which
+        bound = " with " + ", ".join(f"{name} = {value}" for name, value in sorted(sizes.items()))
+    serial = (cost.scalar * SERIAL_SECONDS_PER_STATEMENT + cost.lanes * SERIAL_SECONDS_PER_LANES_STATEMENT
+              + cost.folds * FOLD_SECONDS)
+    analysis = cost.size * ANALYSIS_SECONDS_PER_STATEMENT
+    if serial >= analysis:
+        return ""
+    executed = cost.scalar + cost.lanes
+    folds = f" and {cost.folds} combine steps of thread allreduces" if cost.folds else ""
+    return (f"the serial run{bound} is cheap ({executed} statement executions, {cost.lanes} of them on GPU threads"
+            f"{folds}: about {serial * 1e3:.2g} ms), less than the lanes analysis of its {cost.size} statements would take "
+            f"(about {analysis * 1e3:.2g} ms)")
+
+
+def lanes_lose_reason(func, plan: EmulationPlan, module_functions: dict | None = None,
+                      sizes: dict | None = None) -> str:
+    """Why the fast ``plan`` of ``func`` would run slower than the exact plan ("" when it may not):
+    its script, counted as :func:`serial_cost` counts the exact one but with each lanes loop
+    run once as numpy calls on its lanes, costs more (:func:`run_seconds`: a call on a loop's lanes
+    priced per call and per lane, one on GPU threads' lanes at their median).  Lanes over a
+    few iterations around long serial loops lose so: each statement inside becomes a numpy call on a
+    handful of elements (dlight.cpu's group norm after ``CompactBufferAllocation``: lanes of 3 rows
+    around a serial reduction over every element, 7 times slower than the exact run).  Unknown
+    costs (symbolic extents without ``sizes``) make no claim."""
+    if not EXACT_PLAN_WHEN_CHEAP or plan.mode != "fast" or plan.check or plan.exact_reason:
+        return ""
+    plans = [plan]
+    for sub in plans:
+        plans.extend(sub.launched.values())
+    fast = serial_cost(func, module_functions, sizes, lanes=lambda node: any(p.runs_as_lanes(node) for p in plans))
+    exact = serial_cost(func, module_functions, sizes)
+    if fast is None or exact is None:
+        return ""
+    seconds_fast, seconds_exact = run_seconds(fast), run_seconds(exact)
+    if seconds_fast <= seconds_exact:
+        return ""
+    bound = ""
+    if sizes and serial_cost(func, module_functions) is None:
+        bound = " with " + ", ".join(f"{name} = {value}" for name, value in sorted(sizes.items()))
+    return (f"its lanes{bound} would run slower than the serial run ({fast.lanes + fast.loop_lanes} numpy "
+            f"statements on lanes and {fast.scalar} on scalars: about {seconds_fast * 1e3:.2g} ms, against "
+            f"{exact.scalar + exact.lanes} statement executions: about {seconds_exact * 1e3:.2g} ms)")
+
+
+
+def per_call_rule(func, module_functions: dict | None = None) -> str:
+    """What fast mode's plan of ``func`` shown without arguments cannot tell ("" when nothing): with
+    symbolic loop extents, whether the exact plan is cheaper (:func:`exact_plan_reason`) is decided
+    per call with the sizes its arguments bind, so a call on small arguments runs the exact plan."""
+    if not EXACT_PLAN_WHEN_CHEAP or serial_cost(func, module_functions) is not None:
+        return ""
+    return ("this plan is for large sizes: each call decides with the sizes of its arguments, and runs the "
+            "exact plan where its serial run costs less than the lanes analysis or than the lanes")

@@ -43,7 +43,8 @@ from .lanes import LanesMixin
 from .memory import MemoryAccessMixin
 from .sanitize import SanitizerMixin
 from .tensorcore import FLOAT_MMA_ATTR, FLOAT_MMA_NOTE
-from .plan import EmulationPlan, emit_with_plan, exact_plan_reason, lanes_lose_reason, per_call_rule, plan_emulation
+from .cost import exact_plan_reason, lanes_lose_reason, per_call_rule
+from .plan import EmulationPlan, emit_with_plan, plan_emulation
 from .targets import GPU_KINDS, cuda_float_note, target_kind
 from .state import GpuState, LaneState, ProgressHooks, Scope, SerialState
 
@@ -614,7 +615,7 @@ def generate_kernel(func, function_name: str, stage: str | None = None, mode: st
     the variant that is executed: each outermost loop iteration calls ``__progress__``.
 
     Fast mode never loses to exact: when the serial run is cheaper than the lanes analysis would be
-    (:func:`~.plan.exact_plan_reason`) or than the planned lanes (:func:`~.plan.lanes_lose_reason`),
+    (:func:`~.cost.exact_plan_reason`) or than the planned lanes (:func:`~.cost.lanes_lose_reason`),
     it is the exact script, and its plan says why.  ``sizes``
     (name -> value) binds symbolic extents for that estimate: the script is then for those sizes.
     ``exact_reason``: the caller already decided that fast mode runs the exact plan, for this reason.

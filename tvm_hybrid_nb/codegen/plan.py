@@ -8,11 +8,11 @@ a per-lane copy too large for memory, a packed call with per-lane arguments...):
 with :class:`PlanRejected` naming the loop, and :func:`emit_with_plan` records that loop as serial with
 the reason, plans again and emits again from scratch.  Exact mode is the plan "every loop as written".
 
-Fast mode must never be slower than exact.  Before any dependence test, :func:`exact_plan_reason`
+Fast mode must never be slower than exact.  Before any dependence test, :func:`~.cost.exact_plan_reason`
 estimates from the loop extents what the serial run costs (:func:`~.cost.serial_cost`) and what
 the lanes analysis and its emission would cost; when the analysis alone would cost more than the
 whole serial run, fast mode's plan is the exact plan, with that reason (``EmulationPlan.exact_reason``),
-and the fast script is the exact script.  After planning, :func:`lanes_lose_reason` prices the
+and the fast script is the exact script.  After planning, :func:`~.cost.lanes_lose_reason` prices the
 planned script the same way: lanes that would run slower than the serial run give the exact plan too.
 """
 from __future__ import annotations
@@ -26,8 +26,6 @@ from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _has_threads, _thread_extents, _type_key, allocations_in,
                        block_scoped_allocations, grid_loop, per_block_memory)
 from .dependence import allocation_overlap, loop_dependences
-from .cost import (ANALYSIS_SECONDS_PER_STATEMENT, FOLD_SECONDS, SERIAL_SECONDS_PER_LANES_STATEMENT,
-                   SERIAL_SECONDS_PER_STATEMENT, run_seconds, serial_cost)
 from .guards import predicate_cut
 from .sharing import read_after_written_alike, stored_in_an_inner_loop, written_alike, written_before_read
 from .lanes import LanesMixin
@@ -46,10 +44,6 @@ BLOCK_LOOP = "block loop"
 LOOP_AXES = LanesMixin.FAST_AXES - 1 - LanesMixin.FIRST_LOOP_AXIS
 #: Fewer lanes than this do not pay for numpy's per-call cost: such a loop stays serial.
 FAST_MIN_LANES = 8
-
-#: Whether fast mode runs the exact plan where its analysis cannot win (:func:`exact_plan_reason`).
-#: The test suite turns it off to exercise the lanes on small kernels (``tests/conftest.py``).
-EXACT_PLAN_WHEN_CHEAP = True
 
 
 @dataclass(frozen=True)
@@ -125,7 +119,7 @@ class EmulationPlan:
     #: Allocations outside a lanes loop that get a copy per lane of it (by key -> the buffer).
     privatised: dict[int, object] = field(default_factory=dict)
     #: Fast mode only: why it runs the exact plan (its analysis would cost more than the serial run
-    #: saves, see :func:`exact_plan_reason`); "" when it planned lanes.
+    #: saves, see :func:`~.cost.exact_plan_reason`); "" when it planned lanes.
     exact_reason: str = ""
     #: Fast mode without sizes, of a function whose loop extents are symbolic: the rule each call
     #: applies with its arguments' sizes (it may run the exact plan instead, see :func:`per_call_rule`).
@@ -702,92 +696,11 @@ def plan_emulation(func, mode: str = "exact", check: bool = False,
     """Decide how every loop of ``func`` runs in the ``mode`` script (``check``: with sanitizers).
 
     ``rejected`` names loops (by handle) that emission found have no lane form, with the reason.
-    ``exact_reason``: fast mode runs the exact plan, for this reason (see :func:`exact_plan_reason`).
+    ``exact_reason``: fast mode runs the exact plan, for this reason (see :func:`~.cost.exact_plan_reason`).
     """
     planner = _Planner(func, mode, check, rejected or {}, exact_reason, copies_rejected)
     planner.stmt(func.body)
     return planner.plan
-
-
-def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | None = None) -> str:
-    """Why fast mode cannot win on ``func`` ("" when it may): the serial run, estimated from the loop
-    extents (:func:`~.cost.serial_cost`; ``sizes`` binds symbolic extents), would take less time
-    than the lanes analysis and emission alone, estimated from the program's size.  Then even lanes
-    that ran in no time would lose, and fast mode runs the exact plan.  An unknown cost (a symbolic
-    extent, a ``while`` loop) is assumed large: the analysis runs.
-
-    The constants (:data:`~.cost.SERIAL_SECONDS_PER_STATEMENT`, :data:`~.cost.SERIAL_SECONDS_PER_LANES_STATEMENT`,
-    :data:`~.cost.ANALYSIS_SECONDS_PER_STATEMENT`) come from 772 stages of the model zoo, timed one by one:
-    the exact run took a median 0.26 µs per statement execution on scalars (90th percentile 0.43)
-    and 34 µs per statement on GPU threads' lanes (90th percentile 100); fast mode's code generation
-    took a median 0.65 ms per statement of the program more than exact's (10th-90th percentile
-    0.3-1.5).  The lanes constant is set below its median, at 10 µs: the analysis of GPU kernels
-    costs more per statement (3-4 ms on the zoo's dlight matmuls), and the GPU stages it would have
-    sent to lanes lost there.  Kernels where fast mode matters are orders of magnitude past the
-    line (a 128³ matmul: 2 million statement executions, about 0.6 s serially, against 6 ms).
-    A ``tvm_thread_allreduce`` is one statement that folds its threads one after another
-    (:data:`~.cost.FOLD_SECONDS` a step): dlight's softmax over 120 blocks of 256 threads folds 61,200
-    times, 0.27 s serially, against 8 ms for its blocks run as lanes.
-    """
-    if not EXACT_PLAN_WHEN_CHEAP:
-        return ""
-    cost = serial_cost(func, module_functions, sizes)
-    if cost is None:
-        return ""
-    bound = ""
-    if sizes and serial_cost(func, module_functions) is None:  # the sizes decided: say which
-        bound = " with " + ", ".join(f"{name} = {value}" for name, value in sorted(sizes.items()))
-    serial = (cost.scalar * SERIAL_SECONDS_PER_STATEMENT + cost.lanes * SERIAL_SECONDS_PER_LANES_STATEMENT
-              + cost.folds * FOLD_SECONDS)
-    analysis = cost.size * ANALYSIS_SECONDS_PER_STATEMENT
-    if serial >= analysis:
-        return ""
-    executed = cost.scalar + cost.lanes
-    folds = f" and {cost.folds} combine steps of thread allreduces" if cost.folds else ""
-    return (f"the serial run{bound} is cheap ({executed} statement executions, {cost.lanes} of them on GPU threads"
-            f"{folds}: about {serial * 1e3:.2g} ms), less than the lanes analysis of its {cost.size} statements would take "
-            f"(about {analysis * 1e3:.2g} ms)")
-
-
-def lanes_lose_reason(func, plan: EmulationPlan, module_functions: dict | None = None,
-                      sizes: dict | None = None) -> str:
-    """Why the fast ``plan`` of ``func`` would run slower than the exact plan ("" when it may not):
-    its script, counted as :func:`~.cost.serial_cost` counts the exact one but with each lanes loop
-    run once as numpy calls on its lanes, costs more (:func:`~.cost.run_seconds`: a call on a loop's lanes
-    priced per call and per lane, one on GPU threads' lanes at their median).  Lanes over a
-    few iterations around long serial loops lose so: each statement inside becomes a numpy call on a
-    handful of elements (dlight.cpu's group norm after ``CompactBufferAllocation``: lanes of 3 rows
-    around a serial reduction over every element, 7 times slower than the exact run).  Unknown
-    costs (symbolic extents without ``sizes``) make no claim."""
-    if not EXACT_PLAN_WHEN_CHEAP or plan.mode != "fast" or plan.check or plan.exact_reason:
-        return ""
-    plans = [plan]
-    for sub in plans:
-        plans.extend(sub.launched.values())
-    fast = serial_cost(func, module_functions, sizes, lanes=lambda node: any(p.runs_as_lanes(node) for p in plans))
-    exact = serial_cost(func, module_functions, sizes)
-    if fast is None or exact is None:
-        return ""
-    seconds_fast, seconds_exact = run_seconds(fast), run_seconds(exact)
-    if seconds_fast <= seconds_exact:
-        return ""
-    bound = ""
-    if sizes and serial_cost(func, module_functions) is None:
-        bound = " with " + ", ".join(f"{name} = {value}" for name, value in sorted(sizes.items()))
-    return (f"its lanes{bound} would run slower than the serial run ({fast.lanes + fast.loop_lanes} numpy "
-            f"statements on lanes and {fast.scalar} on scalars: about {seconds_fast * 1e3:.2g} ms, against "
-            f"{exact.scalar + exact.lanes} statement executions: about {seconds_exact * 1e3:.2g} ms)")
-
-
-
-def per_call_rule(func, module_functions: dict | None = None) -> str:
-    """What fast mode's plan of ``func`` shown without arguments cannot tell ("" when nothing): with
-    symbolic loop extents, whether the exact plan is cheaper (:func:`exact_plan_reason`) is decided
-    per call with the sizes its arguments bind, so a call on small arguments runs the exact plan."""
-    if not EXACT_PLAN_WHEN_CHEAP or serial_cost(func, module_functions) is not None:
-        return ""
-    return ("this plan is for large sizes: each call decides with the sizes of its arguments, and runs the "
-            "exact plan where its serial run costs less than the lanes analysis or than the lanes")
 
 
 def emit_with_plan(func, mode: str, check: bool, emit: Callable[[EmulationPlan], object], exact_reason: str = ""):
