@@ -10,7 +10,8 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from .analysis import _conjuncts, _contains, _reads_memory, _step, _uses_vars
+from .analysis import _contains, _reads_memory, _uses_vars
+from .guards import guarded_digit, within_guards
 from .names import _dtype, _is_zero, _key, _scalar_dtype, _type_key
 from .radix import fold_radix
 
@@ -517,7 +518,19 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
                           guards: list | None = None, x_from_zero: bool = False) -> bool:
     """Whether these index expressions of one dimension keep different iterations of ``x`` apart
     (``guards``: the conditions in force at each, aligned with ``indices``; ``x_from_zero``: ``x``
-    counts from 0)."""
+    counts from 0): as indexed, or with the expression of ``x`` that a guard bounds as the digit
+    that tells the iterations apart (:func:`~.guards.guarded_digit`)."""
+    if _separates_as_indexed(indices, x, acc, expand, x_extent, guards, x_from_zero):
+        return True
+    try:
+        digit = guarded_digit(indices, guards, x, acc, expand) if x_from_zero else None
+    except Exception:  # anything the analyzer cannot reason about: no claim of independence
+        return False
+    return digit is not None and _separates_as_indexed(digit[0], digit[1], acc, expand, digit[2], guards, True)
+
+
+def _separates_as_indexed(indices, x, acc: _LoopAccesses, expand, x_extent: int | None = None,
+                          guards: list | None = None, x_from_zero: bool = False) -> bool:
     lanes: list = []
     try:
         x_next = tirx.Var("x_next", _dtype(x))
@@ -558,7 +571,7 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
                 return False
             f = fold_radix(expand.simplify(index))
             if guards is not None and guards[position]:
-                f = _within_guards(f, guards[position], x, acc, expand, over_range, at_min, lanes, fresh)
+                f = within_guards(f, guards[position], x, acc, expand, over_range, at_min, lanes, fresh)
             f_same = same.simplify(f)
             delta = tvm.sym.Analyzer().simplify(shifted.simplify(f) - f_same)
             if _type_key(delta) != "ir.IntImm" and x_from_zero and x_extent is not None:
@@ -605,16 +618,31 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
             if _type_key(diff) != "ir.IntImm":
                 return False
             offsets.append(int(diff.value))
-        distinct = sorted(set(offsets))
-        extra = []
-        if len(distinct) > 1:
-            gaps = {b - a for a, b in zip(distinct, distinct[1:])}
-            if len(gaps) != 1:
-                return False
-            extra = [(gaps.pop(), len(distinct))]
-        return _mixed_radix_injective(rests[0], step, x_extent, acc, lanes, extra)
+        extra = _offset_digits(offsets)
+        return extra is not None and _mixed_radix_injective(rests[0], step, x_extent, acc, lanes, extra)
     except Exception:  # anything the analyzer cannot reason about: no claim of independence
         return False
+
+
+def _offset_digits(offsets: list[int]) -> list[tuple[int, int]] | None:
+    """The constant offsets of unrolled copies as more digits of the mixed-radix number:
+    ``[(gap, count), ...]`` such that the offsets are exactly the smallest plus
+    ``{k_1 * gap_1 + k_2 * gap_2 + ... : k_i < count_i}`` (a tile unrolled over 4 rows of 1,000 and 4
+    columns: 0-3, 1,000-1,003, ...), or None when they are not such a set."""
+    low = min(offsets)
+    rest = sorted({o - low for o in offsets})
+    digits = []
+    while len(rest) > 1:
+        gap, count = rest[1], 1
+        while count < len(rest) and rest[count] == count * gap:
+            count += 1
+        heads = rest[::count]
+        if len(rest) != count * len(heads) or any(rest[i * count + k] != head + k * gap
+                                                  for i, head in enumerate(heads) for k in range(count)):
+            return None
+        digits.append((gap, count))
+        rest = heads
+    return digits
 
 
 def _invariant_step(delta, x_next, acc: "_LoopAccesses", lanes: list) -> bool:
@@ -639,86 +667,6 @@ def _within_symbolic_step(rests: list, step, conditions: list, over_range) -> bo
             if not prover.can_prove(rest - tirx.const(low, _dtype(rest)) < step):
                 return False
     return True
-
-
-def _without_floordiv(e, hi: int, analyzer):
-    """``e <= hi`` restated without the divisions RenormalizeSplitPattern writes: ``x // c <= hi`` is
-    ``x <= (hi + 1) * c - 1`` and ``a + y // c`` is ``(a * c + y) // c`` (``c > 0``; a truncating
-    division only of a value proven non-negative)."""
-    for _ in range(8):
-        key = _type_key(e)
-        if key == "prim.Add":
-            for a, d in ((e.a, e.b), (e.b, e.a)):
-                if _is_division(d, analyzer):
-                    c = int(d.b.value)
-                    e = a * c + d.a
-                    hi = (hi + 1) * c - 1
-                    break
-            else:
-                return e, hi
-        elif _is_division(e, analyzer):
-            hi = (hi + 1) * int(e.b.value) - 1
-            e = e.a
-        else:
-            return e, hi
-    return e, hi
-
-
-def _is_division(e, analyzer) -> bool:
-    key = _type_key(e)
-    if key not in ("prim.FloorDiv", "prim.Div") or _type_key(e.b) != "ir.IntImm" or int(e.b.value) <= 0:
-        return False
-    return key == "prim.FloorDiv" or analyzer.const_int_bound(e.a).min_value >= 0
-
-
-def _within_guards(f, guards, x, acc: _LoopAccesses, expand, over_range, at_min, lanes: list, fresh: dict):
-    """``f`` (an index) where ``guards`` hold: each conjunct ``e < c`` (``e <= c``) with ``e`` over the
-    inner loops only, that ``f`` holds as ``coef * e`` plus terms free of ``e``'s variables, becomes a
-    fresh variable of range ``[min e, c]`` (one more digit of the mixed-radix test, shared by accesses
-    under the same guard).  What the iterations touch can only grow, so a claim of independence on
-    the result holds for ``f``: a predicated split ``k0 * 43 + k1 < 128`` keeps its ``129`` values
-    within the row of ``128`` it indexes."""
-    inner = {_key(v) for v, _, _ in acc.inner}
-    for cond in guards:
-        for conj in _conjuncts(cond):
-            key = _type_key(conj)
-            if key in ("prim.LT", "prim.LE"):
-                e, bound = conj.a, conj.b
-            elif key in ("prim.GT", "prim.GE"):
-                e, bound = conj.b, conj.a
-            else:
-                continue
-            if _type_key(bound) != "ir.IntImm" or _reads_memory(e) or _contains(e, lambda n: _type_key(n) == "ir.Call"):
-                continue
-            hi = int(bound.value) - (1 if key in ("prim.LT", "prim.GT") else 0)
-            e, hi = _without_floordiv(expand.simplify(e), hi, over_range)
-            used = []
-            tvm_ffi.structural_walk(e, lambda n: (used.append(n) if _type_key(n) == "ir.Var" else None) or True,
-                                    order="post")
-            if not used or any(_key(v) not in inner or v.same_as(x) for v in used):
-                continue
-            step_e = _step(e, used[0])
-            step_f = _step(f, used[0])
-            if not step_e or step_f is None or step_f % step_e:
-                continue
-            coef = step_f // step_e
-            rest = tvm.sym.Analyzer().simplify(f - coef * e)
-            if _contains(rest, lambda n: _type_key(n) == "ir.Var" and any(n.same_as(v) for v in used)):
-                continue
-            lo = over_range.const_int_bound(over_range.simplify(e)).min_value
-            if lo < -(1 << 40) or hi < lo:
-                continue
-            name = (str(e), lo, hi)
-            if name not in fresh:
-                dtype = _dtype(e)
-                var = tirx.Var("guarded", dtype)
-                at_min.bind(var, tirx.const(0, dtype))
-                over_range.bind(var, tvm.ir.Range.from_min_extent(0, hi - lo + 1))
-                lanes.append((var, tirx.const(0, dtype), tirx.const(hi - lo + 1, dtype)))
-                fresh[name] = (var, lo)
-            var, lo = fresh[name]
-            f = tvm.sym.Analyzer().simplify(rest + coef * (var + lo))
-    return f
 
 
 def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lanes: list,

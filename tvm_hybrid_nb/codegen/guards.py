@@ -1,11 +1,14 @@
-"""The values a loop's guard lets through (TIR analysis, no Python ast): a lanes loop whose body is
-guarded by a bound on its variable (a predicated split) runs only over the values that can pass."""
+"""The values a guard lets through (TIR analysis, no Python ast): a lanes loop whose body is guarded
+by a bound on its variable (a predicated split) runs only over the values that can pass
+(:func:`predicate_cut`), and the dependence test reads an index under its guards as the values they
+leave it (:func:`within_guards`, :func:`guarded_digit`)."""
 from __future__ import annotations
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 
-from .analysis import _conjuncts, _contains, _reads_memory, _uses_vars
+from .analysis import _conjuncts, _contains, _reads_memory, _step, _uses_vars
 from .names import _dtype, _key, _type_key
 
 
@@ -90,3 +93,157 @@ def predicate_cut(loop) -> tuple[int, int] | None:
 
 def _const(expr) -> int | None:
     return int(expr.value) if _type_key(expr) == "ir.IntImm" else None
+
+
+def _without_floordiv(e, hi: int, analyzer):
+    """``e <= hi`` restated without the divisions RenormalizeSplitPattern writes: ``x // c <= hi`` is
+    ``x <= (hi + 1) * c - 1`` and ``a + y // c`` is ``(a * c + y) // c`` (``c > 0``; a truncating
+    division only of a value proven non-negative)."""
+    for _ in range(8):
+        key = _type_key(e)
+        if key == "prim.Add":
+            for a, d in ((e.a, e.b), (e.b, e.a)):
+                if _is_division(d, analyzer):
+                    c = int(d.b.value)
+                    e = a * c + d.a
+                    hi = (hi + 1) * c - 1
+                    break
+            else:
+                return e, hi
+        elif _is_division(e, analyzer):
+            hi = (hi + 1) * int(e.b.value) - 1
+            e = e.a
+        else:
+            return e, hi
+    return e, hi
+
+
+def _is_division(e, analyzer) -> bool:
+    key = _type_key(e)
+    if key not in ("prim.FloorDiv", "prim.Div") or _type_key(e.b) != "ir.IntImm" or int(e.b.value) <= 0:
+        return False
+    return key == "prim.FloorDiv" or analyzer.const_int_bound(e.a).min_value >= 0
+
+
+def within_guards(f, guards, x, acc, expand, over_range, at_min, lanes: list, fresh: dict):
+    """``f`` (an index) where ``guards`` hold: each conjunct ``e < c`` (``e <= c``) with ``e`` over the
+    inner loops only, that ``f`` holds as ``coef * e`` plus terms free of ``e``'s variables, becomes a
+    fresh variable of range ``[min e, c]`` (one more digit of the mixed-radix test, shared by accesses
+    under the same guard).  What the iterations touch can only grow, so a claim of independence on
+    the result holds for ``f``: a predicated split ``k0 * 43 + k1 < 128`` keeps its ``129`` values
+    within the row of ``128`` it indexes."""
+    inner = {_key(v) for v, _, _ in acc.inner}
+    for cond in guards:
+        for conj in _conjuncts(cond):
+            key = _type_key(conj)
+            if key in ("prim.LT", "prim.LE"):
+                e, bound = conj.a, conj.b
+            elif key in ("prim.GT", "prim.GE"):
+                e, bound = conj.b, conj.a
+            else:
+                continue
+            if _type_key(bound) != "ir.IntImm" or _reads_memory(e) or _contains(e, lambda n: _type_key(n) == "ir.Call"):
+                continue
+            hi = int(bound.value) - (1 if key in ("prim.LT", "prim.GT") else 0)
+            e, hi = _without_floordiv(expand.simplify(e), hi, over_range)
+            used = []
+            tvm_ffi.structural_walk(e, lambda n: (used.append(n) if _type_key(n) == "ir.Var" else None) or True,
+                                    order="post")
+            if not used or any(_key(v) not in inner or v.same_as(x) for v in used):
+                continue
+            step_e = _step(e, used[0])
+            step_f = _step(f, used[0])
+            if not step_e or step_f is None or step_f % step_e:
+                continue
+            coef = step_f // step_e
+            rest = tvm.sym.Analyzer().simplify(f - coef * e)
+            if _contains(rest, lambda n: _type_key(n) == "ir.Var" and any(n.same_as(v) for v in used)):
+                continue
+            lo = over_range.const_int_bound(over_range.simplify(e)).min_value
+            if lo < -(1 << 40) or hi < lo:
+                continue
+            name = (str(e), lo, hi)
+            if name not in fresh:
+                dtype = _dtype(e)
+                var = tirx.Var("guarded", dtype)
+                at_min.bind(var, tirx.const(0, dtype))
+                over_range.bind(var, tvm.ir.Range.from_min_extent(0, hi - lo + 1))
+                lanes.append((var, tirx.const(0, dtype), tirx.const(hi - lo + 1, dtype)))
+                fresh[name] = (var, lo)
+            var, lo = fresh[name]
+            f = tvm.sym.Analyzer().simplify(rest + coef * (var + lo))
+    return f
+
+
+def guarded_digit(indices, guards, x, acc, expand) -> tuple | None:
+    """Accesses under a guard ``e < c`` (or ``e <= c``) where ``e = s * x + r``, with ``r`` over other
+    loops' variables and ``0 <= r < s``, so that ``e // s`` is ``x`` (``x`` counting from 0): distinct
+    iterations have distinct ``e``, and ``e`` stays in ``[0, c)``.  When every index is ``coef * e``
+    plus terms free of ``e``'s variables, returns the indices with ``e`` as a fresh variable ``g``,
+    ``g`` and its extent: iterations that ``g`` keeps apart there are apart in the indices.  dlight's
+    GPU matmul stores its output after ``FlattenBuffer`` at ``row * 1000 + (bx * 8 + tx) * 4 + a``
+    under ``bx * 8 + tx < 250``: over all 32 blocks the index would run into the next row.  None when
+    the accesses are not of this form (``acc``: the loops around and inside, as ``(var, min, extent)``)."""
+    if not guards or not all(guards) or any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for i in indices):
+        return None
+    ranges = tvm.sym.Analyzer()
+    for var, lo, extent in list(acc.outer) + list(acc.inner):
+        ranges.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
+    for e, hi in _bounded_expressions(guards[0], x, ranges, expand):
+        s = _step(e, x)
+        if not s or s < 0:
+            continue
+        r = ranges.simplify(e - s * x)
+        bound = ranges.const_int_bound(r)
+        if _uses_vars(r, {_key(x)}) or bound.min_value < 0 or bound.max_value >= s:
+            continue
+        moving = {_key(x)} | {_key(v) for v in _variables(r)}
+        g = tirx.Var("guarded_block", _dtype(e))
+        rewritten = []
+        for index, index_guards in zip(indices, guards):
+            if not any(tvm_ffi.structural_equal(e, other) and hi == other_hi
+                       for other, other_hi in _bounded_expressions(index_guards, x, ranges, expand)):
+                break
+            f = expand.simplify(index)
+            step = _step(f, x)
+            if not step or step % s:
+                break
+            coef = step // s
+            rest = tvm.sym.Analyzer().simplify(f - coef * e)
+            if _uses_vars(rest, moving):
+                break
+            rewritten.append(rest + coef * g)
+        else:
+            return rewritten, g, hi + 1
+    return None
+
+
+def _bounded_expressions(conditions, x, ranges, expand) -> list[tuple]:
+    """``(e, hi)`` for each conjunct of ``conditions`` that bounds an expression ``e`` of ``x`` (and
+    loop variables, no memory or calls) by a constant from above: ``e <= hi``, ``e`` simplified and
+    without the divisions of RenormalizeSplitPattern (``(bx * 4 + tx // 2) // 125 < 1`` is
+    ``bx * 8 + tx <= 249``)."""
+    found = []
+    for cond in conditions:
+        for conj in _conjuncts(cond):
+            key = _type_key(conj)
+            if key in ("prim.LT", "prim.LE"):
+                e, bound = conj.a, conj.b
+            elif key in ("prim.GT", "prim.GE"):
+                e, bound = conj.b, conj.a
+            else:
+                continue
+            e = expand.simplify(e)  # through the bindings (CommonSubexprElim's ``cse_v1 < 125``)
+            if (_type_key(bound) != "ir.IntImm" or not _uses_vars(e, {_key(x)}) or _reads_memory(e)
+                    or _contains(e, lambda n: _type_key(n) == "ir.Call")):
+                continue
+            e, hi = _without_floordiv(ranges.simplify(e), int(bound.value) - (key in ("prim.LT", "prim.GT")), ranges)
+            found.append((ranges.simplify(e), hi))
+    return found
+
+
+def _variables(expr) -> list:
+    found = []
+    tvm_ffi.structural_walk(expr, lambda n: (found.append(n) if _type_key(n) == "ir.Var" else None) or True,
+                            order="post")
+    return found
