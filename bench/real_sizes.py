@@ -4,7 +4,8 @@
 models are wider: a Llama-style layer at hidden 256 and 1,024 (prefill and a float16 decode step
 over a KV cache), float16 LM heads over 4,096 and 32,000 words with their softmax and argmax,
 sampling's sort / cumsum / topk over a vocabulary, a small convolutional net on 32 x 32 images and
-a wider conv block on 64 x 64 (depthwise conv, group norm).
+a wider conv block on 64 x 64 (depthwise conv, group norm); ``--convs``: a UNet up-block's 3 x 3
+conv on 32 x 32, Whisper's conv1d front over 1,000 frames and a ViT's patch embedding of 224 x 224.
 Each kernel is lowered by TVM's own Relax pipeline (``zoo.collect_kernels``), scheduled the zoo's
 three ways and emulated at every changed stage against the native build (``zoo.check_kernel``);
 the table gives each kernel's outcome and seconds, and the kernels over 60 s.
@@ -12,6 +13,7 @@ the table gives each kernel's outcome and seconds, and the kernels over 60 s.
     python bench/real_sizes.py                       # the medium sizes, fast mode (a few minutes)
     python bench/real_sizes.py --large               # hidden 1,024 and 32,000 words too (longer)
     python bench/real_sizes.py --check --models lm_head,sort_sample
+    python bench/real_sizes.py --check --convs       # UNet, Whisper and ViT convolutions, sanitized
 """
 from __future__ import annotations
 
@@ -105,6 +107,42 @@ def models(names: list[str]) -> list:
             y = wrap_nested(relax.op.nn.avg_pool2d(y._expr, (2, 2), (2, 2)), "avg_pool")
             return op.softmax(op.reshape(y, (1, 64, 1024)), axis=-1)
 
+    class UNetUp(nn.Module):
+        """A UNet up-block: nearest resize, skip concat, a 3 x 3 conv 96 -> 32, group norm, SiLU."""
+
+        def __init__(self):
+            self.c = nn.Conv2D(96, 32, 3, padding=1)
+            self.gn = nn.GroupNorm(8, 32)
+
+        def forward(self, x, skip):
+            up = wrap_nested(relax.op.image.resize2d(x._expr, (32, 32), method="nearest_neighbor"), "up")
+            return op.silu(self.gn(self.c(op.concat([up, skip], dim=1))))
+
+    class WhisperFront(nn.Module):
+        """Whisper's audio front: conv1d 80 -> 128 over 1,000 frames, GELU, a strided conv1d, layer norm."""
+
+        def __init__(self):
+            self.c1 = nn.Conv1D(80, 128, 3, padding=1)
+            self.c2 = nn.Conv1D(128, 128, 3, stride=2, padding=1)
+            self.ln = nn.LayerNorm(128)
+
+        def forward(self, x):
+            y = op.gelu(self.c2(op.gelu(self.c1(x))))
+            return self.ln(op.permute_dims(y, [0, 2, 1]))
+
+    class ViTBlock(nn.Module):
+        """A ViT's 16 x 16 patch embedding of a 224 x 224 image (196 tokens of 192), layer norm, GELU MLP."""
+
+        def __init__(self):
+            self.patch = nn.Conv2D(3, 192, 16, stride=16)
+            self.ln = nn.LayerNorm(192)
+            self.fc1 = nn.Linear(192, 768)
+            self.fc2 = nn.Linear(768, 192)
+
+        def forward(self, x):
+            t = op.permute_dims(op.reshape(self.patch(x), (1, 192, 196)), [0, 2, 1])
+            return t + self.fc2(op.gelu(self.fc1(self.ln(t))))
+
     def layer_spec(h, n, past, heads_kv, dtype):
         return {"x": spec.Tensor((1, n, h), dtype), "cos": spec.Tensor((n, 1, 64), dtype),
                 "sin": spec.Tensor((n, 1, 64), dtype), "past_k": spec.Tensor((1, past, heads_kv, 64), dtype),
@@ -120,6 +158,9 @@ def models(names: list[str]) -> list:
         "lm_head32k": lambda: (LMHead(512, 32000), {"x": spec.Tensor((1, 1, 512), "float16")}),
         "sort32k": lambda: (Sampling(), {"probs": spec.Tensor((1, 32000), f32)}),
         "convblock": lambda: (ConvBlock(), {"x": spec.Tensor((1, 16, 64, 64), f32)}),
+        "unet_up": lambda: (UNetUp(), {"x": spec.Tensor((1, 64, 16, 16), f32), "skip": spec.Tensor((1, 32, 32, 32), f32)}),
+        "whisper_front": lambda: (WhisperFront(), {"x": spec.Tensor((1, 80, 1000), f32)}),
+        "vit_block": lambda: (ViTBlock(), {"x": spec.Tensor((1, 3, 224, 224), f32)}),
     }
     unknown = [n for n in names if n not in table]
     if unknown:
@@ -129,6 +170,8 @@ def models(names: list[str]) -> list:
 
 MEDIUM = ["llama_prefill", "llama_decode16", "lm_head", "sort_sample", "convnet"]
 LARGE = ["llama1k_decode", "lm_head32k", "sort32k", "convblock"]
+#: Convolutions at real sizes whose stages the sanitizers once took minutes over (``--check``).
+CONVS = ["unet_up", "whisper_front", "vit_block"]
 
 
 def main(argv=None) -> int:
@@ -137,10 +180,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", help="comma-separated model names (default: the medium sizes)")
     parser.add_argument("--large", action="store_true", help="the large sizes too")
+    parser.add_argument("--convs", action="store_true", help="the UNet, Whisper and ViT convolutions too")
     parser.add_argument("--check", action="store_true", help="run the sanitizers (check=True)")
     parser.add_argument("--flavours", default=",".join(zoo.FLAVOURS))
     args = parser.parse_args(argv)
-    names = args.models.split(",") if args.models else MEDIUM + (LARGE if args.large else [])
+    names = (args.models.split(",") if args.models
+             else MEDIUM + (LARGE if args.large else []) + (CONVS if args.convs else []))
     over, counts = [], {}
     for name, model, spec in models(names):
         kernels = zoo.collect_kernels([(name, model, spec)])
