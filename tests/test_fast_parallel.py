@@ -259,3 +259,79 @@ def test_chunks_report_the_iterations_done_in_the_calling_thread(cores):
                             report=lambda done: reports.append((done, threading.get_ident())))
     assert [d for d, _ in reports] == [2, 4, 6, 8, 10]
     assert {t for _, t in reports} == {threading.get_ident()}
+
+
+def _fused_spatial_sums(width: int):
+    """dlight.cpu's form: one parallel loop over the fused spatial axes of a (4, 8, width) output,
+    each dimension indexed by a quotient or remainder of the fused variable, a serial reduction inside
+    (``width`` 16: the elements in order are the fused variable itself; 18: the input's rows are
+    padded to 18, so its offsets are no strided view)."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def fused(A: T.Buffer((4, 8, width + 2), "float32"), B: T.Buffer((4, 8, 16), "float32")):
+        for f in T.parallel(512):
+            for k in range(3):
+                with T.sblock("sum"):
+                    v0 = T.axis.spatial(4, f // 128)
+                    v1 = T.axis.spatial(8, f % 128 // 16)
+                    v2 = T.axis.spatial(16, f % 16)
+                    vk = T.axis.reduce(3, k)
+                    with T.init():
+                        B[v0, v1, v2] = T.float32(0)
+                    B[v0, v1, v2] = B[v0, v1, v2] + A[v0, v1, v2 + vk] * T.Cast("float32", vk + 1)
+
+    return fused
+
+
+@pytest.mark.parametrize("width", [16, 18])
+def test_an_index_of_quotients_and_remainders_of_one_variable_is_a_view_of_the_flat_buffer(width):
+    # dlight.cpu's 3 x 3 conv (16 -> 64 channels on 64 x 64) gathered and scattered its 262,144-element
+    # accumulator through three index arrays at each of 144 reduction steps: 25 s for the kernel, 18 s
+    # with the accumulator (in order, the fused variable itself) as one view.
+    hm = thn.build(_fused_spatial_sums(width))
+    source = hm.stage(0).fast_source()
+    # the chunk's elements of B, in order: one view with a step of one element
+    assert re.search(r"B_lanes = lanes_view\(B, \(0, 0, f_lo\), \(\(\d+, f_extent, \(0, 0, 1\)\),\)\)", source), source
+    if width == 18:  # the input's offsets are f // 16 * 18 + f % 16 + k: a gather, still exact
+        assert "lanes_view(A" not in source
+    a = np.random.default_rng(1).standard_normal((4, 8, width + 2)).astype(np.float32)
+    want = np.zeros((4, 8, 16), np.float32)
+    for k in range(3):
+        want = want + a[:, :, k:k + 16] * np.float32(k + 1)
+    for mode in ("fast", "exact"):
+        for check in (False, True):
+            got = hm.emulate(a, np.full((4, 8, 16), np.nan, np.float32), mode=mode, check=check)
+            np.testing.assert_array_equal(got, want, err_msg=f"{mode} check={check}")
+
+
+def test_block_bindings_over_the_lanes_are_computed_once_in_front_of_the_serial_loop():
+    # The bindings depend on the lanes (f) only: each of the 3 reduction steps computed them again
+    # (dlight.cpu's conv: three integer divisions of 262,144 lanes at each of 144 steps).  vk moves
+    # with k and stays inside; a division by a size (n) is never computed where the loop may not run.
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def sums(a: T.handle, b: T.handle, n: T.int32):
+        A = T.match_buffer(a, (512, 3), "float32")
+        B = T.match_buffer(b, (512,), "float32")
+        for f in T.parallel(512):
+            for k in range(3):
+                with T.sblock("sum"):
+                    v0 = T.axis.spatial(512, f // 128 * 128 + f % 128)
+                    v1 = T.axis.spatial(512, f // n * n + f % n)
+                    vk = T.axis.reduce(3, k)
+                    with T.init():
+                        B[v0] = T.float32(0)
+                    B[v0] = B[v0] + A[v1, vk]
+
+    hm = thn.build(sums)
+    source = hm.stage(0).fast_source()
+    body = source[source.rindex("def sums"):]
+    loop = body.index("for k in range(3):")
+    assert -1 < body.index("v0 = ") < loop and body.index("vk = ") > loop, body
+    assert body.index("v1 = ") > loop, body  # divides by n
+    a = np.random.default_rng(2).standard_normal((512, 3)).astype(np.float32)
+    want = a[:, 0] + a[:, 1] + a[:, 2]
+    for mode in ("fast", "exact"):
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros(512, np.float32), 64, mode=mode), want)

@@ -375,6 +375,7 @@ class BuffersMixin:
                                                 f"region whose extent is not 1")
         name = self.namer.define(buf, buf.name)
         self._declare_buffer(buf, name, strided_ok=True)  # a slice keeps its source's layout
+        self.scope.buffers[_key(buf)].sliced = True
         layout = self._match_layout(buf, region, source)
         subscripts = []
         for axis, r in enumerate(ranges):

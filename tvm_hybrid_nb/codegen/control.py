@@ -455,7 +455,7 @@ class ControlFlowMixin:
             v = self.visit_expr(value)
             name = self.namer.define(iv.var, iv.var.name)
             self._set_var(iv.var, v)
-            out.append(ast.Assign([_store_name(name)], v.node))
+            out.extend(self._lane_assignment(name, v, value))
             self._bind_analyzer(iv.var, value)
             if int(iv.iter_type) == 2:  # reduction axis: init runs at its first value
                 lo = self.visit_expr(iv.dom.min)

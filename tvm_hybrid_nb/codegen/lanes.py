@@ -8,6 +8,7 @@ from tvm import tirx
 import tvm
 
 from .analysis import _buffer_access_counts, _contains, _plan_lane_axes, _reads_memory, _step, allocations_in
+from .radix import fold_radix
 from .sharing import varying_with
 from .names import (Value, ascii_identifier, _AllocLike, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_zero, _key, _lanes, _name,
     _np, _store_name, _type_key, _varying, thread_key)
@@ -15,6 +16,18 @@ from .names import (Value, ascii_identifier, _AllocLike, _Axis, _BufferInfo, _Ca
 
 def _is_constant_one(expr) -> bool:
     return _type_key(expr) == "ir.IntImm" and int(expr.value) == 1
+
+
+def _pure_index_arithmetic(expr) -> bool:
+    """Whether ``expr`` is arithmetic on variables and constants that cannot fail: no load, no call,
+    no division or modulo but by a nonzero constant."""
+    def bad(n) -> bool:
+        key = _type_key(n)
+        if key in ("prim.Div", "prim.Mod", "prim.FloorDiv", "prim.FloorMod"):
+            return _type_key(n.b) != "ir.IntImm" or int(n.b.value) == 0
+        return key in ("ir.Call", "ir.TensorLoad", "tirx.BufferLoad", "prim.Let", "tirx.Let")
+
+    return not _contains(expr, bad) and not _reads_memory(expr)
 
 
 class LanesMixin:
@@ -74,19 +87,20 @@ class LanesMixin:
                     idx = idx.base
                 elif key == "prim.Broadcast":
                     return None
-                f = self.analyzer.simplify(idx)
-                at_min = tvm.sym.Analyzer()
-                linear = tirx.const(0, _dtype(f))
-                for ax in axes:
-                    step = _step(f, ax.var)
-                    if step is None:
+                affine = self._affine_in_lanes(self.analyzer.simplify(idx), axes)
+                if affine is None:
+                    # Not per dimension, maybe as a whole: the element's row-major offset
+                    # (``out[0, f // 4096, f % 4096 // 64, f % 64]`` is ``out.flat[f]``).
+                    flat = None if prefix else self._flat_affine_in_lanes(info, indices, axes)
+                    if flat is None:
                         return None
-                    coefs[ax.axis][d] = step
-                    at_min.bind(ax.var, ax.min_expr, allow_override=True)
-                    linear = linear + step * (ax.var - ax.min_expr)
-                base = at_min.simplify(f)
-                if not _is_zero(tvm.sym.Analyzer().simplify(f - base - linear)):
-                    return None
+                    base, steps = flat
+                    bases = [tirx.const(0, _dtype(base))] * (dims - 1) + [base]
+                    coefs = {ax.axis: [0] * (dims - 1) + [steps[ax.axis]] for ax in axes}
+                    break
+                base, steps = affine
+                for axis, step in steps.items():
+                    coefs[axis][d] = step
                 bases.append(base)
         except Exception:
             return None
@@ -119,6 +133,48 @@ class LanesMixin:
                 view = ast.Call(_np("ascontiguousarray"), [view], [])
             views.append(view)
         return views
+
+    @staticmethod
+    def _affine_in_lanes(f, axes) -> tuple | None:
+        """``(base, {array axis: step})`` when ``f`` is ``base`` plus a constant step per lane of each
+        of ``axes`` (``base``: ``f`` at the lanes' first values), else None."""
+        at_min = tvm.sym.Analyzer()
+        linear = tirx.const(0, _dtype(f))
+        steps = {}
+        for ax in axes:
+            step = _step(f, ax.var)
+            if step is None:
+                return None
+            steps[ax.axis] = step
+            at_min.bind(ax.var, ax.min_expr, allow_override=True)
+            linear = linear + step * (ax.var - ax.min_expr)
+        base = at_min.simplify(f)
+        if not _is_zero(tvm.sym.Analyzer().simplify(f - base - linear)):
+            return None
+        return base, steps
+
+    #: The flat offsets of a lane view stay in int32 arithmetic: buffers of fewer elements only.
+    FLAT_VIEW_MAX_ELEMENTS = 1 << 31
+
+    def _flat_affine_in_lanes(self, info: _BufferInfo, indices, axes) -> tuple | None:
+        """:meth:`_affine_in_lanes` of the row-major offset of ``indices`` (proven in bounds) into a
+        buffer of constant shape: dlight.cpu fuses the spatial loops of its parallel loop and indexes
+        each dimension by a quotient or remainder of the fused variable, one gather and one scatter of
+        every lane per statement, where the elements, in order, are one strided view of the buffer."""
+        if info.sliced or any(_type_key(dim) != "ir.IntImm" for dim in info.shape) or any(
+                _type_key(i) in ("prim.Ramp", "prim.Broadcast") for i in indices):
+            return None
+        sizes = [int(dim.value) for dim in info.shape]
+        total = 1
+        for size in sizes:
+            total *= size
+        if total >= self.FLAT_VIEW_MAX_ELEMENTS or len({_dtype(i) for i in indices}) != 1:
+            return None
+        offset, step = tirx.const(0, _dtype(indices[0])), 1
+        for idx, size in zip(reversed(list(indices)), reversed(sizes)):
+            offset = offset + idx * step
+            step *= size
+        return self._affine_in_lanes(fold_radix(self.analyzer.simplify(offset), self.analyzer), axes)
 
     def _view_prefix(self, info: _BufferInfo) -> list | None:
         """The lane dimensions in front of a per-lane or per-thread buffer's own, as ``(start, array
@@ -200,6 +256,26 @@ class LanesMixin:
         if not read <= frame.outside:  # helpers are reserved names, so they are in it too
             return None
         return frame, start, lanes_arg, moving, ast.dump(start) + ast.dump(lanes_arg)
+
+    def _lane_assignment(self, name: str, value: Value, expr) -> list[ast.stmt]:
+        """``name = value`` (the Python of TIR ``expr``), made in front of the serial loops around it
+        whose iterations all compute the same lane array (fast mode; index arithmetic only: no memory,
+        no call, no division by anything but a nonzero constant, so computing it where the loop may run
+        no iteration cannot fail).  dlight.cpu's block bindings ``v0 = f // 4096`` over the lanes of its
+        fused parallel loop were recomputed at each of a conv's 144 reduction steps."""
+        assign = ast.Assign([_store_name(name)], value.node)
+        if not (self.fast and value.varying and self.serial.frames) or not _pure_index_arithmetic(expr):
+            return [assign]
+        read = {n.id for n in ast.walk(value.node) if isinstance(n, ast.Name)}
+        target = None
+        for frame in reversed(self.serial.frames):
+            if not read <= frame.outside:
+                break
+            target = frame
+        if target is None:
+            return [assign]
+        target.hoisted.append(assign)
+        return []
 
     def _hoisted_view(self, name: str, hoisting: tuple) -> ast.expr | None:
         """The view of buffer ``name`` that :meth:`_hoisting` hoists, defined once per loop (None

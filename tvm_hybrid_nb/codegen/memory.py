@@ -141,7 +141,7 @@ class MemoryAccessMixin:
             return info, indices, values  # refused by _check_vector_buffer
         scalar = _BufferInfo(info.name, list(info.shape) + [tirx.IntImm("int32", lanes)], _scalar_dtype(info.dtype),
                              list(info.prefix), info.per_thread, info.shadow, list(info.prefix_axes), info.per_warp,
-                             info.scope, list(info.own_copy_axes))
+                             info.scope, list(info.own_copy_axes), info.sliced)
         lane = Value(self._call("vector_lane_index", ast.Constant(lanes), ast.Constant(self.FAST_AXES)), "np",
                      f"int32x{lanes}", True)
         return scalar, list(indices) + [tirx.Ramp(tirx.IntImm("int32", 0), tirx.IntImm("int32", 1), lanes)], (

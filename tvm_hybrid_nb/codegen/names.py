@@ -136,6 +136,8 @@ class _BufferInfo:
     #: loop has its own (the plan proved it serves them, ``EmulationPlan.shared_lanes``): memory no
     #: two iterations share, whose accesses by those lanes are no race records.
     own_copy_axes: list = field(default_factory=list)
+    #: A slice of another buffer (``match_buffer``): its elements are not in row-major order in memory.
+    sliced: bool = False
 
 
 def thread_key(tag: str) -> str:
