@@ -135,17 +135,10 @@ def within_guards(f, guards, x, acc, expand, over_range, at_min, lanes: list, fr
     inner = {_key(v) for v, _, _ in acc.inner}
     for cond in guards:
         for conj in _conjuncts(cond):
-            key = _type_key(conj)
-            if key in ("prim.LT", "prim.LE"):
-                e, bound = conj.a, conj.b
-            elif key in ("prim.GT", "prim.GE"):
-                e, bound = conj.b, conj.a
-            else:
+            bounded = _upper_bound(conj)
+            if bounded is None or _reads_memory(bounded[0]) or _contains(bounded[0], lambda n: _type_key(n) == "ir.Call"):
                 continue
-            if _type_key(bound) != "ir.IntImm" or _reads_memory(e) or _contains(e, lambda n: _type_key(n) == "ir.Call"):
-                continue
-            hi = int(bound.value) - (1 if key in ("prim.LT", "prim.GT") else 0)
-            e, hi = _without_floordiv(expand.simplify(e), hi, over_range)
+            e, hi = _without_floordiv(expand.simplify(bounded[0]), bounded[1], over_range)
             used = []
             tvm_ffi.structural_walk(e, lambda n: (used.append(n) if _type_key(n) == "ir.Var" else None) or True,
                                     order="post")
@@ -226,20 +219,29 @@ def _bounded_expressions(conditions, x, ranges, expand) -> list[tuple]:
     found = []
     for cond in conditions:
         for conj in _conjuncts(cond):
-            key = _type_key(conj)
-            if key in ("prim.LT", "prim.LE"):
-                e, bound = conj.a, conj.b
-            elif key in ("prim.GT", "prim.GE"):
-                e, bound = conj.b, conj.a
-            else:
+            bounded = _upper_bound(conj)
+            if bounded is None:
                 continue
-            e = expand.simplify(e)  # through the bindings (CommonSubexprElim's ``cse_v1 < 125``)
-            if (_type_key(bound) != "ir.IntImm" or not _uses_vars(e, {_key(x)}) or _reads_memory(e)
-                    or _contains(e, lambda n: _type_key(n) == "ir.Call")):
+            e = expand.simplify(bounded[0])  # through the bindings (CommonSubexprElim's ``cse_v1 < 125``)
+            if not _uses_vars(e, {_key(x)}) or _reads_memory(e) or _contains(e, lambda n: _type_key(n) == "ir.Call"):
                 continue
-            e, hi = _without_floordiv(ranges.simplify(e), int(bound.value) - (key in ("prim.LT", "prim.GT")), ranges)
+            e, hi = _without_floordiv(ranges.simplify(e), bounded[1], ranges)
             found.append((ranges.simplify(e), hi))
     return found
+
+
+def _upper_bound(conj) -> tuple | None:
+    """``(e, hi)`` when comparison ``conj`` says ``e <= hi`` for a constant ``hi`` (``e < c``, ``c > e``...)."""
+    key = _type_key(conj)
+    if key in ("prim.LT", "prim.LE"):
+        e, bound = conj.a, conj.b
+    elif key in ("prim.GT", "prim.GE"):
+        e, bound = conj.b, conj.a
+    else:
+        return None
+    if _type_key(bound) != "ir.IntImm":
+        return None
+    return e, int(bound.value) - (1 if key in ("prim.LT", "prim.GT") else 0)
 
 
 def _variables(expr) -> list:
