@@ -1312,3 +1312,35 @@ def test_race_check_lanes_share_scratch_each_iteration_owns_when_their_copies_wo
         return
     want = 2 * (a[:64] + a[1:65] + a[2:66])
     np.testing.assert_allclose(hm.emulate(a, out, mode="fast", check=True), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("fill", [100, 96])
+def test_race_check_lanes_share_scratch_every_iteration_writes_alike(monkeypatch, fill):
+    # Under check=True, dlight.cpu's softmax over an LM head's 32,000 words wanted a copy of the row's
+    # exponentials per race-check lane (4 GiB) and ran its parallel loop serially, recomputing the row
+    # for each of the 32,000 elements.  Every iteration writes the row's maximum, exponentials and sum
+    # alike before reading them: one copy serves all the lanes.  Four exponentials short (fill 96),
+    # the sum reads elements its iteration never wrote: no copy is shared, and check=True says so.
+    from tvm_hybrid_nb.codegen.buffers import BuffersMixin
+
+    monkeypatch.setattr(BuffersMixin, "LANE_COPIES_MAX_BYTES", 1024)  # 100 copies of 100 floats: 39 KiB
+    hm = thn.build(_softmax_recomputed_per_element(fill))
+    plan = hm.stage(0).plan("fast", check=True)
+    (outer, *_) = plan.decisions
+    a = _rand(100)
+    if fill == 96:
+        assert outer.strategy == P.SERIAL and "per lane would need" in outer.reason, outer
+        with pytest.raises(EmulationError, match=r"never written"):
+            hm.emulate(a, np.zeros(100, "float32"), mode="fast", check=True)
+        return
+    assert outer.strategy == P.RACE_LANES and "writes ex alike" in outer.reason, outer
+    assert sorted(d.buffer for d in plan.allocations) == ["ex", "mx", "sm"], plan.allocations
+    np.testing.assert_array_equal(hm.emulate(a, np.zeros(100, "float32"), mode="fast", check=True),
+                                  hm.emulate(a, np.zeros(100, "float32"), mode="exact"))
+    # Allocated inside the parallel loop (its iterations independent, plain lanes): the same.
+    moved = hm.stage("s_tir.PlanAndUpdateBufferAllocationLocation")
+    plan = moved.plan("fast", check=True)
+    assert plan.decisions[0].strategy == P.LANES, plan.decisions[0]
+    assert sorted(d.buffer for d in plan.allocations) == ["ex", "mx", "sm"], plan.allocations
+    np.testing.assert_array_equal(hm.emulate(a, np.zeros(100, "float32"), stage=moved.index, mode="fast",
+                                             check=True), hm.emulate(a, np.zeros(100, "float32"), mode="exact"))

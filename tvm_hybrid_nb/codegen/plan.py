@@ -373,14 +373,23 @@ class _Planner:
             self.one_copy(buf, shared, f"every iteration of {', '.join(names)} writes {buf.name} alike before "
                                        f"reading it")
             return
-        # Copies for every lane would not fit in memory: one serves lanes that write it by index.
-        shared = [lane.loop for lane in loops if _key(lane.loop) in self.plan.copies_rejected
-                  and read_after_written_alike(lane.loop, buf, self.func.body) is None
-                  and written_alike(lane.loop, {_key(buf)}, self.roots, by_index=True)]
+        # Copies for every lane would not fit in memory: one serves lanes that write it by index, or,
+        # under the sanitizers, alike (each lane's reads are of elements it wrote: the checks of its
+        # own copy hold on the one copy).
+        rejected = [lane.loop for lane in loops if _key(lane.loop) in self.plan.copies_rejected
+                    and read_after_written_alike(lane.loop, buf, self.func.body) is None]
+        shared = [loop for loop in rejected if written_alike(loop, {_key(buf)}, self.roots, by_index=True)]
         if shared:
             names = tuple(str(loop.loop_var.name) for loop in shared)
             self.one_copy(buf, shared, f"each iteration of {', '.join(names)} writes the elements of {buf.name} it "
                                        f"reads before reading them, with values their index decides")
+            return
+        shared = [loop for loop in rejected if self.check
+                  and _key(buf) in written_alike(loop, set(allocations_in(loop.body)), self.roots)]
+        if shared:
+            names = tuple(str(loop.loop_var.name) for loop in shared)
+            self.one_copy(buf, shared, f"every iteration of {', '.join(names)} writes {buf.name} alike before "
+                                       f"reading it")
 
     def grid_allocation(self, buf) -> None:
         """In a GPU kernel, an allocation inside grid loops run as lanes (each block of the compiled
@@ -566,24 +575,34 @@ class _Planner:
         of the block allocations that ``PlanAndUpdateBufferAllocationLocation`` moves into it (only
         the loop touches them), and whose copies do not fit in memory: one copy serves all the lanes
         where each iteration touches its own elements of it, or writes the elements it reads before
-        reading them with values their index decides (dlight.cpu's padded input, recomputed per
-        output).  No lane then sees a value another lane's copy would hold and its own would not,
-        so the checks of each iteration's own copy hold on the one copy; the accesses of memory each
-        iteration owns are no race records.  Returns the reason ("" when some allocation is not proven)."""
+        reading them with the same values whatever the iteration (dlight.cpu's softmax recomputes the
+        row's maximum and sum per element) or values their index decides (its padded conv input).
+        No lane then sees a value another lane's copy would hold and its own would not, so the checks
+        of each iteration's own copy hold on the one copy; the accesses of memory each iteration owns
+        are no race records.  Returns the reason ("" when some allocation is not proven)."""
         counts = _buffer_access_counts(self.func.body)
         inside = _buffer_access_counts(node.body)
         bufs = [buf for key, buf in self.block_allocated.items() if str(buf.scope()) in ("global", "local")
                 and inside.get(key, 0) and inside[key] == counts.get(key)]
+        keys = {_key(buf) for buf in bufs}
+        alike, by_index = None, None  # (proven once, for all of them: their values may flow into each other)
         whys = []
         for buf in bufs:
             if allocation_overlap(node, buf, self.roots, self.outer(node), self.accesses) is None:
                 whys.append(f"each iteration touches its own elements of {buf.name}")
-            elif (read_after_written_alike(node, buf, self.func.body) is None
-                  and _key(buf) in written_alike(node, {_key(buf)}, self.roots, by_index=True)):
-                whys.append(f"each iteration writes the elements of {buf.name} it reads before reading them, "
-                            f"with values their index decides")
-            else:
+                continue
+            if read_after_written_alike(node, buf, self.func.body) is not None:
                 return ""
+            alike = written_alike(node, keys, self.roots) if alike is None else alike
+            if _key(buf) in alike:
+                whys.append(f"each iteration writes {buf.name} alike (the same values, whatever the iteration) "
+                            f"before reading it")
+                continue
+            by_index = written_alike(node, keys, self.roots, by_index=True) if by_index is None else by_index
+            if _key(buf) not in by_index:
+                return ""
+            whys.append(f"each iteration writes the elements of {buf.name} it reads before reading them, "
+                        f"with values their index decides")
         for buf, why in zip(bufs, whys):
             self.one_copy(buf, [node], why)
         return "; ".join(f"one copy serves the lanes: {why}" for why in whys)
