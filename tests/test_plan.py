@@ -1284,6 +1284,25 @@ def _window_sums_in_root_scratch(kind: str):
     return window_sums
 
 
+def _checked_plan_without_room_for_copies(monkeypatch, func, copies_max_bytes: int):
+    """``func`` built where per-lane copies over ``copies_max_bytes`` are refused, and the plan of its
+    stage 0 under the sanitizers: ``(module, plan, outermost decision)``."""
+    from tvm_hybrid_nb.codegen.buffers import BuffersMixin
+
+    monkeypatch.setattr(BuffersMixin, "LANE_COPIES_MAX_BYTES", copies_max_bytes)
+    hm = thn.build(func)
+    plan = hm.stage(0).plan("fast", check=True)
+    return hm, plan, plan.decisions[0]
+
+
+def _assert_no_copy_shared_and_unwritten_read_reported(hm, outer, *args):
+    """Scratch an iteration reads where it did not write is not shared: its loop runs serially, and
+    check=True reports the read."""
+    assert outer.strategy == P.SERIAL and "per lane would need" in outer.reason, outer
+    with pytest.raises(EmulationError, match=r"never written"):
+        hm.emulate(*args, mode="fast", check=True)
+
+
 @pytest.mark.parametrize("kind", ["by_index", "reads_unwritten", "race"])
 def test_race_check_lanes_share_scratch_each_iteration_owns_when_their_copies_would_not_fit(monkeypatch, kind):
     # Under check=True, dlight.cpu's padded 3 x 3 conv (96 -> 32 channels on 32 x 32) wanted a copy of
@@ -1291,18 +1310,12 @@ def test_race_check_lanes_share_scratch_each_iteration_owns_when_their_copies_wo
     # PlanAndUpdateBufferAllocationLocation, and ran its 32,768 iterations one by one: 430 s.  Scratch
     # each iteration owns, written by index before it is read, is one copy for all the lanes; the
     # lanes' other accesses are still compared.
-    from tvm_hybrid_nb.codegen.buffers import BuffersMixin
-
-    monkeypatch.setattr(BuffersMixin, "LANE_COPIES_MAX_BYTES", 128)  # 64 copies of 67 floats: 17 KiB
-    hm = thn.build(_window_sums_in_root_scratch(kind))
-    plan = hm.stage(0).plan("fast", check=True)
-    (outer, *_) = plan.decisions
+    hm, plan, outer = _checked_plan_without_room_for_copies(monkeypatch, _window_sums_in_root_scratch(kind),
+                                                           128)  # 64 copies of 67 floats: 17 KiB
     a = _rand(67)
     out = np.zeros(64, "float32")
     if kind == "reads_unwritten":
-        assert outer.strategy == P.SERIAL and "per lane would need" in outer.reason, outer
-        with pytest.raises(EmulationError, match=r"never written"):
-            hm.emulate(a, out, mode="fast", check=True)
+        _assert_no_copy_shared_and_unwritten_read_reported(hm, outer, a, out)
         return
     assert outer.strategy == P.RACE_LANES and "one copy serves the lanes" in outer.reason, outer
     assert [(d.buffer, d.loops) for d in plan.allocations] == [("W", ("i",))], plan.allocations
@@ -1321,17 +1334,11 @@ def test_race_check_lanes_share_scratch_every_iteration_writes_alike(monkeypatch
     # for each of the 32,000 elements.  Every iteration writes the row's maximum, exponentials and sum
     # alike before reading them: one copy serves all the lanes.  Four exponentials short (fill 96),
     # the sum reads elements its iteration never wrote: no copy is shared, and check=True says so.
-    from tvm_hybrid_nb.codegen.buffers import BuffersMixin
-
-    monkeypatch.setattr(BuffersMixin, "LANE_COPIES_MAX_BYTES", 1024)  # 100 copies of 100 floats: 39 KiB
-    hm = thn.build(_softmax_recomputed_per_element(fill))
-    plan = hm.stage(0).plan("fast", check=True)
-    (outer, *_) = plan.decisions
+    hm, plan, outer = _checked_plan_without_room_for_copies(monkeypatch, _softmax_recomputed_per_element(fill),
+                                                           1024)  # 100 copies of 100 floats: 39 KiB
     a = _rand(100)
     if fill == 96:
-        assert outer.strategy == P.SERIAL and "per lane would need" in outer.reason, outer
-        with pytest.raises(EmulationError, match=r"never written"):
-            hm.emulate(a, np.zeros(100, "float32"), mode="fast", check=True)
+        _assert_no_copy_shared_and_unwritten_read_reported(hm, outer, a, np.zeros(100, "float32"))
         return
     assert outer.strategy == P.RACE_LANES and "writes ex alike" in outer.reason, outer
     assert sorted(d.buffer for d in plan.allocations) == ["ex", "mx", "sm"], plan.allocations
