@@ -137,6 +137,19 @@ def _buffer_access_counts(stmt) -> dict[int, int]:
     return counts
 
 
+def allocations_moved_into(loop, block_allocs: dict, counts: dict) -> list:
+    """Of ``block_allocs`` (block-allocated buffers by key), those in global or local memory whose
+    every access (``counts``: the function's, see :func:`_buffer_access_counts`) is inside ``loop``:
+    ``PlanAndUpdateBufferAllocationLocation`` moves their allocation to the lowest common ancestor of
+    their accesses, inside the loop, so each iteration of the compiled loop has its own (dlight.cpu's
+    reduction temporaries, its padded input)."""
+    if not block_allocs:
+        return []
+    inside = _buffer_access_counts(loop.body)
+    return [buf for key, buf in block_allocs.items() if str(buf.scope()) in ("global", "local")
+            and inside.get(key, 0) and inside[key] == counts.get(key)]
+
+
 def grid_loop(attr):
     """The loop over the blocks of a ``thread_extent`` attribute of ``blockIdx`` (after the loops
     bound to blocks were lowered): the same variable, extent and body, as a ``For``."""

@@ -139,9 +139,7 @@ def within_guards(f, guards, x, acc, expand, over_range, at_min, lanes: list, fr
             if bounded is None or _reads_memory(bounded[0]) or _contains(bounded[0], lambda n: _type_key(n) == "ir.Call"):
                 continue
             e, hi = _without_floordiv(expand.simplify(bounded[0]), bounded[1], over_range)
-            used = []
-            tvm_ffi.structural_walk(e, lambda n: (used.append(n) if _type_key(n) == "ir.Var" else None) or True,
-                                    order="post")
+            used = _variables(e)
             if not used or any(_key(v) not in inner or v.same_as(x) for v in used):
                 continue
             step_e = _step(e, used[0])

@@ -7,7 +7,8 @@ import ast
 from tvm import tirx
 import tvm
 
-from .analysis import _buffer_access_counts, _contains, _plan_lane_axes, _reads_memory, _step, allocations_in
+from .analysis import (_buffer_access_counts, _contains, _plan_lane_axes, _reads_memory, _step, allocations_in,
+                       allocations_moved_into)
 from .radix import fold_radix
 from .sharing import varying_with
 from .names import (Value, ascii_identifier, _AllocLike, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_zero, _key, _lanes, _name,
@@ -411,17 +412,14 @@ class LanesMixin:
         return axis
 
     def _planned_into(self, loop) -> list:
-        """Block-allocated buffers that only ``loop`` touches: ``PlanAndUpdateBufferAllocationLocation``
-        moves their allocation to the lowest common ancestor of their accesses, inside the loop, so
-        each iteration of the compiled loop has its own (dlight.cpu's reduction temporaries)."""
+        """The block-allocated buffers in scope that only ``loop`` touches (see
+        :func:`~.analysis.allocations_moved_into`)."""
         if not self.scope.block_allocs:
             return []
         if self.scope.access_counts is None:
             self.scope.access_counts = _buffer_access_counts(self.func.body)
-        inside = _buffer_access_counts(loop.body)
-        return [buf for key, buf in self.scope.block_allocs.items()
-                if key in self.scope.buffers and str(buf.scope()) in ("global", "local")
-                and inside.get(key, 0) and inside[key] == self.scope.access_counts.get(key)]
+        return [buf for buf in allocations_moved_into(loop, self.scope.block_allocs, self.scope.access_counts)
+                if _key(buf) in self.scope.buffers]
 
     def _lanes_for(self, var, min_expr, lo: Value, extent_expr, body_stmt, is_thread: bool,
                    tag: str = "", race: bool = False, private_allocs=()) -> list[ast.stmt]:

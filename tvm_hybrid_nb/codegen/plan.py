@@ -24,6 +24,7 @@ import tvm_ffi
 
 from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _has_threads, _thread_extents, _type_key, allocations_in,
+                       allocations_moved_into,
                        block_scoped_allocations, grid_loop, per_block_memory)
 from .dependence import allocation_overlap, loop_dependences
 from .guards import predicate_cut
@@ -247,11 +248,11 @@ class _Planner:
         self.accesses: dict = {}
         self.func = func
         self.shared: dict | None = None  # shared-memory allocations (found on first use)
-        self.counts: dict[int, int] = {}
         self.gpu: bool | None = None  # whether the function runs threads (found on first use)
         self.addresses: dict[int, object] = {}  # pointer variables bound to address_of(A[...])
         self.allocated: dict[int, object] = {}  # every allocation seen so far, by key
         self.block_allocated: dict[int, object] = {}  # of those, the blocks' alloc_buffers
+        self.counts: dict[int, int] | None = None  # loads and stores of each buffer (found on first use)
         #: The loops open at this point of the walk, outermost first: ``(loop, (var, min, extent))``
         #: (the dependence test bounds their variables by their ranges).
         self.open_loops: list[tuple] = []
@@ -580,10 +581,7 @@ class _Planner:
         No lane then sees a value another lane's copy would hold and its own would not, so the checks
         of each iteration's own copy hold on the one copy; the accesses of memory each iteration owns
         are no race records.  Returns the reason ("" when some allocation is not proven)."""
-        counts = _buffer_access_counts(self.func.body)
-        inside = _buffer_access_counts(node.body)
-        bufs = [buf for key, buf in self.block_allocated.items() if str(buf.scope()) in ("global", "local")
-                and inside.get(key, 0) and inside[key] == counts.get(key)]
+        bufs = allocations_moved_into(node, self.block_allocated, self.access_counts())
         keys = {_key(buf) for buf in bufs}
         alike, by_index = None, None  # (proven once, for all of them: their values may flow into each other)
         whys = []
@@ -662,8 +660,13 @@ class _Planner:
     def per_block(self, loop) -> dict:
         if self.shared is None:
             self.shared = block_scoped_allocations(self.func)
-            self.counts = _buffer_access_counts(self.func.body) if self.shared else {}
-        return per_block_memory(self.shared, loop.body, self.counts)
+        return per_block_memory(self.shared, loop.body, self.access_counts() if self.shared else {})
+
+    def access_counts(self) -> dict[int, int]:
+        """How many loads and stores of each buffer the function holds (counted once)."""
+        if self.counts is None:
+            self.counts = _buffer_access_counts(self.func.body)
+        return self.counts
 
     def too_few_lanes(self, node) -> str | None:
         """Why running this loop as lanes cannot beat running it serially, or None (fast mode must
