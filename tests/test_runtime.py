@@ -56,6 +56,25 @@ def test_cast_matches_c_conversions():
     assert runtime.cast(np.float32(65520.0), "float16") == np.inf  # rounds past float16 max
 
 
+
+_SCALAR_CAST_VALUES = [-3.7, 3.7, -0.5, 0.5, -0.0, 2.0 ** 31, -2.0 ** 31, 2.0 ** 31 - 128, -2.0 ** 31 - 1024,
+                       2.0 ** 63, -2.0 ** 63, 2.0 ** 63 - 1024, 1e300, -1e300, np.inf, -np.inf, np.nan]
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # 1e300 to float32, on both paths
+@pytest.mark.parametrize("dtype", ["int32", "int64", "float32", "float64"])
+@pytest.mark.parametrize("ftype", [np.float32, np.float64])
+def test_a_scalar_cast_is_the_arrays_cast(ftype, dtype):
+    """A scalar script casts one value at a time (a bicubic resize: 32 float -> int casts a store);
+    its shortcut for in-range values must give the array path's value and type, at the int32 and
+    int64 limits, for negatives (truncation toward zero), NaN and infinities included."""
+    for value in _SCALAR_CAST_VALUES:
+        scalar = ftype(value)
+        got, want = runtime.cast(scalar, dtype), runtime.cast(np.array([scalar]), dtype)[0]
+        assert type(got) is type(want) and got.tobytes() == want.tobytes(), (scalar, dtype, got, want)
+    assert runtime.cast(ftype(-3.7), "int32") == -3 and runtime.cast(ftype(-2.0 ** 31), "int32") == -2 ** 31
+
+
 def _fixed_point(x, y, left, right, q):
     """round-half-up of x * y * 2**(left - right - q), in exact Python integers."""
     total = right + q

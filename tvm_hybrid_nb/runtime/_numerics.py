@@ -398,6 +398,13 @@ def _float_to_float(arr, dtype):
 def cast(value, dtype):
     """Convert like TVM's ``Cast``: integers wrap, floats round to nearest, float→int truncates
     (NaN and out-of-range values as the native kernel converts them, see ``_float_to_int``)."""
+    if type(value) in (np.float32, np.float64):  # a scalar script's common cases first, 8 times faster
+        if dtype == "int32" or dtype == "int64":
+            limit = 2147483648.0 if dtype == "int32" else 9223372036854775808.0
+            if -limit <= value < limit:  # exact powers of two; NaN and infinities take the general path
+                return np.int32(int(value)) if dtype == "int32" else np.int64(int(value))  # int() truncates
+        elif (dtype == "float32" or dtype == "float64") and value == value:  # a NaN keeps its quiet bit below
+            return np.float32(value) if dtype == "float32" else np.float64(value)  # rounds to nearest even
     arr = np.asarray(value)
     if dtype == "bool":
         out = arr != 0
