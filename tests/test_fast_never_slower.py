@@ -230,3 +230,71 @@ def test_a_group_norm_runs_its_groups_as_lanes_around_the_ordered_reduction(monk
     want = ((g - g.mean(1, keepdims=True)) / np.sqrt(g.var(1, keepdims=True) + 1e-5)).reshape(x.shape)
     want = want * gamma.reshape(1, -1, 1, 1) + beta.reshape(1, -1, 1, 1)
     np.testing.assert_allclose(fast, want, rtol=1e-4, atol=1e-4)
+
+
+def _legalized_bicubic_resize():
+    """relax's bicubic resize of (1, 4, 12, 15) to 23 x 31 (align_corners), as LegalizeOps writes it:
+    each output one store of 16 taps, each tap's index clamped and cast from a float, with cubic
+    weights recomputed inline (about 1,000 operations in the one statement)."""
+    import tvm
+    from tvm import relax
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Resize:
+        @R.function
+        def main(x: R.Tensor((1, 4, 12, 15), "float32")):
+            return R.image.resize2d(x, (23, 31), method="cubic", coordinate_transformation_mode="align_corners")
+
+    mod = relax.transform.LegalizeOps()(Resize)
+    func = next(f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc))
+    return func.with_attr("global_symbol", "main")
+
+
+def _cubic_weights(t: np.ndarray) -> np.ndarray:
+    """Keys' cubic convolution weights (a = -0.75) of the 4 taps around fractions ``t``."""
+    a = -0.75
+    return np.stack([a * (t ** 3 - 2 * t ** 2 + t), (a + 2) * t ** 3 - (a + 3) * t ** 2 + 1,
+                     -(a + 2) * t ** 3 + (2 * a + 3) * t ** 2 - a * t, -a * (t ** 3 - t ** 2)], axis=-1)
+
+
+def test_a_statement_of_many_operations_is_priced_per_operation(monkeypatch):
+    """A bicubic resize is 2,852 executions of one statement of about 1,000 operations: priced at
+    0.3 µs a statement, its serial run looked cheaper (3 ms) than the lanes analysis (7 ms), and fast
+    mode ran the exact plan, 0.8 s a stage where its lanes take milliseconds.  Operations past a
+    statement's median count are now priced too: lanes, bit for bit the exact run's values."""
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)
+    hm = thn.build(_legalized_bicubic_resize())
+    stage = hm.stage(0)
+    counted = serial_cost(stage.computed_function)
+    assert counted.scalar_operations > 900 * 4 * 23 * 31  # the store, at each of its executions
+    plan = stage.plan("fast")
+    assert not plan.exact_reason and {d.loop for d in plan.lane_loops()} >= {"i1", "i2", "i3"}
+    x = np.random.default_rng(5).standard_normal((1, 4, 12, 15)).astype(np.float32)
+    fast = hm.emulate(x, np.zeros((1, 4, 23, 31), np.float32), mode="fast")
+    np.testing.assert_array_equal(fast, hm.emulate(x, np.zeros((1, 4, 23, 31), np.float32), mode="exact"))
+    want = np.empty((4, 23, 31))
+    rows, cols = np.arange(23) * 11 / 22, np.arange(31) * 14 / 30  # align_corners: ends on ends
+    r0, c0 = np.floor(rows).astype(int), np.floor(cols).astype(int)
+    wr, wc = _cubic_weights(rows - r0), _cubic_weights(cols - c0)
+    for i in range(23):
+        for j in range(31):
+            taps = x[0][:, np.clip(r0[i] + np.arange(-1, 3), 0, 11)][:, :, np.clip(c0[j] + np.arange(-1, 3), 0, 14)]
+            want[:, i, j] = np.einsum("r,crk,k->c", wr[i], taps.astype(np.float64), wc[j])
+    np.testing.assert_allclose(fast[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_operations_count_expression_nodes_integer_ones_a_quarter_but_not_names_constants_or_shapes():
+    from tvm import tirx
+
+    from tvm_hybrid_nb.codegen.cost import _operations
+
+    x, n = tirx.Var("x", "float32"), tirx.Var("n", "int32")
+    buf = tirx.decl_buffer((4, n * 2), "float32", "B")
+    index = x.astype("int32") * 3  # a cast and a product
+    expr = tirx.Cast("int64", tirx.floor(x * 2.0)) + tirx.BufferLoad(buf, [tirx.IntImm("int32", 1), index]).astype("int64")
+    # whole: three casts, floor, the float product, the load; a quarter each: the integer + and *;
+    # nothing for x, 2.0, 1 or the buffer's n * 2
+    assert _operations(expr) == ((6 * 4 + 2) // 4, 8)  # priced operations, nodes
+    assert _operations(n * 4 + 1 - n) == (0, 3)  # index arithmetic: three integer operations

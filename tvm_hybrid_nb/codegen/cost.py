@@ -32,6 +32,19 @@ LANES_SECONDS_PER_STATEMENT = 34e-6
 #: 4.7 µs on 1,024, against 0.17 µs a statement on scalars: a call, plus each lane's share.
 LOOP_LANES_SECONDS_PER_CALL = 2e-6
 LOOP_LANES_SECONDS_PER_LANE = 3e-9
+#: A statement of many operations (a bicubic resize writes each output from 16 taps, each with its
+#: clamped, cast index and cubic weights: about 1,000 operations in one store) costs per operation,
+#: not per statement: numpy's scalar operations take 0.1-0.3 µs each (measured), and on a loop's
+#: lanes each is one numpy call.  The prices above are medians of the zoo's statements; operations
+#: past :data:`OPERATIONS_IN_A_STATEMENT` in one statement are priced on top, at
+#: :data:`SERIAL_SECONDS_PER_OPERATION` on scalars and at :data:`LOOP_LANES_SECONDS_PER_CALL` on a
+#: loop's lanes.  Statements on GPU threads' lanes keep their median, measured with their index
+#: arithmetic.
+OPERATIONS_IN_A_STATEMENT = 16
+SERIAL_SECONDS_PER_OPERATION = 0.15e-6
+#: The lanes analysis and emission walk every expression node: past a statement's median count, 20 µs
+#: a node (measured: 16-28 µs on a bicubic resize of 1,069 nodes and a bicubic ``grid_sample`` of 11,257).
+ANALYSIS_SECONDS_PER_NODE = 20e-6
 #: One combine step of a ``tvm_thread_allreduce`` (a call of the reducer on the lanes), measured at
 #: 0.8-1.8 µs for a sum and 3.9-6.2 µs for TIR's ``Max`` (a select) over 32 to 1,024 threads.
 FOLD_SECONDS = 3e-6
@@ -63,6 +76,13 @@ class SerialCost:
     loop_lanes: int = 0
     #: ... and the lanes those calls act on, summed over the calls.
     loop_elements: int = 0
+    #: Operations past :data:`OPERATIONS_IN_A_STATEMENT` in the statements executed on scalars ...
+    scalar_operations: int = 0
+    #: ... and in those executed on the lanes of loops outside threads, each one more numpy call.
+    lane_operations: int = 0
+    #: Expression nodes past :data:`OPERATIONS_IN_A_STATEMENT` in the program's statements, each
+    #: statement counted once: what the analysis walks beyond the median statement.
+    nodes: int = 0
 
 
 def serial_cost(func, module_functions: dict | None = None, sizes: dict | None = None,
@@ -89,6 +109,7 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
     memo: dict[str, tuple] = {}
     active: set[str] = set()
     sizes_seen = [0]
+    nodes_seen = [0]
     dead = [0]  # inside loops of no iteration: what they hold is counted in the size only
     ranges: dict[int, tuple] = {}  # the loop and thread variables around, by key: (var, min, extent)
 
@@ -142,10 +163,10 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
             return 0
         raise _Unknown
 
-    # A count is (scalar, lanes, folds, loop_lanes, loop_elements) statement executions; ``threads``
-    # below is True inside GPU threads, else the number of lanes of the loops run as lanes around
-    # (1: none, plain Python on scalars).
-    nothing = (0, 0, 0, 0, 0)
+    # A count is (scalar, lanes, folds, loop_lanes, loop_elements, scalar_operations, lane_operations)
+    # statement executions; ``threads`` below is True inside GPU threads, else the number of lanes of
+    # the loops run as lanes around (1: none, plain Python on scalars).
+    nothing = (0, 0, 0, 0, 0, 0, 0)
 
     def add(a, b):
         return tuple(x + y for x, y in zip(a, b))
@@ -188,11 +209,15 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
                     lets.pop(key, None)
         return memo[memo_key]
 
-    def one(threads) -> tuple:
+    def one(threads, *exprs) -> tuple:
+        """One statement, whose own expressions are ``exprs``."""
         sizes_seen[0] += 1
-        if threads is True:
-            return (0, 1, 0, 0, 0)
-        return (1, 0, 0, 0, 0) if threads == 1 else (0, 0, 0, 1, threads)
+        priced, nodes = map(sum, zip(*(_operations(expr) for expr in exprs))) if exprs else (0, 0)
+        nodes_seen[0] += max(nodes - OPERATIONS_IN_A_STATEMENT, 0)
+        if threads is True:  # the measured median on threads' lanes holds their index arithmetic
+            return (0, 1, 0, 0, 0, 0, 0)
+        heavy = max(priced - OPERATIONS_IN_A_STATEMENT, 0)
+        return (1, 0, 0, 0, 0, heavy, 0) if threads == 1 else (0, 0, 0, 1, threads, 0, heavy)
 
     def widened(threads, node) -> object:
         """``threads`` inside loop ``node`` run as lanes: its lanes multiply the lanes around."""
@@ -212,7 +237,7 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
             around = ranges.get(_key(var))
             if around is not None:
                 threads *= max(extent_of(around[2]), 1)
-        return (0, 0, threads - 1, 0, 0)
+        return (0, 0, threads - 1, 0, 0, 0, 0)
 
     def stmt(node, threads) -> tuple:
         if node is None:
@@ -258,35 +283,65 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
         if key == "tirx.While":  # the condition is evaluated once more than the body runs
             return add(one(threads), times(WHILE_ASSUMED_ITERATIONS, add(stmt(node.body, threads), one(threads))))
         if key == "tirx.IfThenElse":
-            return add(add(one(threads), launches(node.condition, threads)),
+            return add(add(one(threads, node.condition), launches(node.condition, threads)),
                        add(stmt(node.then_case, threads), stmt(node.else_case, threads)))
         if key == "s_tir.SBlockRealize":
             return add(one(threads), add(stmt(node.block.init, threads), stmt(node.block.body, threads)))
         if key in ("tirx.BufferStore", "tirx.Evaluate"):
-            return add(add(one(threads), launches(node.value, threads)), allreduce_folds(node.value))
+            return add(add(one(threads, node.value, *getattr(node, "indices", ())), launches(node.value, threads)),
+                       allreduce_folds(node.value))
         if key in ("tirx.Bind", "tirx.LetStmt"):
             with contextlib.suppress(_Unknown):
                 if not _is_int(_dtype(node.value)):  # a pointer (``T.address_of(A[0, 0])``), a float
                     raise _Unknown
                 let_exprs[_key(node.var)] = node.value  # varies with the loops around: bounded over them
                 lets[_key(node.var)] = extent_of(node.value, exact=True)  # a bound would be taken as its value
-            return add(add(one(threads), launches(node.value, threads)), stmt(getattr(node, "body", None), threads))
+            return add(add(one(threads, node.value), launches(node.value, threads)),
+                       stmt(getattr(node, "body", None), threads))
         body = getattr(node, "body", None)
         return add(one(threads), stmt(body, threads) if body is not None and not isinstance(body, (list, tuple))
                    else nothing)
 
     try:
-        scalar, on_threads, folds, loop_lanes, loop_elements = stmt(func.body, 1)
+        scalar, on_threads, folds, loop_lanes, loop_elements, scalar_operations, lane_operations = stmt(func.body, 1)
     except _Unknown:
         return None
-    return SerialCost(scalar, on_threads, sizes_seen[0], folds, loop_lanes, loop_elements)
+    return SerialCost(scalar, on_threads, sizes_seen[0], folds, loop_lanes, loop_elements, scalar_operations,
+                      lane_operations, nodes_seen[0])
+
+
+def _operations(expr) -> tuple[int, int]:
+    """The operations evaluating ``expr`` takes, and its nodes: its expression nodes, less names and
+    constants (a subexpression shared in the TIR is written, so evaluated, at each use).  Among the
+    operations integer and boolean arithmetic counts a quarter (index arithmetic: Python ints,
+    0.03-0.05 µs an operation against 0.1-0.3 µs for numpy's float scalars, measured); calls and
+    casts count whole whatever their type.  A buffer's type, with its shape, is not walked."""
+    quarters, nodes = [0], [0]
+
+    def visit(node) -> bool:  # pre-order: True skips the node's children
+        if isinstance(node, tvm.ir.expr.Expr):
+            if not isinstance(node, (tvm.ir.expr.Constant, tvm.ir.expr.Var)):
+                nodes[0] += 1
+                whole = isinstance(node, (tvm.ir.expr.Call, tirx.Cast)) or not _is_int(_dtype(node).replace("bool", "int1"))
+                quarters[0] += 4 if whole else 1
+            return False
+        return not isinstance(node, tvm_ffi.Array)
+
+    tvm_ffi.structural_walk(expr, visit, order="pre")
+    return quarters[0] // 4, nodes[0]
 
 
 def run_seconds(cost: SerialCost) -> float:
     """The run time :func:`lanes_lose_reason` prices a counted script at (seconds)."""
     return (cost.scalar * SERIAL_SECONDS_PER_STATEMENT + cost.lanes * LANES_SECONDS_PER_STATEMENT
             + cost.folds * FOLD_SECONDS + cost.loop_lanes * LOOP_LANES_SECONDS_PER_CALL
-            + cost.loop_elements * LOOP_LANES_SECONDS_PER_LANE)
+            + cost.loop_elements * LOOP_LANES_SECONDS_PER_LANE + _operations_seconds(cost))
+
+
+def _operations_seconds(cost: SerialCost) -> float:
+    """The price of the operations past a statement's median count (:data:`OPERATIONS_IN_A_STATEMENT`)."""
+    return (cost.scalar_operations * SERIAL_SECONDS_PER_OPERATION
+            + cost.lane_operations * LOOP_LANES_SECONDS_PER_CALL)
 
 
 #: Whether fast mode runs the exact plan where its analysis cannot win (:func:`exact_plan_reason`).
@@ -312,7 +367,11 @@ def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | 
     line (a 128³ matmul: 2 million statement executions, about 0.6 s serially, against 6 ms).
     A ``tvm_thread_allreduce`` is one statement that folds its threads one after another
     (:data:`FOLD_SECONDS` a step): dlight's softmax over 120 blocks of 256 threads folds 61,200
-    times, 0.27 s serially, against 8 ms for its blocks run as lanes.
+    times, 0.27 s serially, against 8 ms for its blocks run as lanes.  Statements of more operations
+    than the median's (:data:`OPERATIONS_IN_A_STATEMENT`) add the rest to both sides, priced per
+    operation on the serial side and per node on the analysis side: LegalizeOps' bicubic resize of
+    one statement of about 1,000 operations, run 2,852 times, cost 0.8 s serially against 50 ms for
+    the analysis and its lanes, and was priced at 3 ms against 7 ms.
     """
     if not EXACT_PLAN_WHEN_CHEAP:
         return ""
@@ -323,15 +382,17 @@ def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | 
     if sizes and serial_cost(func, module_functions) is None:  # the sizes decided: say which
         bound = " with " + ", ".join(f"{name} = {value}" for name, value in sorted(sizes.items()))
     serial = (cost.scalar * SERIAL_SECONDS_PER_STATEMENT + cost.lanes * SERIAL_SECONDS_PER_LANES_STATEMENT
-              + cost.folds * FOLD_SECONDS)
-    analysis = cost.size * ANALYSIS_SECONDS_PER_STATEMENT
+              + cost.folds * FOLD_SECONDS + _operations_seconds(cost))
+    analysis = cost.size * ANALYSIS_SECONDS_PER_STATEMENT + cost.nodes * ANALYSIS_SECONDS_PER_NODE
     if serial >= analysis:
         return ""
     executed = cost.scalar + cost.lanes
     folds = f" and {cost.folds} combine steps of thread allreduces" if cost.folds else ""
+    heavy = f", {cost.scalar_operations} operations past their median" if cost.scalar_operations else ""
+    nodes = f" ({cost.nodes} expression nodes past their median)" if cost.nodes else ""
     return (f"the serial run{bound} is cheap ({executed} statement executions, {cost.lanes} of them on GPU threads"
-            f"{folds}: about {serial * 1e3:.2g} ms), less than the lanes analysis of its {cost.size} statements would take "
-            f"(about {analysis * 1e3:.2g} ms)")
+            f"{folds}{heavy}: about {serial * 1e3:.2g} ms), less than the lanes analysis of its {cost.size} statements"
+            f"{nodes} would take (about {analysis * 1e3:.2g} ms)")
 
 
 def lanes_lose_reason(func, plan: EmulationPlan, module_functions: dict | None = None,
