@@ -163,9 +163,10 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
             return 0
         raise _Unknown
 
-    # A count is (scalar, lanes, folds, loop_lanes, loop_elements, scalar_operations, lane_operations)
-    # statement executions; ``threads`` below is True inside GPU threads, else the number of lanes of
-    # the loops run as lanes around (1: none, plain Python on scalars).
+    # A count is (scalar, lanes, folds, loop_lanes, loop_elements) statement executions, then
+    # (scalar_operations, lane_operations) operations past the median statement's; ``threads`` below is
+    # True inside GPU threads, else the number of lanes of the loops run as lanes around (1: none,
+    # plain Python on scalars).
     nothing = (0, 0, 0, 0, 0, 0, 0)
 
     def add(a, b):
@@ -322,8 +323,10 @@ def _operations(expr) -> tuple[int, int]:
         if isinstance(node, tvm.ir.expr.Expr):
             if not isinstance(node, (tvm.ir.expr.Constant, tvm.ir.expr.Var)):
                 nodes[0] += 1
-                whole = isinstance(node, (tvm.ir.expr.Call, tirx.Cast)) or not _is_int(_dtype(node).replace("bool", "int1"))
-                quarters[0] += 4 if whole else 1
+                dtype = _dtype(node)
+                index_arithmetic = ((_is_int(dtype) or dtype == "bool")
+                                    and not isinstance(node, (tvm.ir.expr.Call, tirx.Cast)))
+                quarters[0] += 1 if index_arithmetic else 4
             return False
         return not isinstance(node, tvm_ffi.Array)
 
