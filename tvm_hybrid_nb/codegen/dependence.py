@@ -11,7 +11,8 @@ import tvm_ffi
 from tvm import tirx
 
 from .analysis import _contains, _reads_memory, _uses_vars
-from .guards import guarded_digit, within_guards
+from .forwarding import bindings_read, forward_scalars
+from .guards import _all_of, guarded_digit, spread_under_guards, within_guards
 from .names import _dtype, _is_zero, _key, _scalar_dtype, _type_key
 from .radix import fold_radix
 
@@ -43,6 +44,10 @@ class _LoopAccesses:
         #: The branch conditions (and block predicates) in force at each access, aligned with ``accesses``.
         self.guards: list[tuple] = []
         self._conditions: list = []
+        #: Each ``BufferStore`` of the body: (position of its write in ``accesses``, stored value, loops
+        #: of the body around it), for :func:`_forward_scalars`.
+        self.stores: dict[int, tuple] = {}
+        self._loops = 0
 
     def add(self, root: int, buf_key: int, is_write: bool, indices: list) -> None:
         self.accesses.append((root, buf_key, is_write, indices))
@@ -60,7 +65,7 @@ class _LoopAccesses:
     def root(self, buf) -> int:
         self.shapes[_key(buf)] = buf.shape
         self.buffers[_key(buf)] = buf
-        self.names.setdefault(self.roots.get(_key(buf), _key(buf)), str(buf.name))
+        self.names.setdefault(self.roots.get(_key(buf), _key(buf)), str(buf.name) or "an unnamed buffer")
         return self.roots.get(_key(buf), _key(buf))
 
     def expr(self, expr) -> None:
@@ -109,7 +114,9 @@ class _LoopAccesses:
             self.expr(stmt.min)
             self.expr(stmt.extent)
             self.inner.append((stmt.loop_var, stmt.min, stmt.extent))
+            self._loops += 1
             self.stmt(stmt.body)
+            self._loops -= 1
         elif key == "tirx.Bind":
             self.expr(stmt.value)
             self.binds.append((stmt.var, stmt.value))
@@ -118,6 +125,7 @@ class _LoopAccesses:
                 self.expr(idx)
             self.expr(stmt.value)
             self.add(self.root(stmt.buffer), _key(stmt.buffer), True, list(stmt.indices))
+            self.stores[len(self.accesses) - 1] = (stmt.value, self._loops, len(self.binds))
         elif key in ("tirx.IfThenElse",):
             self.expr(stmt.condition)
             with self.guarded(stmt.condition):
@@ -127,7 +135,9 @@ class _LoopAccesses:
                     self.stmt(stmt.else_case)
         elif key == "tirx.While":
             self.expr(stmt.condition)
+            self._loops += 1
             self.stmt(stmt.body)
+            self._loops -= 1
         elif key in ("tirx.Evaluate",):
             self.expr(stmt.value)
         elif key == "tirx.AssertStmt":
@@ -187,10 +197,14 @@ def loop_dependence(loop, roots: dict[int, int], private=(), outer=()) -> str | 
 
 
 def loop_dependences(loop, roots: dict[int, int], private=(), outer=(),
-                     cache: dict | None = None) -> tuple[str | None, dict[int, str]]:
+                     cache: dict | None = None, threads=(), bindings=()) -> tuple[str | None, dict[int, str]]:
     """``(why no claim is possible, or None; {root buffer: why its accesses may overlap between
-    iterations}``) — see :func:`loop_dependence`; ``cache``: as for :func:`_accesses`."""
-    acc, expand = _accesses(loop, roots, outer, cache)
+    iterations}``) — see :func:`loop_dependence`; ``cache``: as for :func:`_accesses`.  ``threads``:
+    ``(var, min, extent)`` of the threads launched around ``loop``, which all run each of its
+    iterations: ranged within an iteration, as inner loops are.  ``bindings``: ``(var, value)`` of
+    the integer bindings made before ``loop`` in the function (each variable is bound once), of
+    which those ``loop`` reads are expanded (``CommonSubexprElim``'s lets before a grid)."""
+    acc, expand = _accesses(loop, roots, outer, cache, threads=threads, bindings=bindings)
     local = acc.local | set(private)
     if acc.private:
         return acc.private, {}
@@ -202,7 +216,8 @@ def loop_dependences(loop, roots: dict[int, int], private=(), outer=(),
         if root in local or not any(item[1] for item in items):
             continue
         why = _overlap(loop, acc, expand, items, acc.names.get(root, "a buffer"))
-        if why is not None:
+        if why is not None and not _separate_at_each_outer_value(loop, acc, expand, items,
+                                                                  acc.names.get(root, "a buffer")):
             shared[root] = why
     return None, shared
 
@@ -211,7 +226,8 @@ def loop_dependences(loop, roots: dict[int, int], private=(), outer=(),
 _EXPRESSION_EVENTS = "expression events"
 
 
-def _accesses(loop, roots: dict[int, int], outer=(), cache: dict | None = None, events: dict | None = None):
+def _accesses(loop, roots: dict[int, int], outer=(), cache: dict | None = None, events: dict | None = None,
+              threads=(), bindings=()):
     """The accesses of ``loop``'s body and the analyzer that expands its bindings.  ``cache`` (a
     dict the caller keeps while the IR lives) keeps them for the next question about the same loop
     (the planner asks once per allocation of a GPU kernel's blocks); they are not modified.  The
@@ -219,17 +235,66 @@ def _accesses(loop, roots: dict[int, int], outer=(), cache: dict | None = None, 
     :func:`~.analysis.grid_loop`) would otherwise be freed and its address, which is its key, given
     to the next grid's loop, which would get the freed loop's accesses."""
     if cache is not None:
-        key = (_key(loop), tuple((_key(v), str(lo), str(n)) for v, lo, n in outer), frozenset(roots.items()))
+        key = (_key(loop), tuple((_key(v), str(lo), str(n)) for v, lo, n in outer), frozenset(roots.items()),
+               tuple((_key(v), str(n)) for v, _, n in threads), len(bindings))
         if key not in cache:
-            cache[key] = (loop, *_accesses(loop, roots, outer, events=cache.setdefault(_EXPRESSION_EVENTS, {})))
+            cache[key] = (loop, *_accesses(loop, roots, outer, events=cache.setdefault(_EXPRESSION_EVENTS, {}),
+                                           threads=threads, bindings=bindings))
         return cache[key][1:]
     acc = _LoopAccesses(roots, outer, events)
+    acc.inner.extend(threads)
+    acc.binds.extend(bindings_read(loop, bindings))
     acc.stmt(loop.body)
+    forward_scalars(acc)
     expand = tvm.sym.Analyzer()
     for var, value in acc.binds:
         if _dtype(var) != "handle":  # a pointer (address_of) is not an index
             expand.bind(var, value, allow_override=True)
     return acc, expand
+
+
+#: The most iterations of a loop around that :func:`_separate_at_each_outer_value` tries one by one.
+OUTER_VALUES_TRIED = 16
+
+
+def _separate_at_each_outer_value(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> bool:
+    """Whether, for each value of one loop around (a constant range of at most
+    :data:`OUTER_VALUES_TRIED`) that ``loop``'s extent changes with, the iterations of ``loop`` touch
+    their own elements: its variable is fixed while ``loop`` runs, and where it enters a shift or a
+    divisor no bound of its range simplifies the index.  TVM's GPU scan runs each level ``v`` of its up- and down-sweeps as a grid
+    of ``ceil(n / (1024 * (2 << v)))`` blocks per row: 1 for every ``v`` of a row of 128, which the
+    analyzer proves only with ``v`` fixed.  A value that does not separate ends the trial (a carried
+    dependence fails at the first)."""
+    if not _is_zero(loop.min) or _type_key(loop.extent) == "ir.IntImm":
+        return False
+    extent = expand.simplify(loop.extent)
+    mentioned = [(var, lo, n) for var, lo, n in acc.outer
+                 if _type_key(lo) == "ir.IntImm" and _type_key(n) == "ir.IntImm" and 1 < int(n.value) <= OUTER_VALUES_TRIED
+                 and _uses_vars(extent, {_key(var)})]
+    for var, lo, n in mentioned:
+        for value in range(int(lo.value), int(lo.value) + int(n.value)):
+            try:
+                fixed = tvm.sym.Analyzer()
+                fixed.bind(var, tirx.const(value, _dtype(var)))
+                for bound, bound_value in acc.binds:
+                    if _dtype(bound) != "handle":
+                        fixed.bind(bound, bound_value, allow_override=True)
+                extent = fixed.simplify(loop.extent)
+                if _type_key(extent) != "ir.IntImm":
+                    break
+                at_value = copy.copy(acc)
+                at_value.outer = tuple(o for o in acc.outer if _key(o[0]) != _key(var))
+                at_value.inner = [(v, fixed.simplify(v_lo), fixed.simplify(v_n)) for v, v_lo, v_n in acc.inner]
+                fixed_items = [(key, is_write, [fixed.simplify(i) for i in indices], tuple(fixed.simplify(g) for g in guards))
+                               for key, is_write, indices, guards in items]
+                fixed_loop = _SplitLoop(loop.loop_var, int(extent.value))
+                if _overlap_of(fixed_loop, at_value, fixed, fixed_items, name) is not None:
+                    break
+            except Exception:  # anything the analyzer cannot reason about: no claim
+                break
+        else:
+            return True
+    return False
 
 
 def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str, split: bool = True) -> str | None:
@@ -361,14 +426,6 @@ def _loop_ranges(loop, acc: "_LoopAccesses"):
     for var, lo, extent in (*acc.outer, *acc.inner, (loop.loop_var, loop.min, loop.extent)):
         ranges.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
     return ranges
-
-
-def _all_of(conditions) -> object:
-    """The conjunction of ``conditions`` (true for none)."""
-    condition = tirx.const(True, "bool")
-    for c in conditions:
-        condition = tirx.And(condition, c)
-    return condition
 
 
 def _affine_terms(expr) -> tuple[list, int]:
@@ -603,12 +660,10 @@ def _separates_as_indexed(indices, x, acc: _LoopAccesses, expand, x_extent: int 
         if symbolic is not None:
             return _within_symbolic_step(rests, symbolic, conditions, over_range)
         base = at_min.simplify(rests[0])
-        lows, highs = [], []
-        for rest in rests:
-            bound = over_range.const_int_bound(over_range.simplify(rest - base))
-            lows.append(bound.min_value)
-            highs.append(bound.max_value)
-        if max(highs) - min(lows) < abs(step):
+        bounds = [over_range.const_int_bound(over_range.simplify(rest - base)) for rest in rests]
+        if max(b.max_value for b in bounds) - min(b.min_value for b in bounds) < abs(step):
+            return True
+        if guards and any(guards) and spread_under_guards(rests, base, guards, over_range, same, expand) < abs(step):
             return True
         # Unrolled copies touch the same form at constant offsets: an arithmetic progression of offsets
         # is one more digit of the mixed-radix number.

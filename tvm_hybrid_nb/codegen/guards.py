@@ -1,8 +1,10 @@
 """The values a guard lets through (TIR analysis, no Python ast): a lanes loop whose body is guarded
 by a bound on its variable (a predicated split) runs only over the values that can pass
 (:func:`predicate_cut`), and the dependence test reads an index under its guards as the values they
-leave it (:func:`within_guards`, :func:`guarded_digit`)."""
+leave it (:func:`within_guards`, :func:`guarded_digit`, :func:`spread_under_guards`)."""
 from __future__ import annotations
+
+import contextlib
 
 import tvm
 import tvm_ffi
@@ -247,3 +249,28 @@ def _variables(expr) -> list:
     tvm_ffi.structural_walk(expr, lambda n: (found.append(n) if _type_key(n) == "ir.Var" else None) or True,
                             order="post")
     return found
+
+
+def spread_under_guards(rests: list, base, guards: list, over_range, same, expand) -> int:
+    """The spread of ``rests`` (less ``base``) over the values where each access's guards hold (an
+    access happens only there): ``start[0] < 128`` bounds ``start[0] + 1`` in TVM's GPU scan.  Each
+    bound is the tighter of the simplified and the unsimplified expression's (simplifying can
+    rewrite it past what a guard bounds)."""
+    lows, highs = [], []
+    read: dict[int, object] = {}  # each guard once: the accesses of one branch share them
+    for rest, held in zip(rests, guards):
+        held = [read[_key(g)] if _key(g) in read else read.setdefault(_key(g), same.simplify(expand.simplify(g)))
+                for g in held]
+        with over_range.constraint_scope(_all_of(held)) if held else contextlib.nullcontext():
+            bounds = [over_range.const_int_bound(e) for e in (over_range.simplify(rest - base), rest - base)]
+        lows.append(max(b.min_value for b in bounds))
+        highs.append(min(b.max_value for b in bounds))
+    return max(highs) - min(lows)
+
+
+def _all_of(conditions) -> object:
+    """The conjunction of ``conditions`` (true for none)."""
+    condition = tirx.const(True, "bool")
+    for c in conditions:
+        condition = tirx.And(condition, c)
+    return condition

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import tvm_ffi
+from tvm import tirx
 
 from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _has_threads, _thread_extents, _type_key, allocations_in,
@@ -30,7 +31,7 @@ from .dependence import allocation_overlap, loop_dependences
 from .guards import predicate_cut
 from .sharing import read_after_written_alike, stored_in_an_inner_loop, written_alike, written_before_read
 from .lanes import LanesMixin
-from .names import _key, thread_key
+from .names import _dtype, _is_int, _key, thread_key
 
 #: The strategies, as the explorer names them.
 SERIAL = "serial"
@@ -256,6 +257,13 @@ class _Planner:
         #: The loops open at this point of the walk, outermost first: ``(loop, (var, min, extent))``
         #: (the dependence test bounds their variables by their ranges).
         self.open_loops: list[tuple] = []
+        #: The threads launched around this point of the walk: ``(var, 0, extent)``.  For a loop or
+        #: grid inside them every thread runs each iteration (they are lanes), so the dependence test
+        #: ranges their variables within each iteration, as inner loops'.
+        self.open_threads: list[tuple] = []
+        #: The integer bindings (``Bind``) met so far, in order: a loop's dependence test expands those
+        #: it reads (each variable is bound once in the function).
+        self.bindings: list[tuple] = []
 
     # -------------------------------------------------------------- walk
     def stmt(self, node) -> None:
@@ -308,6 +316,8 @@ class _Planner:
 
     def visit_Bind(self, node) -> None:
         value = node.value
+        if _is_int(_dtype(node.var)):
+            self.bindings.append((node.var, value))
         if (_type_key(value) == "ir.Call" and value.args and _type_key(value.args[0]) == "ir.TensorLoad"
                 and getattr(value.op, "name", "") == "tirx.address_of"):
             self.addresses[_key(node.var)] = value  # a pointer to an element: views over it alias its buffer
@@ -433,18 +443,22 @@ class _Planner:
                             private, grid=loop)
                 self.nested_as(strategy, node.value, node.body, loop, grid=True)
                 return
-            self.thread(node, str(iv.var.name), "attr", tag, node.value, node.body)
+            self.thread(node, str(iv.var.name), "attr", tag, node.value, node.body, iv.var)
             return
         self.stmt(node.body)
 
-    def thread(self, node, name: str, kind: str, tag: str, extent, body) -> None:
+    def thread(self, node, name: str, kind: str, tag: str, extent, body, var) -> None:
         tag = thread_key(tag)
-        if any(lane.is_thread and lane.tag == tag for lane in self.lanes):
-            self.decide(node, name, kind, SAME_THREADS, f"{tag} is already running: the same threads")
-            self.nested(body)
-            return
-        self.decide(node, name, kind, THREAD_LANES, "threads of a block run in lockstep, one array lane each")
-        self.nested(body, _Lane(_int(extent), True, tag))
+        self.open_threads.append((var, tirx.const(0, _dtype(var)), extent))
+        try:
+            if any(lane.is_thread and lane.tag == tag for lane in self.lanes):
+                self.decide(node, name, kind, SAME_THREADS, f"{tag} is already running: the same threads")
+                self.nested(body)
+                return
+            self.decide(node, name, kind, THREAD_LANES, "threads of a block run in lockstep, one array lane each")
+            self.nested(body, _Lane(_int(extent), True, tag))
+        finally:
+            self.open_threads.pop()
 
     def visit_For(self, node) -> None:
         step = node.step
@@ -479,7 +493,7 @@ class _Planner:
         if kind == 4 and node.thread_binding is not None:
             tag = str(node.thread_binding.thread_tag)
             if not tag.startswith("blockIdx"):
-                self.thread(node, name, kind_name, tag, node.extent, node.body)
+                self.thread(node, name, kind_name, tag, node.extent, node.body, node.loop_var)
                 return
             grid = True
         strategy, reason, private = self.strategy(node, kind, grid=grid)
@@ -516,14 +530,16 @@ class _Planner:
         if grid:
             # Shared and per-thread memory belong to one block: a buffer that blocks would share in
             # the IR gets a copy per block lane; one they touch apart needs none.
-            blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses)
+            blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses,
+                                                 threads=tuple(self.open_threads), bindings=tuple(self.bindings))
             candidates = self.per_block(node)
             if blocking is None and shared and set(shared) <= set(candidates):
                 # the order the copies are allocated in, the same in any process
                 private = tuple(sorted(shared, key=self._shared_order))
             dependence = blocking or next((why for buf, why in shared.items() if buf not in candidates), None)
         else:
-            blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses)
+            blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses,
+                                                 threads=tuple(self.open_threads), bindings=tuple(self.bindings))
             dependence = blocking or next(iter(shared.values()), None)
             if blocking is None and shared and self.fast and not self.check:
                 # Scratch that every iteration recomputes alike through a loop (the row's maximum of a
