@@ -26,8 +26,8 @@ class ExclusiveCumsum(nn.Module):
 
 
 def _scan_module():
-    (kernel,) = [k for k in zoo.collect_kernels([("scan", ExclusiveCumsum(), {"x": nn.spec.Tensor((3, 128, 5), "float32")})])
-                 if k.cuda is not None]
+    spec = {"x": nn.spec.Tensor((3, 128, 5), "float32")}
+    (kernel,) = [k for k in zoo.collect_kernels([("scan", ExclusiveCumsum(), spec)]) if k.cuda is not None]
     target, mod = zoo.schedule(kernel.cuda, "dlight-gpu")
     return hmodule.build(mod, target=target)
 

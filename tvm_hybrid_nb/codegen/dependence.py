@@ -44,8 +44,9 @@ class _LoopAccesses:
         #: The branch conditions (and block predicates) in force at each access, aligned with ``accesses``.
         self.guards: list[tuple] = []
         self._conditions: list = []
-        #: Each ``BufferStore`` of the body: (position of its write in ``accesses``, stored value, loops
-        #: of the body around it), for :func:`_forward_scalars`.
+        #: Each ``BufferStore`` of the body, by the position of its write in ``accesses``: (the value
+        #: stored, the loops of the body around it, the bindings made before it), for
+        #: :func:`~.forwarding.forward_scalars`.
         self.stores: dict[int, tuple] = {}
         self._loops = 0
 
@@ -261,16 +262,18 @@ def _separate_at_each_outer_value(loop, acc: "_LoopAccesses", expand, items: lis
     """Whether, for each value of one loop around (a constant range of at most
     :data:`OUTER_VALUES_TRIED`) that ``loop``'s extent changes with, the iterations of ``loop`` touch
     their own elements: its variable is fixed while ``loop`` runs, and where it enters a shift or a
-    divisor no bound of its range simplifies the index.  TVM's GPU scan runs each level ``v`` of its up- and down-sweeps as a grid
-    of ``ceil(n / (1024 * (2 << v)))`` blocks per row: 1 for every ``v`` of a row of 128, which the
-    analyzer proves only with ``v`` fixed.  A value that does not separate ends the trial (a carried
-    dependence fails at the first)."""
+    divisor no bound of its range simplifies the index.  TVM's GPU scan runs each level ``v`` of its
+    up- and down-sweeps as a grid of ``ceil(n / (1024 * (2 << v)))`` blocks per row: 1 for every
+    ``v`` of a row of 128, which the analyzer proves only with ``v`` fixed.  A value that does not
+    separate ends the trial (a carried dependence fails at the first); each value costs one test,
+    without the split of :func:`_overlap` (TVM's GPU sorts have grids of this shape that stay
+    serial)."""
     if not _is_zero(loop.min) or _type_key(loop.extent) == "ir.IntImm":
         return False
     extent = expand.simplify(loop.extent)
     mentioned = [(var, lo, n) for var, lo, n in acc.outer
-                 if _type_key(lo) == "ir.IntImm" and _type_key(n) == "ir.IntImm" and 1 < int(n.value) <= OUTER_VALUES_TRIED
-                 and _uses_vars(extent, {_key(var)})]
+                 if _type_key(lo) == "ir.IntImm" and _type_key(n) == "ir.IntImm"
+                 and 1 < int(n.value) <= OUTER_VALUES_TRIED and _uses_vars(extent, {_key(var)})]
     for var, lo, n in mentioned:
         for value in range(int(lo.value), int(lo.value) + int(n.value)):
             try:
@@ -285,8 +288,8 @@ def _separate_at_each_outer_value(loop, acc: "_LoopAccesses", expand, items: lis
                 at_value = copy.copy(acc)
                 at_value.outer = tuple(o for o in acc.outer if _key(o[0]) != _key(var))
                 at_value.inner = [(v, fixed.simplify(v_lo), fixed.simplify(v_n)) for v, v_lo, v_n in acc.inner]
-                fixed_items = [(key, is_write, [fixed.simplify(i) for i in indices], tuple(fixed.simplify(g) for g in guards))
-                               for key, is_write, indices, guards in items]
+                fixed_items = [(key, is_write, [fixed.simplify(i) for i in indices],
+                                tuple(fixed.simplify(g) for g in guards)) for key, is_write, indices, guards in items]
                 fixed_loop = _SplitLoop(loop.loop_var, int(extent.value))
                 if _overlap_of(fixed_loop, at_value, fixed, fixed_items, name) is not None:
                     break
