@@ -257,9 +257,11 @@ class _Planner:
         #: The loops open at this point of the walk, outermost first: ``(loop, (var, min, extent))``
         #: (the dependence test bounds their variables by their ranges).
         self.open_loops: list[tuple] = []
-        #: The threads launched around this point of the walk: ``(var, 0, extent)``.  For a loop or
-        #: grid inside them every thread runs each iteration (they are lanes), so the dependence test
-        #: ranges their variables within each iteration, as inner loops'.
+        #: The threads launched around this point of the walk: ``(var, 0, extent)``.  Every thread runs
+        #: each block of a grid inside them, so the dependence test of the grid ranges their variables
+        #: within each block, as inner loops'.  (A loop inside threads keeps them fixed, as each
+        #: thread's own loop: dlight's tensor-core copies index by thread and iteration as digits of
+        #: one number, which that test does not read.)
         self.open_threads: list[tuple] = []
         #: The integer bindings (``Bind``) met so far, in order: a loop's dependence test expands those
         #: it reads (each variable is bound once in the function).
@@ -539,7 +541,7 @@ class _Planner:
             dependence = blocking or next((why for buf, why in shared.items() if buf not in candidates), None)
         else:
             blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses,
-                                                 threads=tuple(self.open_threads), bindings=tuple(self.bindings))
+                                                 bindings=tuple(self.bindings))
             dependence = blocking or next(iter(shared.values()), None)
             if blocking is None and shared and self.fast and not self.check:
                 # Scratch that every iteration recomputes alike through a loop (the row's maximum of a
