@@ -247,11 +247,17 @@ def _accesses(loop, roots: dict[int, int], outer=(), cache: dict | None = None, 
     acc.binds.extend(bindings_read(loop, bindings))
     acc.stmt(loop.body)
     forward_scalars(acc)
-    expand = tvm.sym.Analyzer()
-    for var, value in acc.binds:
+    return acc, _expander(acc.binds)
+
+
+def _expander(binds: list, analyzer=None):
+    """``analyzer`` (a fresh one when None) with the integer ``binds`` bound in order: its simplify
+    expands them."""
+    analyzer = analyzer if analyzer is not None else tvm.sym.Analyzer()
+    for var, value in binds:
         if _dtype(var) != "handle":  # a pointer (address_of) is not an index
-            expand.bind(var, value, allow_override=True)
-    return acc, expand
+            analyzer.bind(var, value, allow_override=True)
+    return analyzer
 
 
 #: The most iterations of a loop around that :func:`_separate_at_each_outer_value` tries one by one.
@@ -278,10 +284,8 @@ def _separate_at_each_outer_value(loop, acc: "_LoopAccesses", expand, items: lis
         for value in range(int(lo.value), int(lo.value) + int(n.value)):
             try:
                 fixed = tvm.sym.Analyzer()
-                fixed.bind(var, tirx.const(value, _dtype(var)))
-                for bound, bound_value in acc.binds:
-                    if _dtype(bound) != "handle":
-                        fixed.bind(bound, bound_value, allow_override=True)
+                fixed.bind(var, tirx.const(value, _dtype(var)))  # first: the bindings read it fixed
+                _expander(acc.binds, fixed)
                 extent = fixed.simplify(loop.extent)
                 if _type_key(extent) != "ir.IntImm":
                     break
