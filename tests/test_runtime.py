@@ -56,7 +56,6 @@ def test_cast_matches_c_conversions():
     assert runtime.cast(np.float32(65520.0), "float16") == np.inf  # rounds past float16 max
 
 
-
 _SCALAR_CAST_VALUES = [-3.7, 3.7, -0.5, 0.5, -0.0, 2.0 ** 31, -2.0 ** 31, 2.0 ** 31 - 128, -2.0 ** 31 - 1024,
                        2.0 ** 63, -2.0 ** 63, 2.0 ** 63 - 1024, 1e300, -1e300, np.inf, -np.inf, np.nan]
 
