@@ -101,7 +101,7 @@ _SCAN_LOCALS_RACE = (
     "reads the same element.  Stage 0 gives each thread its own (clean under check=True); from "
     "ConvertSSA on, the emulation shares them as the CUDA kernel does and the result goes wrong.")
 for _scan in ("cumsum", "cumprod"):
-    TVM_FINDINGS[("dlight-gpu", _scan, "data race on v_")] = _SCAN_LOCALS_RACE
+    TVM_FINDINGS[("dlight-gpu", _scan, "data race on buffer")] = _SCAN_LOCALS_RACE
 _INDEX_PUT_RACE = (
     "topi/index_put.py (relax's index_put) runs its updates in `T.parallel(0, index_len)`: with a repeated "
     "index two iterations write one element of out_buf (with accumulate=True each reads it first, "

@@ -259,8 +259,10 @@ def spread_under_guards(rests: list, base, guards: list, over_range, same, expan
     lows, highs = [], []
     read: dict[int, object] = {}  # each guard once: the accesses of one branch share them
     for rest, held in zip(rests, guards):
-        held = [read[_key(g)] if _key(g) in read else read.setdefault(_key(g), same.simplify(expand.simplify(g)))
-                for g in held]
+        # Simplified over the loops' ranges too: a block index of one value (``by * 1024 + tx < 64``,
+        # by in [0, 1)) leaves a bound the constraint scope reads (``tx < 64``).
+        held = [read[_key(g)] if _key(g) in read else read.setdefault(
+            _key(g), over_range.simplify(same.simplify(expand.simplify(g)))) for g in held]
         with over_range.constraint_scope(_all_of(held)) if held else contextlib.nullcontext():
             bounds = [over_range.const_int_bound(e) for e in (over_range.simplify(rest - base), rest - base)]
         lows.append(max(b.min_value for b in bounds))

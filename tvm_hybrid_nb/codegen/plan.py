@@ -443,7 +443,13 @@ class _Planner:
                 strategy, reason, private = self.strategy(loop, 4, key=node, grid=True)
                 self.decide(node, str(iv.var.name), "attr", BLOCK_LOOP if strategy == SERIAL else strategy, reason,
                             private, grid=loop)
-                self.nested_as(strategy, node.value, node.body, loop, grid=True)
+                # Open around the grids inside, as a loop: their dependence tests bound it by its range
+                # (``by * 1024 + tx < 64`` with one block along y bounds tx).
+                self.open_loops.append((loop, (loop.loop_var, loop.min, loop.extent)))
+                try:
+                    self.nested_as(strategy, node.value, node.body, loop, grid=True)
+                finally:
+                    self.open_loops.pop()
                 return
             self.thread(node, str(iv.var.name), "attr", tag, node.value, node.body, iv.var)
             return
