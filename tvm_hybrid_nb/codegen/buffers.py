@@ -19,7 +19,7 @@ class BuffersMixin:
 
     def visit_AllocBuffer(self, node) -> list[ast.stmt]:
         buf = node.buffer
-        name = self.namer.define(buf, buf.name or "buffer")
+        name = self._name_buffer(buf)
         self._declare_buffer(buf, name, strided_ok=True)
         dims = [self.visit_expr(d) for d in buf.shape]
         if _varying(*dims):
@@ -141,6 +141,11 @@ class BuffersMixin:
                     "strided", _name(storage), ast.Tuple([d.node for d in dims], ast.Load()),
                     ast.Tuple([st.node for st in strides], ast.Load())))]
 
+    def _name_buffer(self, buf) -> str:
+        """A fresh name for ``buf``; an unnamed one (``SplitHostDevice``'s local pointers) is ``buffer``,
+        ``buffer_1``..., as TVMScript prints it."""
+        return self.namer.define(buf, buf.name or "buffer")
+
     def _declare_buffer(self, buf, name: str, strided_ok: bool = False) -> None:
         if len(buf.strides) and not _contiguous_strides(buf) and not strided_ok:
             raise UnsupportedConstructError("strided buffer", str(buf.name))
@@ -153,7 +158,7 @@ class BuffersMixin:
             data = self.scope.address_binds[_key(data)]  # a pointer bound to address_of(A[...])
         if data is not None and _type_key(data) == "ir.Var" and _dtype(data) == "handle":
             storage = self.visit_expr(data)
-            name = self.namer.define(buf, buf.name or "buffer")
+            name = self._name_buffer(buf)
             self._declare_buffer(buf, name)
             offset = self.visit_expr(buf.elem_offset) if buf.elem_offset is not None else Value(
                 ast.Constant(0), "py", "int32")
@@ -173,7 +178,7 @@ class BuffersMixin:
             return self._per_thread_view(buf, data.args[0], source)
         if strided:
             return self._strided_view(buf, data.args[0], source)
-        name = self.namer.define(buf, buf.name or "buffer")
+        name = self._name_buffer(buf)
         self._declare_buffer(buf, name)
         self.scope.storage_roots[_key(buf)] = self.scope.storage_roots.get(_key(data.args[0]), _key(data.args[0]))
         shape_values = [self.visit_expr(d) for d in buf.shape]
@@ -217,7 +222,7 @@ class BuffersMixin:
                         else Value(ast.Constant(0), "py", "int32"))
         if _varying(offset_value, *shape_values, *stride_values):
             raise _CannotVectorize("buffer view that differs between iterations")
-        name = self.namer.define(buf, buf.name or "buffer")
+        name = self._name_buffer(buf)
         self._declare_buffer(buf, name, strided_ok=True)
         root = self.scope.storage_roots.get(_key(source_buf), _key(source_buf))
         self.scope.storage_roots[_key(buf)] = root
@@ -260,7 +265,7 @@ class BuffersMixin:
         shape_values = [self.visit_expr(d) for d in buf.shape]
         if _varying(offset, *shape_values):
             raise _CannotVectorize("buffer view that differs between iterations")
-        name = self.namer.define(buf, buf.name or "buffer")
+        name = self._name_buffer(buf)
         self._declare_buffer(buf, name)
         root = _key(load.source)
         self.scope.storage_roots[_key(buf)] = self.scope.storage_roots.get(root, root)
@@ -287,7 +292,7 @@ class BuffersMixin:
             if not source.per_thread:  # the lanes' views differ: run the loop serially
                 raise _CannotVectorize(f"view {buf.name} of per-lane buffer {source.name} that differs between lanes")
             raise UnsupportedConstructError("tirx.DeclBuffer", f"view {buf.name} that differs between threads")
-        name = self.namer.define(buf, buf.name or "buffer")
+        name = self._name_buffer(buf)
         self._declare_buffer(buf, name)
         self.scope.storage_roots[_key(buf)] = self.scope.storage_roots.get(_key(source_buf), _key(source_buf))
         info = self.scope.buffers[_key(buf)]
@@ -373,7 +378,7 @@ class BuffersMixin:
             if not self.analyzer.can_prove_equal(r.extent, 1):
                 raise UnsupportedConstructError("s_tir.MatchBufferRegion", f"{buf.name} drops a dimension of its "
                                                 f"region whose extent is not 1")
-        name = self.namer.define(buf, buf.name or "buffer")
+        name = self._name_buffer(buf)
         self._declare_buffer(buf, name, strided_ok=True)  # a slice keeps its source's layout
         self.scope.buffers[_key(buf)].sliced = True
         layout = self._match_layout(buf, region, source)
