@@ -5,7 +5,9 @@ cache and grouped-query attention, RoPE, token and position embeddings, norms (l
 float16), softmax and log-softmax, convolutions (strided, dilated depthwise, 1-D) and pooling,
 reductions over several axes, elementwise math, argmax/argmin, sort/argsort/topk and scans over
 any axis, multinomial sampling, float16, bfloat16 and int8 (quantise, integer matmul, shifts), slicing
-and layout ops, a float16 LM head over 1,000 words, and symbolic sizes (``n``, ``m``).  Sizes are small:
+and layout ops, a float16 LM head over 1,000 words, mixture-of-experts routing, 3-D convolution and
+pooling, a transposed 1-D convolution, bitwise ops, an image of symbolic height and width, degenerate
+sizes (1 x 1 matmul, one-element softmax), and symbolic sizes (``n``, ``m``).  Sizes are small:
 the zoo runs in CI.
 """
 from __future__ import annotations
@@ -277,6 +279,56 @@ def models() -> list:
         def forward(self, t, x):
             return self.fc(t), self.dw(x)
 
+    class MoERouter(nn.Module):
+        """Mixture-of-experts routing: a router's softmax, its top 2 experts (``topk`` of both values
+        and indices), each expert's row taken by index and the rows summed by weight."""
+
+        def forward(self, x, wg, eb):
+            probs = op.softmax(op.matmul(x, wg), axis=-1)
+            top = relax.op.topk(probs._expr, 2, axis=-1, ret_type="both", largest=True, dtype="int32")
+            weights = wrap_nested(relax.TupleGetItem(top, 0), "weights")
+            experts = wrap_nested(relax.TupleGetItem(top, 1), "experts")
+            rows = wrap_nested(relax.op.take(eb._expr, experts._expr, axis=0), "expert_rows")
+            return op.sum(op.unsqueeze(weights, -1) * rows, axis=1)
+
+    class Volumes(nn.Module):
+        """A 3-D convolution and pooling (video, medical volumes) and a transposed 1-D convolution
+        (an upsampling decoder)."""
+
+        def __init__(self):
+            self.c3 = nn.Conv3D(2, 4, 3, padding=1)
+            self.up = nn.ConvTranspose1D(4, 3, 4, stride=2, padding=1)
+
+        def forward(self, v, s):
+            pooled = wrap_nested(relax.op.nn.avg_pool3d(self.c3(v)._expr, (2, 2, 2), (2, 2, 2)), "pool3d")
+            return pooled, self.up(s)
+
+    class Bits(nn.Module):
+        """Bitwise and/xor and shifts on int32 (hashing, packed flags) and a shift on uint8."""
+
+        def forward(self, a, b, u):
+            mixed = wrap_nested(relax.op.bitwise_xor(relax.op.bitwise_and(a._expr, b._expr),
+                                                     relax.const(0x5A5A, "int32")), "bitmix")
+            shifted = wrap_nested(relax.op.right_shift(relax.op.left_shift(a._expr, relax.const(3, "int32")),
+                                                       relax.const(2, "int32")), "shifts")
+            return mixed, shifted, wrap_nested(relax.op.right_shift(u._expr, relax.const(1, "uint8")), "ushift")
+
+    class SymbolicImage(nn.Module):
+        """A conv, relu and max pool over an image of symbolic height and width."""
+
+        def __init__(self):
+            self.conv = nn.Conv2D(3, 6, 3, padding=1)
+
+        def forward(self, x):
+            y = op.relu(self.conv(x))
+            return wrap_nested(relax.op.nn.max_pool2d(y._expr, (2, 2), (2, 2)), "sympool")
+
+    class Degenerate(nn.Module):
+        """Sizes at the edge: a 1 x 1 x 1 matmul, a softmax over one element, a row sum over 97."""
+
+        def forward(self, a, b, x, y):
+            return op.matmul(a, b), op.softmax(x, axis=-1), op.sum(y, axis=1)
+
     return [
         ("lm_head", LMHead(), {"x": spec.Tensor((1, 1, 32), f32)}),
         ("mlp", MLP(), {"x": spec.Tensor((2, 16), f32)}),
@@ -314,4 +366,12 @@ def models() -> list:
         ("loss", Loss(), {"logits": spec.Tensor((4, 10), f32), "target": spec.Tensor((4,), "int32"),
                           "h": spec.Tensor((2, 40, 3), f32), "x": spec.Tensor(("b", "n", 16), f32)}),
         ("edge", EdgeShapes(), {"t": spec.Tensor((3, 1), f32), "x": spec.Tensor((1, 3, 12, 13), f32)}),
+        ("moe", MoERouter(), {"x": spec.Tensor((5, 16), f32), "wg": spec.Tensor((16, 6), f32),
+                              "eb": spec.Tensor((6, 8), f32)}),
+        ("volumes", Volumes(), {"v": spec.Tensor((1, 2, 4, 6, 6), f32), "s": spec.Tensor((1, 4, 9), f32)}),
+        ("bits", Bits(), {"a": spec.Tensor((4, 33), "int32"), "b": spec.Tensor((4, 33), "int32"),
+                          "u": spec.Tensor((4, 33), "uint8")}),
+        ("symbolic_image", SymbolicImage(), {"x": spec.Tensor((1, 3, "h", "w"), f32)}),
+        ("degenerate", Degenerate(), {"a": spec.Tensor((1, 1), f32), "b": spec.Tensor((1, 1), f32),
+                                      "x": spec.Tensor((4, 1), f32), "y": spec.Tensor((3, 97), f32)}),
     ]
