@@ -36,29 +36,22 @@ def launched_blocks(x: T.Buffer((T.int64(64), T.int64(100)), "float32"),
                   (bx % T.int64(100) * T.int64(64) + (by * T.int64(1024) + tx) + bx // T.int64(100)) // T.int64(64)])
 
 
-@T.prim_func
-def bound_blocks(x: T.Buffer((T.int64(64), T.int64(100)), "float32"),
-                 vb: T.Buffer((T.int64(100), T.int64(64)), "float32")):
-    T.func_attr({"global_symbol": "main"})
-    for tx in T.thread_binding(T.int64(1024), thread="threadIdx.x"):
-        for by in T.thread_binding(T.int64(1), thread="blockIdx.y"):
-            for bx in T.thread_binding(T.int64(100), thread="blockIdx.x"):
-                if by * T.int64(1024) + tx < T.int64(64):
-                    vb[(bx * T.int64(64) + (by * T.int64(1024) + tx)) // T.int64(64),
-                       (bx * T.int64(64) + (by * T.int64(1024) + tx)) % T.int64(64)] = x[tx, bx]
+def _guarded_blocks(threads_kept: int):
+    """The grid bound to loops, its guard keeping ``threads_kept`` threads of each block: 64 keep each
+    block in its row; 65 let each block's last thread write the next row."""
 
+    @T.prim_func
+    def guarded_blocks(x: T.Buffer((T.int64(64), T.int64(100)), "float32"),
+                       vb: T.Buffer((T.int64(100), T.int64(64)), "float32")):
+        T.func_attr({"global_symbol": "main"})
+        for tx in T.thread_binding(T.int64(1024), thread="threadIdx.x"):
+            for by in T.thread_binding(T.int64(1), thread="blockIdx.y"):
+                for bx in T.thread_binding(T.int64(100), thread="blockIdx.x"):
+                    if by * T.int64(1024) + tx < T.int64(threads_kept) and bx * T.int64(64) + tx < T.int64(6400):
+                        vb[(bx * T.int64(64) + (by * T.int64(1024) + tx)) // T.int64(64),
+                           (bx * T.int64(64) + (by * T.int64(1024) + tx)) % T.int64(64)] = x[tx % T.int64(64), bx]
 
-@T.prim_func
-def spilling_blocks(x: T.Buffer((T.int64(64), T.int64(100)), "float32"),
-                    vb: T.Buffer((T.int64(100), T.int64(64)), "float32")):
-    """The same grid with the guard one element looser: each block's last thread writes the next row."""
-    T.func_attr({"global_symbol": "main"})
-    for tx in T.thread_binding(T.int64(1024), thread="threadIdx.x"):
-        for by in T.thread_binding(T.int64(1), thread="blockIdx.y"):
-            for bx in T.thread_binding(T.int64(100), thread="blockIdx.x"):
-                if by * T.int64(1024) + tx < T.int64(65) and bx * T.int64(64) + tx < T.int64(6400):
-                    vb[(bx * T.int64(64) + (by * T.int64(1024) + tx)) // T.int64(64),
-                       (bx * T.int64(64) + (by * T.int64(1024) + tx)) % T.int64(64)] = x[tx % T.int64(64), bx]
+    return guarded_blocks
 
 
 def _grid(func) -> P.LoopDecision:
@@ -67,7 +60,7 @@ def _grid(func) -> P.LoopDecision:
 
 def test_a_guard_over_a_block_index_of_one_value_keeps_the_blocks_apart():
     x = np.random.default_rng(0).standard_normal((64, 100)).astype(np.float32)
-    for func in (launched_blocks, bound_blocks):
+    for func in (launched_blocks, _guarded_blocks(64)):
         assert _grid(func).strategy == P.LANES, _grid(func).reason
         hm = thn.build(func, target=CUDA)
         fast = hm.emulate(x, np.zeros((100, 64), np.float32), stage=0, mode="fast")
@@ -76,5 +69,5 @@ def test_a_guard_over_a_block_index_of_one_value_keeps_the_blocks_apart():
 
 
 def test_a_guard_that_lets_a_block_reach_the_next_row_keeps_them_in_order():
-    decision = _grid(spilling_blocks)
+    decision = _grid(_guarded_blocks(65))
     assert decision.strategy != P.LANES and "vb" in decision.reason
