@@ -17,6 +17,7 @@ planned script the same way: lanes that would run slower than the serial run giv
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -445,11 +446,8 @@ class _Planner:
                             private, grid=loop)
                 # Open around the grids inside, as a loop: their dependence tests bound it by its range
                 # (``by * 1024 + tx < 64`` with one block along y bounds tx).
-                self.open_loops.append((loop, (loop.loop_var, loop.min, loop.extent)))
-                try:
+                with self.opened(loop):
                     self.nested_as(strategy, node.value, node.body, loop, grid=True)
-                finally:
-                    self.open_loops.pop()
                 return
             self.thread(node, str(iv.var.name), "attr", tag, node.value, node.body, iv.var)
             return
@@ -473,9 +471,15 @@ class _Planner:
         if step is not None and not (_type_key(step) == "ir.IntImm" and int(step.value) == 1):
             self.plan_loop(node)
             return
-        self.open_loops.append((node, (node.loop_var, node.min, node.extent)))
-        try:
+        with self.opened(node):
             self.plan_loop(node)
+
+    @contextlib.contextmanager
+    def opened(self, loop):
+        """``loop`` open around what the walk meets inside (see :attr:`open_loops`)."""
+        self.open_loops.append((loop, (loop.loop_var, loop.min, loop.extent)))
+        try:
+            yield
         finally:
             self.open_loops.pop()
 
