@@ -19,7 +19,7 @@ from .runtime import param_storage
 from .signature import ParamSpec
 
 #: Helpers of a stage-0 script that mean the native kernel can trap on some inputs.
-_TRAPPING_HELPERS = frozenset({"_check_divisor", "load", "store", "access"})
+_TRAPPING_HELPERS = frozenset({"_check_divisor", "load", "store", "access", "argsort_nms"})
 
 
 def _native_tensor(spec: ParamSpec, value: np.ndarray, dev, keep: list, layout=None):

@@ -75,7 +75,7 @@ def _mark_outputs(params: list[ParamSpec], func) -> list[ParamSpec]:
 
 #: The runtime functions the emulator knows: which of their arguments (a slice) are outputs.
 _PACKED_OUTPUTS = {"tvm.contrib.sort.sort": (1, -2), "tvm.contrib.sort.argsort": (1, -2),
-                   "tvm.contrib.sort.topk": (1, -4)}
+                   "tvm.contrib.sort.topk": (1, -4), "tvm.contrib.sort.argsort_nms": (2, -2)}
 
 
 def _written_indirectly(func) -> list:

@@ -692,11 +692,13 @@ class ExpressionsMixin:
         return Value(call, "np", _dtype(node), True)
 
     #: Runtime functions called through ``tvm_call_packed`` that the emulator implements exactly.
-    PACKED_FUNCTIONS = ("tvm.contrib.sort.sort", "tvm.contrib.sort.argsort", "tvm.contrib.sort.topk")
+    PACKED_FUNCTIONS = ("tvm.contrib.sort.sort", "tvm.contrib.sort.argsort", "tvm.contrib.sort.topk",
+                        "tvm.contrib.sort.argsort_nms")
 
     def _packed_call(self, node, args) -> Value:
-        """``tvm_call_packed`` of one of TVM's sort functions (topi's CPU sort, argsort, topk): the
-        same stable sort in numpy (``contrib_sort``).  Any other packed function is refused by name."""
+        """``tvm_call_packed`` of one of TVM's sort functions (topi's CPU sort, argsort, topk; vision's
+        argsort_nms): the same stable sort in numpy (``contrib_sort``, ``argsort_nms``).  Any other packed
+        function is refused by name."""
         function = str(args[0].value) if _type_key(args[0]) == "ir.StringImm" else str(args[0])
         if function not in self.PACKED_FUNCTIONS:
             raise UnsupportedConstructError("tirx.tvm_call_packed", function)
@@ -718,6 +720,8 @@ class ExpressionsMixin:
         # sanitizer from flagging the kernel's reads of them (argsort into a scratch buffer: median).
         kw = ({"written": ast.Tuple(marks, ast.Load())}
               if any(not (isinstance(m, ast.Constant) and m.value is None) for m in marks) else None)
+        if function == "tvm.contrib.sort.argsort_nms":
+            return Value(self._call("argsort_nms", *nodes, kw=kw), "py", _dtype(node))
         return Value(self._call("contrib_sort", ast.Constant(function), *nodes, kw=kw), "py", _dtype(node))
 
     def _stack_array(self, function: str, call) -> tuple[ast.expr, ast.expr]:

@@ -513,13 +513,20 @@ def _copies_of(func, params: set[int]) -> dict[int, int]:
     return alias
 
 
+def _packed_function(call) -> str | None:
+    """The name of the runtime function a ``tvm_call_packed`` calls, else None."""
+    if getattr(call.op, "name", "") != "tirx.tvm_call_packed" or not call.args:
+        return None
+    return str(call.args[0].value) if _type_key(call.args[0]) == "ir.StringImm" else None
+
+
 def _index_extents(func) -> dict[int, object]:
     """Integer input buffers whose elements index a dimension of another buffer as they are (an
     embedding's token ids, a gather's indices), by key: the smallest extent they index (a constant,
     a size var such as ``batch`` in ``(batch, vocab)``, an expression such as ``n * 12``, or the
     ``min`` of such where they index several); else, where they
     take part in an index expression that does not clamp them (``idx + (idx < 0) * 6``), the smallest
-    extent there, constant or symbolic, likewise.
+    extent there, constant or symbolic, likewise; the row counts of ``argsort_nms``: [0, row length].
     Random inputs for them lie in [0, extent): values outside would make the kernel read outside
     its buffers, so an emulation (or a native run) on them would test nothing."""
     params = {_key(p) for p in func.params if tirx.is_buffer_var(p) and _is_int(str(p.dtype))
@@ -543,6 +550,20 @@ def _index_extents(func) -> dict[int, object]:
             if _type_key(count) == "ir.TensorLoad" and source_of(count) in params:
                 bits = tvm.runtime.DataType(_scalar_dtype(_dtype(shifted))).bits
                 add(extents, source_of(count), tirx.IntImm("int64", bits))
+            return
+        if _type_key(node) == "ir.Call" and _packed_function(node) == "tvm.contrib.sort.argsort_nms":
+            # argsort_nms(data, sort_num, out, axis, ...) sorts each row's first sort_num values: counts
+            # past the sorted axis read past the row.
+            data, counts, axis = node.args[1], node.args[2], node.args[4]
+            pointer = counts.args[0] if _type_key(counts) == "ir.Call" and counts.args else None
+            owner = (pointer.args[0] if _type_key(pointer) == "ir.Call"
+                     and getattr(pointer.op, "name", "") == "tirx.buffer_data" else None)
+            count_key = alias.get(_key(owner), _key(owner)) if owner is not None else None
+            if (count_key in params and _type_key(axis) == "ir.IntImm" and _type_key(data) == "ir.Call"
+                    and _type_key(data.args[1]) == "ir.Call"):
+                shape = data.args[1].args
+                extent = shape[int(axis.value) % len(shape)]
+                add(extents, count_key, extent + 1 if _type_key(extent) != "ir.IntImm" else int(extent.value) + 1)
             return
         if _type_key(node) not in ("ir.TensorLoad", "tirx.BufferStore"):
             return

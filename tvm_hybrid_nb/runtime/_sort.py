@@ -1,6 +1,6 @@
-"""TVM's runtime sorts (``tvm.contrib.sort.sort``, ``argsort``, ``topk``) on numpy views.
+"""TVM's runtime sorts (``tvm.contrib.sort.sort``, ``argsort``, ``topk``, ``argsort_nms``) on numpy views.
 
-Owns ``contrib_sort`` and the stable order it shares, ``_stable_order``.
+Owns ``contrib_sort``, ``argsort_nms`` (its row counts read memory by value: a trapping helper) and the stable order it shares, ``_stable_order``.
 """
 from __future__ import annotations
 
@@ -39,6 +39,53 @@ def _stable_order(data, axis, ascend, nan_policy=None):
     return order
 
 
+def _nan_policy(function, data):
+    """The run's order for values holding NaN (see :func:`_stable_order`), None without NaN or outside a run."""
+    record = globals().get("__out_of_range__")
+    record = record.get() if record is not None else None
+    if record is None or data.dtype.kind != "f" or not np.isnan(data).any():
+        return None
+    return record.unordered(
+        f"the order of NaN in a sort ({function} of {data.dtype} values holding NaN): TVM's runtime sorts "
+        f"with std::stable_sort and '<', which does not order NaN, so the native order depends on the C++ "
+        f"library's merge steps")
+
+
+def argsort_nms(data, sort_num, output, axis, is_ascend, written=None):
+    """``tvm.contrib.sort.argsort_nms(data, sort_num, output, axis, is_ascend)`` (vision's NMS on a CPU):
+    along ``axis``, each row's first ``sort_num`` values (``sort_num`` holds one count per row, the data's
+    shape without ``axis``) sorted stably; the row's output holds their indices, then ``k`` at each
+    position ``k`` past the count.  The library reads float32 data and int32 counts only; a count past the
+    row's length reads past the row (the next rows' values, or past the buffer): an out-of-bounds read.
+    ``written`` as for :func:`contrib_sort`."""
+    function = "tvm.contrib.sort.argsort_nms"
+    axis, ascend = int(axis), bool(is_ascend)
+    axis = axis + data.ndim if axis < 0 else axis
+    if not 0 <= axis < data.ndim:
+        raise ValueError(f"{function}: axis out of bounds for input of {data.ndim} dimensions")
+    if data.dtype != np.float32 or sort_num.dtype != np.int32 or output.dtype != np.int32:
+        raise ValueError(f"{function} reads float32 data, int32 counts and writes int32 indices, "
+                         f"not {data.dtype}, {sort_num.dtype} and {output.dtype}")
+    rows, out = np.moveaxis(data, axis, -1), np.moveaxis(output, axis, -1)
+    n = rows.shape[-1]
+    counts = np.asarray(sort_num).reshape(-1)
+    if counts.size != int(np.prod(rows.shape[:-1])):
+        raise ValueError(f"{function}: {counts.size} counts for {int(np.prod(rows.shape[:-1]))} rows")
+    for flat, row in enumerate(np.ndindex(*rows.shape[:-1])):
+        count = int(counts[flat])
+        if count > n:
+            raise IndexError(f"out-of-bounds read: {function} sorts a row's first {count} values (its "
+                             f"sort_num), past the row's {n}")
+        indices = np.arange(n, dtype=np.int32)
+        if count > 0:
+            values = rows[row][:count]
+            indices[:count] = _stable_order(values, 0, ascend, _nan_policy(function, values))
+        out[row] = indices
+    if written is not None and written[2] is not None:
+        written[2][...] = True
+    return 0
+
+
 def contrib_sort(function, *args, written=None):
     """TVM's runtime sort functions (``src/runtime/contrib/sort/sort.cc``) on numpy views:
     ``sort(data, out, axis, is_ascend)``, ``argsort(data, out, axis, is_ascend)`` and
@@ -60,15 +107,7 @@ def contrib_sort(function, *args, written=None):
     axis = axis + data.ndim if axis < 0 else axis
     if not 0 <= axis < data.ndim:
         raise ValueError(f"{function}: axis out of bounds for input of {data.ndim} dimensions")
-    record = globals().get("__out_of_range__")
-    record = record.get() if record is not None else None
-    nan_policy = None
-    if record is not None and data.dtype.kind == "f" and np.isnan(data).any():
-        nan_policy = record.unordered(
-            f"the order of NaN in a sort ({function} of {data.dtype} values holding NaN): TVM's runtime sorts "
-            f"with std::stable_sort and '<', which does not order NaN, so the native order depends on the C++ "
-            f"library's merge steps")
-    order = _stable_order(data, axis, ascend, nan_policy)
+    order = _stable_order(data, axis, ascend, _nan_policy(function, data))
     marks = list(written) if written is not None else [None] * len(args)
     if function == "tvm.contrib.sort.sort":
         args[1][...] = np.take_along_axis(data, order, axis=axis)
