@@ -329,6 +329,20 @@ def models() -> list:
         def forward(self, a, b, x, y):
             return op.matmul(a, b), op.softmax(x, axis=-1), op.sum(y, axis=1)
 
+    class Detection(nn.Module):
+        """A detector's head: boxes over a score threshold (``get_valid_counts``), non-maximum suppression
+        (its CPU kernel sorts each image's valid boxes with ``tvm.contrib.sort.argsort_nms``) and region
+        pooling (``roi_align`` averaging 2 x 2 samples, ``roi_pool``)."""
+
+        def forward(self, boxes, feat, rois):
+            counted = relax.BlockBuilder.current().emit(relax.op.get_valid_counts(boxes._expr, 0.3, 0, 1))
+            kept = wrap_nested(relax.op.non_max_suppression(
+                relax.TupleGetItem(counted, 1), relax.TupleGetItem(counted, 0), relax.TupleGetItem(counted, 2),
+                iou_threshold=0.5), "nms")
+            aligned = wrap_nested(relax.op.roi_align(feat._expr, rois._expr, (3, 3), 0.5, sample_ratio=2,
+                                                     aligned=True), "roi_align")
+            return kept, aligned, wrap_nested(relax.op.roi_pool(feat._expr, rois._expr, (2, 2), 0.5), "roi_pool")
+
     return [
         ("lm_head", LMHead(), {"x": spec.Tensor((1, 1, 32), f32)}),
         ("mlp", MLP(), {"x": spec.Tensor((2, 16), f32)}),
@@ -374,4 +388,6 @@ def models() -> list:
         ("symbolic_image", SymbolicImage(), {"x": spec.Tensor((1, 3, "h", "w"), f32)}),
         ("degenerate", Degenerate(), {"a": spec.Tensor((1, 1), f32), "b": spec.Tensor((1, 1), f32),
                                       "x": spec.Tensor((4, 1), f32), "y": spec.Tensor((3, 97), f32)}),
+        ("detection", Detection(), {"boxes": spec.Tensor((1, 12, 6), f32), "feat": spec.Tensor((1, 3, 10, 10), f32),
+                                    "rois": spec.Tensor((2, 5), f32)}),
     ]
