@@ -30,7 +30,7 @@ from tvm import te
 from . import capture as _capture
 from . import dump_write
 from .codegen import kernel_signature
-from .codegen.names import _type_key
+from .codegen.names import _packed_function, _type_key
 from .compare import CompareResult, check_tolerance, compare_outputs, reference_outputs
 from .errors import (ArgumentCountError, ArgumentShapeError, ArgumentTypeError, BuildError, CompareError,
                      DeviceUnavailableError, EmulationError, HybridError, StageLookupError,
@@ -357,8 +357,7 @@ class HybridModule:
         sorted_bf16 = []
 
         def visit(node):
-            if _type_key(node) == "ir.Call" and str(getattr(node.op, "name", "")) == "tirx.tvm_call_packed" \
-                    and node.args and str(getattr(node.args[0], "value", "")).startswith("tvm.contrib.sort"):
+            if _type_key(node) == "ir.Call" and (_packed_function(node) or "").startswith("tvm.contrib.sort"):
                 tvm_ffi.structural_walk(node, lambda n: sorted_bf16.append(n) if _type_key(n) == "ir.FloatImm"
                                         and str(n.ty) == "bfloat16" else None, order="post")
 

@@ -13,7 +13,7 @@ import dataclasses
 import tvm
 import tvm_ffi
 
-from .codegen.names import _type_key
+from .codegen.names import _packed_function, _type_key
 from .errors import BuildError
 from .signature import ParamSpec
 
@@ -112,8 +112,8 @@ def _written_indirectly(func) -> list:
                 found.append(node.args[0])
             elif node.op.name == "tirx.cuda.atomic_add" and address(node.args[0]) is not None:
                 found.append(address(node.args[0]))
-            elif node.op.name == "tirx.tvm_call_packed" and str(node.args[0].value) in _PACKED_OUTPUTS:
-                first, last = _PACKED_OUTPUTS[str(node.args[0].value)]
+            elif _packed_function(node) in _PACKED_OUTPUTS:
+                first, last = _PACKED_OUTPUTS[_packed_function(node)]
                 for arg in list(node.args)[1 + first:len(node.args) + last]:
                     if isinstance(arg, tvm.ir.Call) and arg.op.name == "tirx.tvm_stack_make_array":
                         found.append(arg.args[0])

@@ -11,7 +11,8 @@ import tvm
 
 from ..errors import UnsupportedConstructError
 from .names import (Value, _BinaryLike, _CannotVectorize, _INT64_MAX, _const, _dtype, _float_bits, _int_range,
-    _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _scalar_dtype, _store_name, _type_key, _varying)
+    _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _packed_function, _scalar_dtype, _store_name, _type_key,
+    _varying)
 from .targets import C_KINDS, min_max_ignores_nan, operand_bits, short_circuits
 
 
@@ -699,7 +700,7 @@ class ExpressionsMixin:
         """``tvm_call_packed`` of one of TVM's sort functions (topi's CPU sort, argsort, topk; vision's
         argsort_nms): the same stable sort in numpy (``contrib_sort``, ``argsort_nms``).  Any other packed
         function is refused by name."""
-        function = str(args[0].value) if _type_key(args[0]) == "ir.StringImm" else str(args[0])
+        function = _packed_function(node) or str(args[0])
         if function not in self.PACKED_FUNCTIONS:
             raise UnsupportedConstructError("tirx.tvm_call_packed", function)
         if self.lanes.vector_depth or self.lanes.stmt_masks:

@@ -31,8 +31,8 @@ from ..errors import UnsupportedConstructError
 from ..loader import cyclic_gc_paused
 from ..signature import ParamSpec
 from .analysis import _contiguous_strides, _has_threads, _injective, _thread_extents, host_device_accesses
-from .names import (GeneratedKernel, Value, _BufferInfo, _CannotVectorize, _Namer, _dtype,
-    _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _scalar_dtype, _store_name, _type_key)
+from .names import (GeneratedKernel, Value, _BufferInfo, _CannotVectorize, _Namer, _buffer_of, _dtype,
+    _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _packed_function, _scalar_dtype, _store_name, _type_key)
 from .pyast import _drop_dead_assignments, _number_statements, _split_deep_nests
 from .buffers import BuffersMixin
 from .control import ControlFlowMixin
@@ -513,13 +513,6 @@ def _copies_of(func, params: set[int]) -> dict[int, int]:
     return alias
 
 
-def _packed_function(call) -> str | None:
-    """The name of the runtime function a ``tvm_call_packed`` calls, else None."""
-    if getattr(call.op, "name", "") != "tirx.tvm_call_packed" or not call.args:
-        return None
-    return str(call.args[0].value) if _type_key(call.args[0]) == "ir.StringImm" else None
-
-
 def _index_extents(func) -> dict[int, object]:
     """Integer input buffers whose elements index a dimension of another buffer as they are (an
     embedding's token ids, a gather's indices), by key: the smallest extent they index (a constant,
@@ -555,9 +548,7 @@ def _index_extents(func) -> dict[int, object]:
             # argsort_nms(data, sort_num, out, axis, ...) sorts each row's first sort_num values: counts
             # past the sorted axis read past the row.
             data, counts, axis = node.args[1], node.args[2], node.args[4]
-            pointer = counts.args[0] if _type_key(counts) == "ir.Call" and counts.args else None
-            owner = (pointer.args[0] if _type_key(pointer) == "ir.Call"
-                     and getattr(pointer.op, "name", "") == "tirx.buffer_data" else None)
+            owner = _buffer_of(counts.args[0]) if _type_key(counts) == "ir.Call" and counts.args else None
             count_key = alias.get(_key(owner), _key(owner)) if owner is not None else None
             if (count_key in params and _type_key(axis) == "ir.IntImm" and _type_key(data) == "ir.Call"
                     and _type_key(data.args[1]) == "ir.Call"):

@@ -22,6 +22,23 @@ def _type_key(node) -> str:
     return info.type_key if info is not None else type(node).__name__
 
 
+def _packed_function(call) -> str | None:
+    """The name of the runtime function a ``tvm_call_packed`` calls, else None."""
+    if getattr(call.op, "name", "") != "tirx.tvm_call_packed" or not call.args:
+        return None
+    return str(call.args[0].value) if _type_key(call.args[0]) == "ir.StringImm" else None
+
+
+def _buffer_of(data):
+    """The buffer of ``buffer_data(B)`` (``B.data``) or of ``B`` itself (a buffer is a variable,
+    which ``StorageRewrite`` passes as it is), or None."""
+    if _type_key(data) == "ir.Call" and getattr(data.op, "name", "") == "tirx.buffer_data":
+        return data.args[0]
+    if _type_key(data) == "ir.Var" and getattr(getattr(data, "ty", None), "shape", None) is not None:
+        return data
+    return None
+
+
 def _key(obj) -> int:
     return obj.__chandle__()
 

@@ -33,7 +33,7 @@ from tvm import tirx
 
 from ..errors import UnsupportedConstructError
 from .analysis import buffer_strides, match_layout
-from .names import _key, _type_key
+from .names import _buffer_of, _key, _type_key
 
 #: The WMMA intrinsics (``tirx.`` op names) and what :func:`wmma_as_computed` makes of them.
 WMMA_CALLS = ("tirx.tvm_fill_fragment", "tirx.tvm_load_matrix_sync", "tirx.tvm_store_matrix_sync",
@@ -61,16 +61,6 @@ def has_wmma(func) -> bool:
 
     tvm_ffi.structural_walk(func.body, visit, order="post")
     return bool(found)
-
-
-def _buffer_of(data):
-    """The buffer of ``buffer_data(B)`` (``B.data``) or of ``B`` itself (a buffer is a variable,
-    which ``StorageRewrite`` passes as it is), or None."""
-    if _type_key(data) == "ir.Call" and getattr(data.op, "name", "") == "tirx.buffer_data":
-        return data.args[0]
-    if _type_key(data) == "ir.Var" and getattr(getattr(data, "ty", None), "shape", None) is not None:
-        return data
-    return None
 
 
 def _i(expr):
