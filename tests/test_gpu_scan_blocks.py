@@ -52,27 +52,24 @@ from tvm.script import tirx as T  # noqa: E402
 import tvm_hybrid_nb as thn  # noqa: E402
 
 
-@T.prim_func
-def rows_through_a_local_scalar(a: T.handle, b: T.handle):
-    A = T.match_buffer(a, (32,), "float32")
-    B = T.match_buffer(b, (32,), "float32")
-    for i in range(8):
-        start = T.alloc_buffer((1,), "int32", scope="local")
-        start[0] = i * 4
-        for k in range(4):
-            B[start[0] + k] = A[start[0] + k] * T.float32(2.0)
+def rows_through_a_local_scalar(stored_on_every_row: bool = True):
+    """Each row's start stored in a one-element local buffer, then read as an index; without
+    ``stored_on_every_row``, only even rows store it (odd ones read their fresh buffer)."""
 
+    @T.prim_func
+    def rows(a: T.handle, b: T.handle):
+        A = T.match_buffer(a, (32,), "float32")
+        B = T.match_buffer(b, (32,), "float32")
+        for i in range(8):
+            start = T.alloc_buffer((1,), "int32", scope="local")
+            if stored_on_every_row:
+                start[0] = i * 4
+            elif i % 2 == 0:
+                start[0] = i * 4
+            for k in range(4):
+                B[start[0] + k] = A[start[0] + k] * T.float32(2.0)
 
-@T.prim_func
-def a_local_scalar_stored_under_a_branch(a: T.handle, b: T.handle):
-    A = T.match_buffer(a, (32,), "float32")
-    B = T.match_buffer(b, (32,), "float32")
-    for i in range(8):
-        start = T.alloc_buffer((1,), "int32", scope="local")
-        if i % 2 == 0:
-            start[0] = i * 4
-        for k in range(4):
-            B[start[0] + k] = A[k] * T.float32(2.0)
+    return rows
 
 
 def _strategy(func, loop: str) -> str:
@@ -80,15 +77,15 @@ def _strategy(func, loop: str) -> str:
 
 
 def test_a_one_element_buffer_stored_once_before_its_loads_is_read_as_its_value():
-    assert _strategy(rows_through_a_local_scalar, "i") == P.LANES  # B[i * 4 + k]: rows apart
-    hm = thn.build(rows_through_a_local_scalar)
+    assert _strategy(rows_through_a_local_scalar(), "i") == P.LANES  # B[i * 4 + k]: rows apart
+    hm = thn.build(rows_through_a_local_scalar())
     x = np.arange(32, dtype=np.float32)
     np.testing.assert_array_equal(hm.emulate(x, np.zeros(32, np.float32), mode="fast"), 2 * x)
 
 
 def test_a_store_that_a_load_may_not_follow_is_not_read_through():
     # Odd iterations read whatever their fresh scalar holds: no claim about where they write.
-    assert _strategy(a_local_scalar_stored_under_a_branch, "i") == P.SERIAL
+    assert _strategy(rows_through_a_local_scalar(stored_on_every_row=False), "i") == P.SERIAL
 
 
 @T.prim_func
