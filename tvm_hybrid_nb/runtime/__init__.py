@@ -41,7 +41,7 @@ from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floo
 from ._lanes import ramp, broadcast, shuffle
 from ._numerics import select, minimum, maximum, minimum_ignoring_nan, maximum_ignoring_nan, ordered_ne
 from ._memory import _as_dtype, alloc, view
-from ._sort import _nan_policy, _stable_order, argsort_nms, contrib_sort
+from ._sort import _nan_policy, _sort_axis, _stable_order, argsort_nms, contrib_sort
 from ._lanes import vector_lane_index
 from ._memory import (strided_span, strided, strided_view, param_storage, flat_view, rows_view, storage_extent, _bounds_error, _in_bounds,
                       _all, _kept, load, store)
@@ -87,8 +87,8 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "checked_arith": ("_lane_note", "wrap"),
     "warp_shuffle": ("_lane_array", "_shuffle_message"),
     "store": ("_in_bounds", "_bounds_error", "_all", "_kept"),
-    "contrib_sort": ("_stable_order", "_nan_policy"),
-    "argsort_nms": ("_stable_order", "_nan_policy"),
+    "contrib_sort": ("_stable_order", "_nan_policy", "_sort_axis"),
+    "argsort_nms": ("_stable_order", "_nan_policy", "_sort_axis"),
     "nan_through": ("in_double",),
     "view": ("_as_dtype",),
     "strided_view": ("_as_dtype",),

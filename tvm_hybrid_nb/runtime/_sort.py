@@ -39,6 +39,14 @@ def _stable_order(data, axis, ascend, nan_policy=None):
     return order
 
 
+def _sort_axis(function, axis, ndim):
+    """``axis`` of an array of ``ndim`` dimensions, a negative one counted from the end, as the library does."""
+    axis = axis + ndim if axis < 0 else axis
+    if not 0 <= axis < ndim:
+        raise ValueError(f"{function}: axis out of bounds for input of {ndim} dimensions")
+    return axis
+
+
 def _nan_policy(function, data):
     """The run's order for values holding NaN (see :func:`_stable_order`), None without NaN or outside a run."""
     record = globals().get("__out_of_range__")
@@ -60,9 +68,7 @@ def argsort_nms(data, sort_num, output, axis, is_ascend, written=None):
     ``written`` as for :func:`contrib_sort`."""
     function = "tvm.contrib.sort.argsort_nms"
     axis, ascend = int(axis), bool(is_ascend)
-    axis = axis + data.ndim if axis < 0 else axis
-    if not 0 <= axis < data.ndim:
-        raise ValueError(f"{function}: axis out of bounds for input of {data.ndim} dimensions")
+    axis = _sort_axis(function, axis, data.ndim)
     if data.dtype != np.float32 or sort_num.dtype != np.int32 or output.dtype != np.int32:
         raise ValueError(f"{function} reads float32 data, int32 counts and writes int32 indices, "
                          f"not {data.dtype}, {sort_num.dtype} and {output.dtype}")
@@ -104,9 +110,7 @@ def contrib_sort(function, *args, written=None):
             raise ValueError(f"topk: unsupported ret_type {ret_type!r}")
     else:
         axis, ascend = int(args[2]), bool(args[3])
-    axis = axis + data.ndim if axis < 0 else axis
-    if not 0 <= axis < data.ndim:
-        raise ValueError(f"{function}: axis out of bounds for input of {data.ndim} dimensions")
+    axis = _sort_axis(function, axis, data.ndim)
     order = _stable_order(data, axis, ascend, _nan_policy(function, data))
     marks = list(written) if written is not None else [None] * len(args)
     if function == "tvm.contrib.sort.sort":
