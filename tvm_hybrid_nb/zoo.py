@@ -152,13 +152,18 @@ class ZooKernel:
 
 
 def collect_kernels(models: list | None = None) -> list[ZooKernel]:
-    """Distinct PrimFuncs of the zoo models, lowered for llvm and for cuda."""
+    """Distinct PrimFuncs of the zoo models, lowered for llvm and for cuda.
+
+    Each model is ``(name, nn.Module, spec)``: ``spec`` maps the parameters of ``forward`` to their
+    specs (``{"x": spec.Tensor(...)}``), or, for a module with several methods (a decoder's
+    ``prefill`` and ``decode``), each method's name to such a mapping, as ``export_tvm`` takes it.
+    """
     import tvm
     import tvm_ffi
 
     kernels: list[ZooKernel] = []
     for model_name, model, spec in models if models is not None else _models():
-        mod, _ = model.export_tvm(spec={"forward": spec})
+        mod, _ = model.export_tvm(spec=_method_specs(model_name, model, spec))
         own: list[ZooKernel] = []
         # Per lowering: the PrimFunc name -> its kernel, and the order of the calls (twins of a
         # cuda-only kernel are found by call position: names shift where a backend dispatches).
@@ -192,6 +197,22 @@ def collect_kernels(models: list | None = None) -> list[ZooKernel]:
                 k.reference = twins[0].llvm if twins else numpy_ref or k.cuda
         kernels += own
     return kernels
+
+
+def _method_specs(model_name: str, model, spec: dict) -> dict:
+    """``export_tvm``'s ``{method: {parameter: spec}}`` for ``spec`` (see :func:`collect_kernels`)."""
+    if not isinstance(spec, dict):
+        raise TypeError(f"zoo model {model_name!r}: spec must be a dict, got {type(spec).__name__}")
+    methods = {name: value for name, value in spec.items() if isinstance(value, dict)}
+    if not methods:
+        return {"forward": spec}
+    if len(methods) != len(spec):
+        raise TypeError(f"zoo model {model_name!r}: spec mixes methods ({', '.join(methods)}) with parameters "
+                        f"({', '.join(k for k in spec if k not in methods)}); give each method its own dict")
+    missing = [name for name in methods if not callable(getattr(model, name, None))]
+    if missing:
+        raise TypeError(f"zoo model {model_name!r}: {type(model).__name__} has no method {missing[0]!r}")
+    return methods
 
 
 def _param_types(func) -> list:

@@ -1,0 +1,45 @@
+"""Zoo models with several methods: a decoder's ``prefill`` and ``decode`` (the way
+``relax.frontend.nn`` models for LLMs are exported) give the kernels of every method, each checked
+against TVM's native build; a spec that names a method the module lacks is one clear error."""
+from __future__ import annotations
+
+import pytest
+from tvm.relax.frontend import nn
+from tvm.relax.frontend.nn import op, spec
+
+from tvm_hybrid_nb import zoo
+
+
+class Decoder(nn.Module):
+    def __init__(self):
+        self.proj = nn.Linear(16, 16, bias=False)
+        self.cache = nn.KVCache(8, [16])
+
+    def prefill(self, x):
+        return op.softmax(self.proj(x), axis=-1)
+
+    def decode(self, x):
+        self.cache.append(op.reshape(x, (1, 16)))
+        return op.sum(self.proj(x), axis=-1), op.sum(self.cache.view(4), axis=0)
+
+
+SPEC = {"prefill": {"x": spec.Tensor((3, 16), "float32")}, "decode": {"x": spec.Tensor((1, 16), "float32")}}
+
+
+def test_every_method_of_a_model_gives_its_kernels_and_each_is_exact():
+    kernels = zoo.collect_kernels([("decoder", Decoder(), SPEC)])
+    names = {k.name for k in kernels}
+    assert "decoder.softmax" in names, names  # prefill's
+    assert sum(name.startswith("decoder.sum") for name in names) == 2, names  # decode's two sums
+    for kernel in kernels:
+        for flavour in zoo.FLAVOURS:
+            func = kernel.cuda if flavour == "dlight-gpu" else kernel.llvm
+            outcome = zoo.check_kernel(kernel.name, func, flavour, reference=kernel.reference)
+            assert outcome.outcome == "ok" and outcome.stages_checked > 0, outcome
+
+
+def test_a_spec_for_a_missing_method_or_mixing_methods_with_parameters_is_refused_by_name():
+    with pytest.raises(TypeError, match="Decoder has no method 'forward'"):
+        zoo.collect_kernels([("decoder", Decoder(), {"forward": {"x": spec.Tensor((1, 16), "float32")}})])
+    with pytest.raises(TypeError, match=r"mixes methods \(prefill\) with parameters \(x\)"):
+        zoo.collect_kernels([("decoder", Decoder(), {"prefill": SPEC["prefill"], "x": spec.Tensor((1, 16), "float32")})])
