@@ -258,6 +258,7 @@ class _Planner:
         #: The loops open at this point of the walk, outermost first: ``(loop, (var, min, extent))``
         #: (the dependence test bounds their variables by their ranges).
         self.open_loops: list[tuple] = []
+        self.labels: dict[int, str] | None = None  # buffers' names in the plan's text (see ``_label``)
         #: The threads launched around this point of the walk: ``(var, 0, extent)``.  Every thread runs
         #: each block of a grid inside them, so the dependence test of the grid ranges their variables
         #: within each block, as inner loops'.  (A loop inside threads keeps them fixed, as each
@@ -286,13 +287,13 @@ class _Planner:
         private = private if strategy in (LANES, PARALLEL_CHUNKS) else ()
         per_lane = grid is None and bool(private)  # privatised allocations (see ``privatise``)
         if per_lane:
-            names = tuple(str(self.plan.privatised[key].name) for key in private)
+            names = tuple(self._label(self.plan.privatised[key]) for key in private)
         else:
-            names = tuple(str(self.shared[key].name) for key in private if self.shared and key in self.shared)
+            names = tuple(self._label(self.shared[key]) for key in private if self.shared and key in self.shared)
         alike: tuple = ()
         if grid is not None and private and self.fast and not self.check:  # the sanitizers keep every copy
             alike = tuple(sorted(written_alike(grid, private, self.roots), key=self._shared_order))
-        alike_names = tuple(str(self.shared[key].name) for key in alike if key in self.shared)
+        alike_names = tuple(self._label(self.shared[key]) for key in alike if key in self.shared)
         decision = LoopDecision(loop, kind, strategy, reason, self.depth, private, names, alike, alike_names,
                                 "lane" if per_lane else "block", cut)
         self.plan.decisions.append(decision)
@@ -302,7 +303,7 @@ class _Planner:
         """Block-scoped allocation ``key`` sorted by name, then by where the IR allocates it: never by
         its key (an address, different in each process), so every process emits one script."""
         order = list(self.shared or ())
-        return (str(self.shared[key].name) if key in order else "", order.index(key) if key in order else len(order))
+        return (self._label(self.shared[key]) if key in order else "", order.index(key) if key in order else len(order))
 
     def nested(self, body, lane: _Lane | None = None, serial: bool = False) -> None:
         if lane is not None:
@@ -371,7 +372,7 @@ class _Planner:
                   if allocation_overlap(lane.loop, buf, self.roots, self.outer(lane.loop), self.accesses) is None]
         if shared:
             names = tuple(str(loop.loop_var.name) for loop in shared)
-            self.one_copy(buf, shared, f"each iteration of {', '.join(names)} touches its own elements of {buf.name}")
+            self.one_copy(buf, shared, f"each iteration of {', '.join(names)} touches its own elements of {self._label(buf)}")
             return
         # Every lane recomputes it alike through a loop (the row maximum of a softmax that a schedule
         # recomputes per element): one copy, the loop run once for them all instead of once per lane.
@@ -384,7 +385,7 @@ class _Planner:
                  or _key(buf) in written_alike(lane.loop, {_key(buf)}, self.roots, by_index=True))]
         if shared:
             names = tuple(str(loop.loop_var.name) for loop in shared)
-            self.one_copy(buf, shared, f"every iteration of {', '.join(names)} writes {buf.name} alike before "
+            self.one_copy(buf, shared, f"every iteration of {', '.join(names)} writes {self._label(buf)} alike before "
                                        f"reading it")
             return
         # Copies for every lane would not fit in memory: one serves lanes that write it by index, or,
@@ -395,14 +396,14 @@ class _Planner:
         shared = [loop for loop in rejected if written_alike(loop, {_key(buf)}, self.roots, by_index=True)]
         if shared:
             names = tuple(str(loop.loop_var.name) for loop in shared)
-            self.one_copy(buf, shared, f"each iteration of {', '.join(names)} writes the elements of {buf.name} it "
+            self.one_copy(buf, shared, f"each iteration of {', '.join(names)} writes the elements of {self._label(buf)} it "
                                        f"reads before reading them, with values their index decides")
             return
         shared = [loop for loop in rejected if self.check
                   and _key(buf) in written_alike(loop, set(allocations_in(loop.body)), self.roots)]
         if shared:
             names = tuple(str(loop.loop_var.name) for loop in shared)
-            self.one_copy(buf, shared, f"every iteration of {', '.join(names)} writes {buf.name} alike before "
+            self.one_copy(buf, shared, f"every iteration of {', '.join(names)} writes {self._label(buf)} alike before "
                                        f"reading it")
 
     def grid_allocation(self, buf) -> None:
@@ -417,17 +418,40 @@ class _Planner:
             name = str(lane.loop.loop_var.name)
             if allocation_overlap(lane.loop, buf, self.roots, self.outer(lane.loop), self.accesses) is None:
                 shared.append(lane.loop)
-                why.append(f"the blocks of {name} touch their own elements of {buf.name}")
+                why.append(f"the blocks of {name} touch their own elements of {self._label(buf)}")
             elif not self.check and _key(buf) in written_alike(lane.loop, {_key(buf)}, self.roots):
                 shared.append(lane.loop)
-                why.append(f"every block of {name} writes {buf.name} alike")
+                why.append(f"every block of {name} writes {self._label(buf)} alike")
         if shared:
             self.one_copy(buf, shared, "; ".join(why))
+
+    def _label(self, buf) -> str:
+        """``buf``'s name in the plan's text: its own, or for an unnamed buffer (SplitHostDevice's local
+        pointers) ``buffer``, ``buffer_1``... in definition order, as the generated script names them."""
+        if str(buf.name):
+            return str(buf.name)
+        if self.labels is None:
+            self.labels, used = {}, {str(p.name) for p in self.func.params}
+
+            def visit(node) -> None:
+                if isinstance(node, (tirx.AllocBuffer, tirx.DeclBuffer)):
+                    named = node.buffer
+                    if _key(named) not in self.labels:
+                        label = str(named.name) or "buffer"
+                        n = 0
+                        while label in used:
+                            n += 1
+                            label = f"{str(named.name) or 'buffer'}_{n}"
+                        used.add(label)
+                        self.labels[_key(named)] = label
+
+            tvm_ffi.structural_walk(self.func.body, visit, order="pre")
+        return self.labels.setdefault(_key(buf), "buffer")
 
     def one_copy(self, buf, loops: list, reason: str) -> None:
         """Record that one copy of allocation ``buf`` serves the lanes of ``loops``."""
         names = tuple(str(loop.loop_var.name) for loop in loops)
-        decision = AllocationDecision(str(buf.name), names, reason, self.depth, len(self.plan.decisions),
+        decision = AllocationDecision(self._label(buf), names, reason, self.depth, len(self.plan.decisions),
                                       frozenset(_key(loop.loop_var) for loop in loops))
         self.plan.allocations.append(decision)
         self.plan.by_buffer[_key(buf)] = decision
@@ -615,19 +639,19 @@ class _Planner:
         whys = []
         for buf in bufs:
             if allocation_overlap(node, buf, self.roots, self.outer(node), self.accesses) is None:
-                whys.append(f"each iteration touches its own elements of {buf.name}")
+                whys.append(f"each iteration touches its own elements of {self._label(buf)}")
                 continue
             if read_after_written_alike(node, buf, self.func.body) is not None:
                 return ""
             alike = written_alike(node, keys, self.roots) if alike is None else alike
             if _key(buf) in alike:
-                whys.append(f"each iteration writes {buf.name} alike (the same values, whatever the iteration) "
+                whys.append(f"each iteration writes {self._label(buf)} alike (the same values, whatever the iteration) "
                             f"before reading it")
                 continue
             by_index = written_alike(node, keys, self.roots, by_index=True) if by_index is None else by_index
             if _key(buf) not in by_index:
                 return ""
-            whys.append(f"each iteration writes the elements of {buf.name} it reads before reading them, "
+            whys.append(f"each iteration writes the elements of {self._label(buf)} it reads before reading them, "
                         f"with values their index decides")
         for buf, why in zip(bufs, whys):
             self.one_copy(buf, [node], why)
@@ -652,9 +676,9 @@ class _Planner:
             bufs.append(buf)
         for buf in bufs:
             self.plan.privatised[_key(buf)] = buf
-        names = ", ".join(str(b.name) for b in bufs)
+        names = ", ".join(self._label(b) for b in bufs)
         seen = list(self.allocated)  # ties of names (StorageRewrite's ``v``) in the IR's order, not by address
-        return tuple(_key(b) for b in sorted(bufs, key=lambda b: (str(b.name), seen.index(_key(b))))), \
+        return tuple(_key(b) for b in sorted(bufs, key=lambda b: (self._label(b), seen.index(_key(b))))), \
             f"each writes {names} before reading it"
 
     def is_gpu(self) -> bool:
@@ -679,7 +703,7 @@ class _Planner:
             return ""
         if any(read_after_written_alike(node, buf, self.func.body) is not None for buf in bufs):
             return ""
-        names = ", ".join(sorted(str(b.name) for b in bufs))
+        names = ", ".join(sorted(self._label(b) for b in bufs))
         if alike:
             return f"each writes {names} alike (the same values, whatever the iteration) before reading it"
         return (f"each writes the elements of {names} it reads before reading them, with values their "
