@@ -308,3 +308,25 @@ def _python_name(name: str) -> str:
             or clean in vars(runtime) or clean == "race_log"):
         clean = "k_" + clean
     return clean
+
+
+def buffer_labels(func) -> dict[int, str]:
+    """The names of ``func``'s allocated and declared buffers (by key) in definition order, an unnamed
+    one's (SplitHostDevice's local pointers) ``buffer``, ``buffer_1``... as the generated script names them."""
+    import tvm_ffi
+
+    labels: dict[int, str] = {}
+    used = {str(p.name) for p in func.params}
+
+    def visit(node) -> None:
+        if _type_key(node) in ("tirx.AllocBuffer", "tirx.DeclBuffer") and _key(node.buffer) not in labels:
+            hint = str(node.buffer.name) or "buffer"
+            label, n = hint, 0
+            while label in used:
+                n += 1
+                label = f"{hint}_{n}"
+            used.add(label)
+            labels[_key(node.buffer)] = label
+
+    tvm_ffi.structural_walk(func.body, visit, order="pre")
+    return labels

@@ -32,7 +32,7 @@ from .dependence import allocation_overlap, loop_dependences
 from .guards import predicate_cut
 from .sharing import read_after_written_alike, stored_in_an_inner_loop, written_alike, written_before_read
 from .lanes import LanesMixin
-from .names import _dtype, _is_int, _key, thread_key
+from .names import _dtype, _is_int, _key, buffer_labels, thread_key
 
 #: The strategies, as the explorer names them.
 SERIAL = "serial"
@@ -426,27 +426,12 @@ class _Planner:
             self.one_copy(buf, shared, "; ".join(why))
 
     def _label(self, buf) -> str:
-        """``buf``'s name in the plan's text: its own, or for an unnamed buffer (SplitHostDevice's local
-        pointers) ``buffer``, ``buffer_1``... in definition order, as the generated script names them."""
+        """``buf``'s name in the plan's text (an unnamed one's as the generated script names it)."""
         if str(buf.name):
             return str(buf.name)
         if self.labels is None:
-            self.labels, used = {}, {str(p.name) for p in self.func.params}
-
-            def visit(node) -> None:
-                if isinstance(node, (tirx.AllocBuffer, tirx.DeclBuffer)):
-                    named = node.buffer
-                    if _key(named) not in self.labels:
-                        label = str(named.name) or "buffer"
-                        n = 0
-                        while label in used:
-                            n += 1
-                            label = f"{str(named.name) or 'buffer'}_{n}"
-                        used.add(label)
-                        self.labels[_key(named)] = label
-
-            tvm_ffi.structural_walk(self.func.body, visit, order="pre")
-        return self.labels.setdefault(_key(buf), "buffer")
+            self.labels = buffer_labels(self.func)
+        return self.labels.get(_key(buf), "buffer")
 
     def one_copy(self, buf, loops: list, reason: str) -> None:
         """Record that one copy of allocation ``buf`` serves the lanes of ``loops``."""
