@@ -586,6 +586,12 @@ def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int 
     that tells the iterations apart (:func:`~.guards.guarded_digit`)."""
     if _separates_as_indexed(indices, x, acc, expand, x_extent, guards, x_from_zero):
         return True
+    # The guards only narrow what is touched: indices that keep the iterations apart without them do
+    # so under them too.  Read under its guard, an unrolled copy's row ``tx * 4 + k < 7`` becomes one
+    # bounded term, and the copies' offsets ``k * 2048`` then overlap it (dlight's GPU matmul tile
+    # after ``UnrollLoop``).
+    if guards and any(guards) and _separates_as_indexed(indices, x, acc, expand, x_extent, None, x_from_zero):
+        return True
     try:
         digit = guarded_digit(indices, guards, x, acc, expand) if x_from_zero else None
     except Exception:  # anything the analyzer cannot reason about: no claim of independence
