@@ -372,7 +372,8 @@ class _Planner:
                   if allocation_overlap(lane.loop, buf, self.roots, self.outer(lane.loop), self.accesses) is None]
         if shared:
             names = tuple(str(loop.loop_var.name) for loop in shared)
-            self.one_copy(buf, shared, f"each iteration of {', '.join(names)} touches its own elements of {self._label(buf)}")
+            self.one_copy(buf, shared,
+                          f"each iteration of {', '.join(names)} touches its own elements of {self._label(buf)}")
             return
         # Every lane recomputes it alike through a loop (the row maximum of a softmax that a schedule
         # recomputes per element): one copy, the loop run once for them all instead of once per lane.
@@ -396,8 +397,9 @@ class _Planner:
         shared = [loop for loop in rejected if written_alike(loop, {_key(buf)}, self.roots, by_index=True)]
         if shared:
             names = tuple(str(loop.loop_var.name) for loop in shared)
-            self.one_copy(buf, shared, f"each iteration of {', '.join(names)} writes the elements of {self._label(buf)} it "
-                                       f"reads before reading them, with values their index decides")
+            self.one_copy(buf, shared, f"each iteration of {', '.join(names)} writes the elements of "
+                                       f"{self._label(buf)} it reads before reading them, with values their "
+                                       f"index decides")
             return
         shared = [loop for loop in rejected if self.check
                   and _key(buf) in written_alike(loop, set(allocations_in(loop.body)), self.roots)]
