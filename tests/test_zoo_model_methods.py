@@ -7,7 +7,7 @@ import pytest
 from tvm.relax.frontend import nn
 from tvm.relax.frontend.nn import op, spec
 
-from tvm_hybrid_nb import zoo
+from tvm_hybrid_nb import cli, zoo
 
 
 class Decoder(nn.Module):
@@ -43,3 +43,47 @@ def test_a_spec_for_a_missing_method_or_mixing_methods_with_parameters_is_refuse
         zoo.collect_kernels([("decoder", Decoder(), {"forward": {"x": spec.Tensor((1, 16), "float32")}})])
     with pytest.raises(TypeError, match=r"mixes methods \(prefill\) with parameters \(x\)"):
         zoo.collect_kernels([("decoder", Decoder(), {"prefill": SPEC["prefill"], "x": spec.Tensor((1, 16), "float32")})])
+
+
+SCRIPT = '''
+from tvm.relax.frontend import nn
+from tvm.relax.frontend.nn import op, spec
+
+
+class Decoder(nn.Module):
+    def __init__(self):
+        self.proj = nn.Linear(16, 16, bias=False)
+
+    def prefill(self, x):
+        return op.softmax(self.proj(x), axis=-1)
+
+    def decode(self, x):
+        return op.sum(self.proj(x), axis=-1)
+
+
+def models():
+    return [("mine", Decoder(), {"prefill": {"x": spec.Tensor((3, 16), "float32")},
+                                 "decode": {"x": spec.Tensor((1, 16), "float32")}})]
+'''
+
+
+def test_the_zoo_command_checks_a_users_own_models(tmp_path, capsys):
+    script = tmp_path / "my_models.py"
+    script.write_text(SCRIPT)
+    status = cli.main(["zoo", "--models", str(script), "--flavour", "none", "-v"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    expected = {k.name for k in zoo.collect_kernels(cli.load_zoo_models(str(script)))}
+    assert {"mine.softmax", "mine.sum"} <= expected, expected
+    assert f"| none | {len(expected)} | 0 | 0 | 0 | 0 |" in out, out
+    assert all(" ok " in line for line in out.splitlines() if line.startswith("none ")), out
+
+
+def test_a_models_script_without_models_is_one_usage_error(tmp_path, capsys):
+    script = tmp_path / "empty.py"
+    script.write_text("x = 1\n")
+    assert cli.main(["zoo", "--models", str(script)]) == cli.EXIT_USAGE
+    assert "defines no models()" in capsys.readouterr().err
+    script.write_text("def models():\n    return [('m', None)]\n")
+    assert cli.main(["zoo", "--models", str(script)]) == cli.EXIT_USAGE
+    assert "(name, nn.Module, spec) tuples" in capsys.readouterr().err

@@ -85,6 +85,33 @@ def _run_script(path: Path, run_name: str) -> dict:
     finally:
         sys.path.remove(folder)
 
+#: ``zoo --models SCRIPT.py``: the function the script defines that returns its models.
+ZOO_MODELS_FUNCTION = "models"
+
+
+def load_zoo_models(script: str | None) -> list | None:
+    """The ``(name, nn.Module, spec)`` list that ``script``'s ``models()`` returns (None without a
+    script: the zoo's own models); a script without it, or a list of another form, is a :class:`CliError`."""
+    if script is None:
+        return None
+    path = Path(script)
+    found = _run_script(path, "__tvm_hybrid_nb_zoo__").get(ZOO_MODELS_FUNCTION)
+    if not callable(found):
+        raise CliError(f"{path}: defines no {ZOO_MODELS_FUNCTION}() returning [(name, nn.Module, spec), ...]")
+    try:
+        models = list(found())
+    except Exception as exc:
+        raise CliError(f"{path}: {ZOO_MODELS_FUNCTION}() raised {type(exc).__name__}: {exc}") from exc
+    for entry in models:
+        if not (isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[0], str)
+                and isinstance(entry[2], dict)):
+            raise CliError(f"{path}: {ZOO_MODELS_FUNCTION}() must return (name, nn.Module, spec) tuples, "
+                           f"got {entry!r:.80}")
+    if not models:
+        raise CliError(f"{path}: {ZOO_MODELS_FUNCTION}() returned no models")
+    return models
+
+
 def _sizes(pairs: Sequence[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for text in pairs or ():
@@ -322,7 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
     zoo_parser = zoo.add_parser(sub, [common], fmt)
     # ``zoo --tvm-tests PATH``: the TIR of a TVM checkout's tests instead of the model zoo.
     tvm_corpus.add_arguments(zoo_parser)
-    zoo_parser.set_defaults(func=lambda args: (tvm_corpus.cli_main if args.tvm_tests else zoo.cli_main)(args))
+    zoo_parser.set_defaults(func=lambda args: tvm_corpus.cli_main(args) if args.tvm_tests
+                            else zoo.cli_main(args, models=load_zoo_models(args.models)))
     return parser
 
 

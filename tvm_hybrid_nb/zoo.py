@@ -668,8 +668,9 @@ def run_zoo(flavours=FLAVOURS, mode: str = "fast", progress: Callable[[KernelOut
     return report
 
 
-def cli_main(args) -> int:
-    """``python -m tvm_hybrid_nb zoo``: the table, then every kernel that is not ok."""
+def cli_main(args, models: list | None = None) -> int:
+    """``python -m tvm_hybrid_nb zoo``: the table, then every kernel that is not ok; ``models``: the
+    ``(name, nn.Module, spec)`` to check instead of the zoo's (``--models``)."""
     flavours = args.flavour or list(FLAVOURS)
     start = time.perf_counter()
 
@@ -677,7 +678,7 @@ def cli_main(args) -> int:
         if args.verbose:
             print(f"{outcome.flavour:11s} {outcome.outcome:8s} {outcome.seconds:6.1f} s  {outcome.kernel}", flush=True)
 
-    kernels = collect_kernels()
+    kernels = collect_kernels(models)
     if args.kernel:
         kernels = [k for k in kernels if any(k.name.startswith(prefix) for prefix in args.kernel)]
     report = run_zoo(flavours, mode=args.mode, progress=show, check=args.check, kernels=kernels)
@@ -717,6 +718,9 @@ def add_parser(sub, parents, formatter_class):
                    help="only kernels whose name (model.function) starts with PREFIX (repeatable)")
     p.add_argument("--mode", choices=("fast", "exact"), default="fast", help="emulation mode (default fast)")
     p.add_argument("--check", action="store_true", help="run the sanitizers too (an alarm counts as a crash)")
+    p.add_argument("--models", metavar="SCRIPT.py",
+                   help="your own models instead of the zoo's: SCRIPT.py defines models() returning "
+                        "[(name, nn.Module, spec), ...], spec as zoo.collect_kernels takes it")
     p.add_argument("-v", "--verbose", action="store_true", help="print each kernel as it finishes")
     p.set_defaults(func=cli_main)
     return p
