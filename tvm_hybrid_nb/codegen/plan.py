@@ -389,10 +389,10 @@ class _Planner:
             self.one_copy(buf, shared, f"every iteration of {', '.join(names)} writes {self._label(buf)} alike before "
                                        f"reading it")
             return
-        # Copies for every lane would not fit in memory: one serves lanes that write it by index, or,
-        # under the sanitizers, alike (each lane's reads are of elements it wrote: the checks of its
-        # own copy hold on the one copy).
-        rejected = [lane.loop for lane in loops if _key(lane.loop) in self.plan.copies_rejected
+        # Copies for every lane would not fit in memory, or the sanitizers run (each lane's reads are
+        # of elements it wrote: the checks of its own copy hold on the one copy, at a lane's cost, not
+        # the lanes' times the copy's): one serves lanes that write it by index, or alike.
+        rejected = [lane.loop for lane in loops if (self.check or _key(lane.loop) in self.plan.copies_rejected)
                     and read_after_written_alike(lane.loop, buf, self.func.body) is None]
         shared = [loop for loop in rejected if written_alike(loop, {_key(buf)}, self.roots, by_index=True)]
         if shared:
@@ -583,10 +583,12 @@ class _Planner:
         free_axis = sum(not lane.is_thread for lane in self.lanes) < LOOP_AXES
         race_check = kind == 1 and self.check and dependence is not None and free_axis
         race_why = "sanitizer: the iterations of a parallel loop run as lanes whose accesses are compared"
+        # Race-check lanes share one copy of the scratch each iteration writes before reading, where
+        # proven: the same checks as per-lane copies, without a copy (and its work) per lane.
+        one_copy = self.race_lanes_one_copy(node) if race_check else ""
+        if one_copy:
+            return RACE_LANES, f"{race_why}; {one_copy}", private
         if shared_copy_only:
-            one_copy = self.race_lanes_one_copy(node) if race_check else ""
-            if one_copy:
-                return RACE_LANES, f"{race_why}; {one_copy}", private
             if grid or (shared and not why):
                 return SERIAL, f"no lane form: {rejected}", private
             kind = 0 if kind == 1 else kind  # lanes that share copies: not on several cores
@@ -613,10 +615,11 @@ class _Planner:
     def race_lanes_one_copy(self, node) -> str:
         """Under the sanitizers, parallel loop ``node`` whose race-check lanes would each need a copy
         of the block allocations that ``PlanAndUpdateBufferAllocationLocation`` moves into it (only
-        the loop touches them), and whose copies do not fit in memory: one copy serves all the lanes
-        where each iteration touches its own elements of it, or writes the elements it reads before
-        reading them with the same values whatever the iteration (dlight.cpu's softmax recomputes the
-        row's maximum and sum per element) or values their index decides (its padded conv input).
+        the loop touches them): one copy serves all the lanes (at one lane's cost, whether or not the
+        copies would fit in memory) where each iteration touches its own elements of it, or writes the
+        elements it reads before reading them with the same values whatever the iteration
+        (dlight.cpu's softmax recomputes the row's maximum and sum per element) or values their index
+        decides (its padded conv input).
         No lane then sees a value another lane's copy would hold and its own would not, so the checks
         of each iteration's own copy hold on the one copy; the accesses of memory each iteration owns
         are no race records.  Returns the reason ("" when some allocation is not proven)."""
