@@ -87,3 +87,6 @@ def test_a_models_script_without_models_is_one_usage_error(tmp_path, capsys):
     script.write_text("def models():\n    return [('m', None)]\n")
     assert cli.main(["zoo", "--models", str(script)]) == cli.EXIT_USAGE
     assert "(name, nn.Module, spec) tuples" in capsys.readouterr().err
+    script.write_text(SCRIPT.replace('"decode": {', '"step": {'))  # a method the module lacks
+    assert cli.main(["zoo", "--models", str(script)]) == cli.EXIT_USAGE
+    assert "Decoder has no method 'step'" in capsys.readouterr().err

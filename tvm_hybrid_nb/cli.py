@@ -85,6 +85,7 @@ def _run_script(path: Path, run_name: str) -> dict:
     finally:
         sys.path.remove(folder)
 
+
 #: ``zoo --models SCRIPT.py``: the function the script defines that returns its models.
 ZOO_MODELS_FUNCTION = "models"
 
@@ -102,11 +103,16 @@ def load_zoo_models(script: str | None) -> list | None:
         models = list(found())
     except Exception as exc:
         raise CliError(f"{path}: {ZOO_MODELS_FUNCTION}() raised {type(exc).__name__}: {exc}") from exc
+    from . import zoo
+
     for entry in models:
-        if not (isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[0], str)
-                and isinstance(entry[2], dict)):
+        if not (isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[0], str)):
             raise CliError(f"{path}: {ZOO_MODELS_FUNCTION}() must return (name, nn.Module, spec) tuples, "
                            f"got {entry!r:.80}")
+        try:
+            zoo.method_specs(*entry)
+        except TypeError as exc:
+            raise CliError(f"{path}: {exc}") from None
     if not models:
         raise CliError(f"{path}: {ZOO_MODELS_FUNCTION}() returned no models")
     return models

@@ -163,7 +163,7 @@ def collect_kernels(models: list | None = None) -> list[ZooKernel]:
 
     kernels: list[ZooKernel] = []
     for model_name, model, spec in models if models is not None else _models():
-        mod, _ = model.export_tvm(spec=_method_specs(model_name, model, spec))
+        mod, _ = model.export_tvm(spec=method_specs(model_name, model, spec))
         own: list[ZooKernel] = []
         # Per lowering: the PrimFunc name -> its kernel, and the order of the calls (twins of a
         # cuda-only kernel are found by call position: names shift where a backend dispatches).
@@ -199,7 +199,7 @@ def collect_kernels(models: list | None = None) -> list[ZooKernel]:
     return kernels
 
 
-def _method_specs(model_name: str, model, spec: dict) -> dict:
+def method_specs(model_name: str, model, spec: dict) -> dict:
     """``export_tvm``'s ``{method: {parameter: spec}}`` for ``spec`` (see :func:`collect_kernels`)."""
     if not isinstance(spec, dict):
         raise TypeError(f"zoo model {model_name!r}: spec must be a dict, got {type(spec).__name__}")
