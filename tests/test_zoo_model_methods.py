@@ -90,3 +90,15 @@ def test_a_models_script_without_models_is_one_usage_error(tmp_path, capsys):
     script.write_text(SCRIPT.replace('"decode": {', '"step": {'))  # a method the module lacks
     assert cli.main(["zoo", "--models", str(script)]) == cli.EXIT_USAGE
     assert "Decoder has no method 'step'" in capsys.readouterr().err
+
+
+def test_a_model_tvm_cannot_export_is_a_build_error_that_names_it(tmp_path, capsys):
+    from tvm_hybrid_nb.errors import BuildError
+
+    wrong_width = {"prefill": {"x": spec.Tensor((3, 15), "float32")}, "decode": SPEC["decode"]}  # Linear(16, 16)
+    with pytest.raises(BuildError, match="zoo model 'decoder': export_tvm raised"):
+        zoo.collect_kernels([("decoder", Decoder(), wrong_width)])
+    script = tmp_path / "my_models.py"
+    script.write_text(SCRIPT.replace("spec.Tensor((3, 16)", "spec.Tensor((3, 15)"))
+    assert cli.main(["zoo", "--models", str(script)]) == cli.EXIT_USAGE
+    assert "zoo model 'mine': export_tvm raised" in capsys.readouterr().err

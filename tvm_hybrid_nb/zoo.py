@@ -161,9 +161,15 @@ def collect_kernels(models: list | None = None) -> list[ZooKernel]:
     import tvm
     import tvm_ffi
 
+    from .errors import BuildError
+
     kernels: list[ZooKernel] = []
     for model_name, model, spec in models if models is not None else _models():
-        mod, _ = model.export_tvm(spec=method_specs(model_name, model, spec))
+        specs = method_specs(model_name, model, spec)
+        try:
+            mod, _ = model.export_tvm(spec=specs)
+        except Exception as exc:  # the model or its spec: TVM's frontend cannot trace it
+            raise BuildError(f"zoo model {model_name!r}: export_tvm raised {crash_reason(exc)}") from exc
         own: list[ZooKernel] = []
         # Per lowering: the PrimFunc name -> its kernel, and the order of the calls (twins of a
         # cuda-only kernel are found by call position: names shift where a backend dispatches).
