@@ -112,8 +112,8 @@ def _written_indirectly(func) -> list:
                 found.append(node.args[0])
             elif node.op.name == "tirx.cuda.atomic_add" and address(node.args[0]) is not None:
                 found.append(address(node.args[0]))
-            elif _packed_function(node) in _PACKED_OUTPUTS:
-                first, last = _PACKED_OUTPUTS[_packed_function(node)]
+            elif (function := _packed_function(node)) in _PACKED_OUTPUTS:
+                first, last = _PACKED_OUTPUTS[function]
                 for arg in list(node.args)[1 + first:len(node.args) + last]:
                     if isinstance(arg, tvm.ir.Call) and arg.op.name == "tirx.tvm_stack_make_array":
                         found.append(arg.args[0])

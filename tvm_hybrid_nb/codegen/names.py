@@ -315,18 +315,14 @@ def buffer_labels(func) -> dict[int, str]:
     one's (SplitHostDevice's local pointers) ``buffer``, ``buffer_1``... as the generated script names them."""
     import tvm_ffi
 
+    namer = _Namer(set())
+    for param in func.params:
+        namer.define(param, str(param.name))
     labels: dict[int, str] = {}
-    used = {str(p.name) for p in func.params}
 
     def visit(node) -> None:
         if _type_key(node) in ("tirx.AllocBuffer", "tirx.DeclBuffer") and _key(node.buffer) not in labels:
-            hint = str(node.buffer.name) or "buffer"
-            label, n = hint, 0
-            while label in used:
-                n += 1
-                label = f"{hint}_{n}"
-            used.add(label)
-            labels[_key(node.buffer)] = label
+            labels[_key(node.buffer)] = namer.define(node.buffer, str(node.buffer.name) or "buffer")
 
     tvm_ffi.structural_walk(func.body, visit, order="pre")
     return labels
