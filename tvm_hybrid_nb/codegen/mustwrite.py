@@ -58,6 +58,28 @@ def _mentions(expr, buf) -> bool:
 _MAX_OFFSETS = 1 << 20
 
 
+def _progression(coef: int, lo: int, count: int) -> np.ndarray:
+    """``coef * v`` for ``v`` in ``[lo, lo + count)``, sorted and distinct (one value when ``coef`` is 0)."""
+    if coef == 0:
+        return np.zeros(1, dtype=np.int64)
+    steps = coef * np.arange(lo, lo + count, dtype=np.int64)
+    return steps if coef > 0 else steps[::-1].copy()
+
+
+def _sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Every ``x + y`` for ``x`` of ``a`` and ``y`` of ``b`` (both sorted and distinct), sorted and
+    distinct.  A run of consecutive integers plus values no further apart than its length is one
+    run (a tile's offsets spread over its loop): built directly, without sorting the products."""
+    if not a.size or not b.size:
+        return np.zeros(0, dtype=np.int64)
+    if a.size == 1 or b.size == 1:
+        return a + b[0] if b.size == 1 else b + a[0]
+    for run, other in ((a, b), (b, a)):
+        if run[-1] - run[0] + 1 == run.size and int(np.diff(other).max()) <= run.size:
+            return np.arange(run[0] + other[0], run[-1] + other[-1] + 1, dtype=np.int64)
+    return np.unique((a[:, None] + b[None, :]).ravel())
+
+
 class _MustWrite:
     """The walk of :func:`~.sharing.written_before_read` (raises :class:`_NotProven` with the reason).
 
@@ -76,6 +98,15 @@ class _MustWrite:
         self.analyzer = tvm.sym.Analyzer()
         #: What each variable is bound to, in the order first bound (key -> (var, value or range)).
         self.bound: dict[int, tuple] = {}
+        #: Facts of the IR's nodes that the walk asks again at each iteration it walks a loop for
+        #: (its first and its others, nested: 2 ** depth times), by (question, node keys).
+        self._facts: dict[tuple, object] = {}
+
+    def _fact(self, question, *nodes):
+        key = (question.__name__, *(_key(n) for n in nodes))
+        if key not in self._facts:
+            self._facts[key] = question(*nodes)
+        return self._facts[key]
 
     def bind(self, var, value) -> None:
         """Bind ``var`` for the analyzer.  A variable bound to one value (a range of one: a loop's
@@ -98,7 +129,7 @@ class _MustWrite:
         return any(buf.same_as(b) for b in self.names)
 
     def mentioned(self, node) -> bool:
-        return any(_mentions(node, b) for b in self.names)
+        return any(self._fact(_mentions, node, b) for b in self.names)
 
     # ------------------------------------------------------------------ regions
     def dim(self, index):
@@ -146,20 +177,36 @@ class _MustWrite:
             lo, hi = int(bound.min_value), int(bound.max_value)
             if hi < lo or (hi - lo + 1) * out.size > _MAX_OFFSETS:
                 return None
-            steps = int(coef.value) * np.arange(lo, hi + 1, dtype=np.int64)
-            out = np.unique((out[:, None] + steps[None, :]).ravel())
+            out = _sums(out, _progression(int(coef.value), lo, hi - lo + 1))
         return out
 
     def within(self, read, region) -> bool:
         """Whether every element of dimension ``read`` (base, offsets) is one of ``region``'s."""
         (rbase, roffs), (wbase, woffs) = read, region
+        if not roffs.size:
+            return True
+        if not woffs.size:
+            return False
+        lo, hi = int(woffs[0]), int(woffs[-1])  # region offsets are sorted and distinct
+        run = woffs.size == hi - lo + 1  # consecutive offsets: only the read's ends matter
         if tvm_ffi.structural_equal(rbase, wbase):
             shift = np.zeros(1, dtype=np.int64)
         else:
-            shift = self.values(self.analyzer.simplify(rbase - wbase))
+            difference = self.analyzer.simplify(rbase - wbase)
+            if run:  # the difference's bounds decide without enumerating it when they fit
+                bound = self.analyzer.const_int_bound(difference)
+                if lo <= int(bound.min_value) + int(roffs[0]) and int(bound.max_value) + int(roffs[-1]) <= hi:
+                    return True
+            shift = self.values(difference)
             if shift is None or shift.size * roffs.size > _MAX_OFFSETS:
                 return False
-        return bool(np.isin((shift[:, None] + roffs[None, :]).ravel(), woffs).all())
+        if not shift.size:
+            return True
+        if run:
+            return lo <= int(shift.min()) + int(roffs[0]) and int(shift.max()) + int(roffs[-1]) <= hi
+        wanted = (shift[:, None] + roffs[None, :]).ravel()
+        at = np.minimum(np.searchsorted(woffs, wanted), woffs.size - 1)
+        return bool((woffs[at] == wanted).all())
 
     def covered(self, indices, written) -> bool:
         return any(len(w) == len(indices) and all(self.within(r, d) for r, d in zip(indices, w))
@@ -196,9 +243,8 @@ class _MustWrite:
         rest, const = _split_const(self.analyzer.simplify(coefs[1]))
         if _uses_vars(rest, {_key(var)}) or offs.size * extent > _MAX_OFFSETS:
             return None
-        steps = int(coefs[0].value) * np.arange(lo, lo + extent, dtype=np.int64) + const
         spread = list(region)
-        spread[d] = (rest, np.unique((offs[:, None] + steps[None, :]).ravel()))
+        spread[d] = (rest, _sums(offs, _progression(int(coefs[0].value), lo, extent) + const))
         return tuple(spread)
 
     def expr(self, expr, written) -> None:
@@ -320,7 +366,7 @@ class _MustWrite:
         some iterations only (see :func:`_guarded_nest`): its reads of the buffer and the elements
         it writes are enumerated where the guards hold.  None when the nest is not of that form or
         the enumeration cannot tell (the walk then decides)."""
-        nest = _guarded_nest(node)
+        nest = self._fact(_guarded_nest, node)
         if nest is None:
             return None
         env, stores = nest
@@ -352,10 +398,10 @@ class _MustWrite:
 
     def loop_walk(self, node, written: tuple) -> tuple:
         var = node.loop_var
-        inner = _defined_vars(node.body) | {_key(var)}
+        inner = self._fact(_defined_vars, node.body) | {_key(var)}
         kind = int(node.kind)
         runs = kind in (0, 1, 2, 3) and self.analyzer.can_prove(node.extent >= 1)
-        if runs and not _conditions_use(node.body, var):
+        if runs and not self._fact(_conditions_use, node.body, var):
             # No condition tells the first iteration from the others: one walk over them all, which
             # holds in any order of the iterations (serial, parallel, vector lanes in lockstep).
             self.bind(var, tvm.ir.Range.from_min_extent(node.min, node.extent))
