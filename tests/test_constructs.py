@@ -3,6 +3,7 @@ the native llvm build (or numpy, for cuda) at every changed stage before MakePac
 fast mode, bit-identically."""
 from __future__ import annotations
 
+import re
 import tracemalloc
 
 import numpy as np
@@ -649,6 +650,44 @@ def test_an_inner_loop_bounded_by_an_outer_variable_runs_per_lane():
     hm = check_every_stage(f, [_rand(16, 16), _rand(16, 16, seed=1), np.zeros((16, 16), "float32")])
     plan = hm.explain(0)
     assert "i: lanes" in plan and "j: lanes" in plan, plan
+
+
+def test_a_triangle_loop_counts_one_trip_number_when_its_lanes_start_alike():
+    # `for k in range(i)`: every lane starts at 0, so the looping lanes are all at one k (a number,
+    # not an array of the lanes' copies); CommonSubexprElim's `cse_v1 = i * 16` is computed once,
+    # before the trips.  `for k in range(i, 16)` starts per lane: each lane counts its own k.
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32"),
+          D: T.Buffer((16, 16), "float32")):
+        for i, j in T.grid(16, 16):
+            for k in T.serial(0, i):
+                with T.sblock("lower"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    with T.init():
+                        C[vi, vj] = T.float32(0)
+                    C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+        for i, j in T.grid(16, 16):
+            for k in T.serial(i, 16):
+                with T.sblock("upper"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    with T.init():
+                        D[vi, vj] = T.float32(0)
+                    D[vi, vj] = D[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    a, b = _rand(16, 16), _rand(16, 16, seed=1)
+    zeros = np.zeros((16, 16), "float32")
+    hm = check_every_stage(f, [a, b, zeros, zeros.copy()])
+    got = [a, b, zeros.copy(), zeros.copy()]
+    hm.emulate(*got, mode="fast")
+    np.testing.assert_allclose(got[2], np.tril(a, -1) @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[3], np.triu(a) @ b, rtol=1e-5, atol=1e-5)
+    cse = next(s for s in hm.stages if s.changed and s.label.endswith("CommonSubexprElim"))
+    src = cse.fast_source()
+    before_trips = src.split("while")[0]
+    assert re.search(r"^ *k = 0$", before_trips, re.M), src
+    assert re.search(r"^ *cse_v\d+ = i \* 16$", before_trips, re.M), src
+    # Before the loops are normalised (stage 0), the second triangle's k starts at i: one per lane.
+    assert re.search(r"^ *k_1 = i_1 \+ np.zeros_like\(k_1_end\)$", hm.stages[0].fast_source(), re.M)
 
 
 @T.prim_func(s_tir=True)

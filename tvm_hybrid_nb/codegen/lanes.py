@@ -7,8 +7,8 @@ import ast
 from tvm import tirx
 import tvm
 
-from .analysis import (_buffer_access_counts, _contains, _plan_lane_axes, _reads_memory, _step, allocations_in,
-                       allocations_moved_into)
+from .analysis import (_buffer_access_counts, _contains, _plan_lane_axes, _reads_memory, _step, _uses_vars,
+                       allocations_in, allocations_moved_into)
 from .radix import fold_radix
 from .sharing import varying_with
 from .names import (Value, ascii_identifier, _AllocLike, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_zero, _key, _lanes, _name,
@@ -547,22 +547,44 @@ class LanesMixin:
                                        loop=self._lanes_loop_in(node.min, node.extent))
         dtype = _dtype(node.loop_var)
         end = self.to_np(self.visit_expr(tvm.sym.Analyzer().simplify(node.min + node.extent))).node
-        lo = self.visit_expr(node.min).node
+        start = self.visit_expr(node.min)
+        # A start the lanes share (a triangle's 0): every looping lane is at the same trip, so the
+        # variable is one number (its index arithmetic and branches stay scalar); lanes whose own
+        # end has passed drop out of the mask as before.
+        uniform = start.kind == "py" and not start.varying
+        lo = start.node
         name = self.namer.define(node.loop_var, node.loop_var.name)
-        self.scope.var_kinds[_key(node.loop_var)] = ("np", dtype, True)
+        self.scope.var_kinds[_key(node.loop_var)] = ("py", dtype, False) if uniform else ("np", dtype, True)
         end_name = self.namer.define_name(f"{name}_end")
         active = self.namer.define_name("looping")
         outer = self._mask_expr(self.lanes.stmt_masks)
         first = ast.Compare(_name(name), [ast.Lt()], [_name(end_name)])
         start = first if outer is None else ast.BinOp(outer, ast.BitAnd(), first)
-        body, again = self._lanes_loop_body(active, node.body, lambda: None)
+        hoisted, body_stmt = self._invariant_binds(node)
+        body, again = self._lanes_loop_body(active, body_stmt, lambda: None)
         step = ast.Assign([_store_name(name)], ast.BinOp(_name(name), ast.Add(), ast.Constant(1)))
         narrow = ast.Assign([_store_name(active)], ast.BinOp(_name(active), ast.BitAnd(), first))
         zeros = ast.Call(_np("zeros_like"), [_name(end_name)], [])
-        return [ast.Assign([_store_name(end_name)], end),
-                ast.Assign([_store_name(name)], ast.BinOp(lo, ast.Add(), zeros)),
-                ast.Assign([_store_name(active)], start),
-                ast.While(ast.Call(_np("any"), [_name(active)], []), body + [step, narrow], [])]
+        return hoisted + [ast.Assign([_store_name(end_name)], end),
+                          ast.Assign([_store_name(name)], lo if uniform else ast.BinOp(lo, ast.Add(), zeros)),
+                          ast.Assign([_store_name(active)], start),
+                          ast.While(ast.Call(_np("any"), [_name(active)], []), body + [step, narrow], [])]
+
+    def _invariant_binds(self, node) -> tuple[list[ast.stmt], object]:
+        """The leading bindings of loop ``node``'s body that every trip computes alike (index
+        arithmetic that cannot fail, without the loop variable: CommonSubexprElim's ``i * 1024``),
+        emitted once before the lanes' trips, and the rest of the body."""
+        body = node.body
+        if _type_key(body) != "tirx.SeqStmt":
+            return [], body
+        seq, hoisted = list(body.seq), []
+        while (len(seq) > 1 and _type_key(seq[0]) == "tirx.Bind" and getattr(seq[0], "body", None) is None
+               and _lanes(_dtype(seq[0].var)) == 1 and _pure_index_arithmetic(seq[0].value)
+               and not _uses_vars(seq[0].value, {_key(node.loop_var)})):
+            hoisted.extend(self.visit_Bind(seq.pop(0)))
+        if not hoisted:
+            return [], body
+        return hoisted, seq[0] if len(seq) == 1 else tirx.SeqStmt(seq)
 
     def _lanes_loop_body(self, active: str, body_stmt, condition):
         """``body_stmt`` (and ``condition()``, re-evaluated at the end of each trip) for the lanes in

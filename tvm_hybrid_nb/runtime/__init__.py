@@ -44,7 +44,7 @@ from ._memory import _as_dtype, alloc, view
 from ._sort import _nan_policy, _sort_axis, _stable_order, argsort_nms, contrib_sort
 from ._lanes import vector_lane_index
 from ._memory import (strided_span, strided, strided_view, param_storage, flat_view, rows_view, storage_extent, _bounds_error, _in_bounds,
-                      _all, _kept, load, store)
+                      _all, _kept, _kept_rows, load, store)
 from ._numerics import rsqrt, sigmoid, erf, exp10, _unary_in_dtype, clz, in_double, power_in_double, nan_through, popcount, _c_math, _c_name, libm, libm_float32
 from ._numerics import _fixed_point_shift, q_multiply_shift, q_multiply_shift_per_axis
 # isort: on
@@ -86,7 +86,7 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "_barrier_threads": ("_lane_note",),
     "checked_arith": ("_lane_note", "wrap"),
     "warp_shuffle": ("_lane_array", "_shuffle_message"),
-    "store": ("_in_bounds", "_bounds_error", "_all", "_kept"),
+    "store": ("_in_bounds", "_bounds_error", "_all", "_kept", "_kept_rows"),
     "contrib_sort": ("_stable_order", "_nan_policy", "_sort_axis"),
     "argsort_nms": ("_stable_order", "_nan_policy", "_sort_axis"),
     "nan_through": ("in_double",),

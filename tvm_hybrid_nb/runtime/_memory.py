@@ -2,7 +2,7 @@
 
 Owns ``alloc``, the views that share storage and never copy (``view``, ``flat_view``, ``rows_view``,
 ``strided`` with ``strided_span``, ``strided_view``, ``storage_extent``), and ``load``/``store`` with their private
-``_in_bounds``/``_bounds_error``/``_all``/``_kept``.
+``_in_bounds``/``_bounds_error``/``_all``/``_kept``/``_kept_rows``.
 """
 from __future__ import annotations
 
@@ -259,6 +259,22 @@ def _kept(values, shape, keep):
     return (values if values.shape == shape else np.broadcast_to(values, shape))[keep]
 
 
+def _kept_rows(keep, shape):
+    """The slice of ``shape`` holding the lanes where ``keep`` holds, when ``keep`` varies along
+    one axis only and holds on one run of it (the rows of a triangle with trips left); else None."""
+    if keep.ndim != len(shape) or keep.size < 2:
+        return None
+    axes = [a for a, n in enumerate(keep.shape) if n != 1]
+    if len(axes) != 1:
+        return None
+    along = np.flatnonzero(keep.reshape(-1))
+    if along.size and along[-1] - along[0] + 1 != along.size:
+        return None
+    rows = [slice(None)] * len(shape)
+    rows[axes[0]] = slice(int(along[0]), int(along[-1]) + 1) if along.size else slice(0, 0)
+    return tuple(rows)
+
+
 def store(buffer, index, value, name="buffer", mask=None, lead=0, at=()):
     """Bounds-checked write of ``value`` to ``buffer[index]``; with ``mask``, only where it holds.
     ``lead`` and ``at`` only name the element and the thread in errors (see :func:`_bounds_error`)."""
@@ -268,9 +284,14 @@ def store(buffer, index, value, name="buffer", mask=None, lead=0, at=()):
             buffer, index = buffer[np.newaxis], (0,)
         keep = np.asarray(mask, dtype=bool)
         shape = np.broadcast_shapes(keep.shape, np.shape(value), *(np.shape(i) for i in index))
-        keep = keep if keep.shape == shape else np.broadcast_to(keep, shape)
-        index = tuple(_kept(i, shape, keep) for i in index)
-        value = _kept(value, shape, keep)
+        rows = _kept_rows(keep, shape)
+        if rows is not None:  # the lanes kept are a run along one axis: a view of them, in order
+            index = tuple(np.broadcast_to(i, shape)[rows] for i in index)
+            value = np.broadcast_to(value, shape)[rows]
+        else:
+            keep = keep if keep.shape == shape else np.broadcast_to(keep, shape)
+            index = tuple(_kept(i, shape, keep) for i in index)
+            value = _kept(value, shape, keep)
     if not _all(_in_bounds(buffer, index)):
         if mask is not None and given:  # named in the lanes' own shape, not as the kept elements
             raise _bounds_error("write", name, buffer, given, mask, lead, at)
