@@ -764,6 +764,32 @@ def test_an_allocation_each_iteration_writes_before_reading_gets_a_copy_per_lane
     assert "alloc((32, 16, 1), 'float32')" in hm.stage("StorageRewrite").fast_source()
 
 
+@T.prim_func
+def padded_tiles_read_with_an_outer_channel(A: T.Buffer((40,), "float32"), C: T.Buffer((2, 8, 4), "float32")):
+    # The corpus's conv3d space c3d_1, small: each (o, i) pads its window P[4i, 4i + 6) by index
+    # (windows overlap), then reads it at an index whose `(o * 16 + j) // 64` is 0 only because the
+    # outer o < 2: with o's range known, i's iterations are lanes on one copy of P (they were
+    # serial, 73 s a stage for the conv3d).
+    P = T.alloc_buffer((40,), "float32")
+    for o in range(2):
+        for i in range(8):
+            for t in range(6):
+                P[i * 4 + t] = T.if_then_else(i * 4 + t < 36, A[i * 4 + t], T.float32(0))
+            for j in range(4):
+                C[o, i, j] = P[i * 4 + j + (o * 16 + j) // 64] + P[i * 4 + j + 2] * T.float32(o + 1)
+
+
+def test_padded_tiles_whose_reads_need_the_outer_loops_bounds_run_as_lanes_on_one_copy():
+    a = _rand(40)
+    hm = check_every_stage(padded_tiles_read_with_an_outer_channel, [a, np.zeros((2, 8, 4), "float32")])
+    padded = np.where(np.arange(40) < 36, a, 0).astype("float32")
+    window = np.arange(8)[:, None] * 4 + np.arange(4)
+    want = np.stack([padded[window] + padded[window + 2] * np.float32(o + 1) for o in range(2)])
+    got = hm.emulate(a, np.zeros((2, 8, 4), "float32"), mode="fast")
+    np.testing.assert_array_equal(got, want)
+    assert "i: lanes (iterations independent once each writes the elements of P" in hm.explain(0), hm.explain(0)
+
+
 @pytest.mark.parametrize("func, args", [
     (scratch_read_before_written, lambda: [_rand(16), np.zeros(16, "float32")]),
     (scratch_read_after_the_loop, lambda: [_rand(16), np.zeros(16, "float32")]),

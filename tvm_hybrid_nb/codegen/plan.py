@@ -21,6 +21,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Callable
 
+import tvm
 import tvm_ffi
 from tvm import tirx
 
@@ -381,7 +382,7 @@ class _Planner:
         root = self.roots.get(_key(buf), _key(buf))
         shared = [] if self.check else [
             lane.loop for lane in loops if stored_in_an_inner_loop(lane.loop, {root}, self.roots)
-            and read_after_written_alike(lane.loop, buf, self.func.body) is None
+            and read_after_written_alike(lane.loop, buf, self.func.body, self.context(lane.loop)) is None
             and (_key(buf) in written_alike(lane.loop, set(allocations_in(lane.loop.body)), self.roots)
                  or _key(buf) in written_alike(lane.loop, {_key(buf)}, self.roots, by_index=True))]
         if shared:
@@ -393,7 +394,7 @@ class _Planner:
         # of elements it wrote: the checks of its own copy hold on the one copy, at a lane's cost, not
         # the lanes' times the copy's): one serves lanes that write it by index, or alike.
         rejected = [lane.loop for lane in loops if (self.check or _key(lane.loop) in self.plan.copies_rejected)
-                    and read_after_written_alike(lane.loop, buf, self.func.body) is None]
+                    and read_after_written_alike(lane.loop, buf, self.func.body, self.context(lane.loop)) is None]
         shared = [loop for loop in rejected if written_alike(loop, {_key(buf)}, self.roots, by_index=True)]
         if shared:
             names = tuple(str(loop.loop_var.name) for loop in shared)
@@ -502,6 +503,12 @@ class _Planner:
                 break
             ranges.append(rng)
         return tuple(ranges)
+
+    def context(self, loop) -> tuple:
+        """What is known of the variables around ``loop``, for the must-write walks: the open
+        loops' ranges and the integer bindings met so far."""
+        ranges = tuple((var, tvm.ir.Range.from_min_extent(lo, extent)) for var, lo, extent in self.outer(loop))
+        return ranges + tuple(self.bindings)
 
     def plan_loop(self, node) -> None:
         kind = int(node.kind)
@@ -631,7 +638,7 @@ class _Planner:
             if allocation_overlap(node, buf, self.roots, self.outer(node), self.accesses) is None:
                 whys.append(f"each iteration touches its own elements of {self._label(buf)}")
                 continue
-            if read_after_written_alike(node, buf, self.func.body) is not None:
+            if read_after_written_alike(node, buf, self.func.body, self.context(node)) is not None:
                 return ""
             alike = written_alike(node, keys, self.roots) if alike is None else alike
             if _key(buf) in alike:
@@ -661,7 +668,7 @@ class _Planner:
             buf = self.allocated.get(root)
             if buf is None or str(buf.scope()) not in ("global", "local", "shared", "shared.dyn"):
                 return (), ""
-            if written_before_read(node, buf, self.func.body) is not None:
+            if written_before_read(node, buf, self.func.body, self.context(node)) is not None:
                 return (), ""
             bufs.append(buf)
         for buf in bufs:
@@ -691,7 +698,7 @@ class _Planner:
         alike = written_alike(node, set(shared), self.roots) == set(shared)
         if not alike and written_alike(node, set(shared), self.roots, by_index=True) != set(shared):
             return ""
-        if any(read_after_written_alike(node, buf, self.func.body) is not None for buf in bufs):
+        if any(read_after_written_alike(node, buf, self.func.body, self.context(node)) is not None for buf in bufs):
             return ""
         names = ", ".join(sorted(self._label(b) for b in bufs))
         if alike:

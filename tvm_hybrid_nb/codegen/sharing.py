@@ -242,7 +242,7 @@ def stored_in_an_inner_loop(loop, keys: set[int], roots: dict[int, int]) -> bool
 
 
 # ---------------------------------------------------------------------- privatisation
-def written_before_read(loop, buf, func_body) -> str | None:
+def written_before_read(loop, buf, func_body, context: tuple = ()) -> str | None:
     """Why ``buf`` (an allocation outside ``loop``) cannot get a copy per iteration of ``loop``,
     or None when it can: every read of it in an iteration reads an element that iteration wrote
     before (no value flows between iterations), it is touched only in ``loop`` (what it holds after
@@ -252,7 +252,10 @@ def written_before_read(loop, buf, func_body) -> str | None:
     written so far in the iteration; a write under a condition counts only where the condition is
     provable.  An inner serial loop is walked for its first iteration (its variable at its minimum)
     and then for the others, which start with what the first wrote at indices free of the body's
-    variables: ``if l == 0: B[0] = 0`` then ``B[0] = B[0] + A[..., l]`` writes B[0] before any read."""
+    variables: ``if l == 0: B[0] = 0`` then ``B[0] = B[0] + A[..., l]`` writes B[0] before any read.
+    ``context``: what is known of the variables defined around ``loop`` (``(var, Range or value)``:
+    the enclosing loops' ranges, the bindings in scope), so that an index such as ``co // 64`` with
+    ``co = co_0 * 32 + co_2`` is seen to be 0."""
     name = str(buf.name)
     whole, inside = _uses(func_body, buf), _uses(loop.body, buf)
     if whole[1] != 1:  # its allocation is its only mention besides loads and stores
@@ -261,6 +264,8 @@ def written_before_read(loop, buf, func_body) -> str | None:
         return f"{name} is also used outside {loop.loop_var.name}"
     walk = _MustWrite(buf)
     try:
+        for var, value in context:
+            walk.bind(var, value)
         walk.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
         walk.stmt(loop.body, ())
     except _NotProven as exc:
@@ -268,14 +273,15 @@ def written_before_read(loop, buf, func_body) -> str | None:
     return None
 
 
-def read_after_written_alike(loop, buf, func_body) -> str | None:
+def read_after_written_alike(loop, buf, func_body, context: tuple = ()) -> str | None:
     """Why the iterations of ``loop`` may see different values in ``buf`` (an allocation), or None
     when every read of it in an iteration reads an element that iteration wrote before: then, if
     every iteration writes it alike (:func:`written_alike`), every iteration holds the same values
     in it, and the iterations run as lanes in lockstep on one copy compute what they compute one
     after another, leaving what the last one leaves.  Unlike :func:`written_before_read`, ``buf``
     may be used after the loop and through flat views of the same elements (a view of the same
-    storage with no offset, as StorageRewrite declares to reuse it)."""
+    storage with no offset, as StorageRewrite declares to reuse it).  ``context``: as for
+    :func:`written_before_read`."""
     name = str(buf.name)
     views = []
 
@@ -295,6 +301,8 @@ def read_after_written_alike(loop, buf, func_body) -> str | None:
         return f"{name} is used other than by loads, stores and flat views (a pointer)"
     walk = _MustWrite(buf, views)
     try:
+        for var, value in context:
+            walk.bind(var, value)
         walk.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
         walk.stmt(loop.body, ())
     except _NotProven as exc:
