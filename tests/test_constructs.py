@@ -637,31 +637,15 @@ def test_an_inner_loop_bounded_by_an_outer_variable_runs_per_lane():
     # MetaSchedule's DynamicLoop test (harvested by `zoo --tvm-tests`): `for k in range(i)` inside
     # `for i, j`.  i's lanes give k different bounds: each lane counts its own k, the loop running
     # while any lane has trips left (i ran serially; before that, j too: over a minute at 1024).
-    @T.prim_func(s_tir=True)
-    def f(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
-        for i, j in T.grid(16, 16):
-            for k in T.serial(0, i):
-                with T.sblock("matmul"):
-                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    with T.init():
-                        C[vi, vj] = T.float32(0)
-                    C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-
-    hm = check_every_stage(f, [_rand(16, 16), _rand(16, 16, seed=1), np.zeros((16, 16), "float32")])
-    plan = hm.explain(0)
-    assert "i: lanes" in plan and "j: lanes" in plan, plan
-
-
-def test_a_triangle_loop_counts_one_trip_number_when_its_lanes_start_alike():
-    # `for k in range(i)`: every lane starts at 0, so the looping lanes are all at one k (a number,
-    # not an array of the lanes' copies); CommonSubexprElim's `cse_v1 = i * 16` is computed once,
-    # before the trips.  `for k in range(i, 16)` starts per lane: each lane counts its own k.
+    # Every lane starts at 0, so the looping lanes are all at one k (a number, not an array of the
+    # lanes' copies), and CommonSubexprElim's `cse_v1 = i * 16` is computed once, before the trips;
+    # `for k in range(i, 16)` starts per lane: each lane counts its own k.
     @T.prim_func(s_tir=True)
     def f(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32"),
           D: T.Buffer((16, 16), "float32")):
         for i, j in T.grid(16, 16):
             for k in T.serial(0, i):
-                with T.sblock("lower"):
+                with T.sblock("matmul"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
                     with T.init():
                         C[vi, vj] = T.float32(0)
@@ -677,6 +661,8 @@ def test_a_triangle_loop_counts_one_trip_number_when_its_lanes_start_alike():
     a, b = _rand(16, 16), _rand(16, 16, seed=1)
     zeros = np.zeros((16, 16), "float32")
     hm = check_every_stage(f, [a, b, zeros, zeros.copy()])
+    plan = hm.explain(0)
+    assert "i: lanes" in plan and "j: lanes" in plan, plan
     got = [a, b, zeros.copy(), zeros.copy()]
     hm.emulate(*got, mode="fast")
     np.testing.assert_allclose(got[2], np.tril(a, -1) @ b, rtol=1e-5, atol=1e-5)
