@@ -449,16 +449,18 @@ def test_bounds_of_index_arrays_of_every_integer_type_hold_for_negatives_and_wid
     np.testing.assert_array_equal(load(np.arange(8.0), (np.array([0, 3, 7], dtype=np.int32),)), [0.0, 3.0, 7.0])
 
 
-@pytest.mark.parametrize("kept_rows", [[2, 3, 4], [0, 5], [], [0, 1, 2, 3, 4, 5], [5]])
-def test_a_masked_store_writes_the_kept_lanes_in_order_as_an_element_loop_would(kept_rows):
-    # The mask of a triangle's looping rows varies along one axis (a run of rows: a view of them is
+@pytest.mark.parametrize("layout", [np.ascontiguousarray, np.asfortranarray])
+@pytest.mark.parametrize("kept_rows", [[2, 3, 4], [0, 5], [], [0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5], [5]])
+def test_a_masked_store_writes_the_kept_lanes_in_order_as_an_element_loop_would(kept_rows, layout):
+    # The mask of a triangle's looping rows varies along one axis (a run of rows: those rows are
     # stored; rows apart: the lanes are picked), and lanes that write one element write it in the
-    # lanes' order: the last kept lane's value stays.
+    # lanes' order, whatever the arrays' memory order: the last kept lane's value stays.
     rng = np.random.default_rng(len(kept_rows))
     rows = np.arange(6).reshape(6, 1)
     mask = np.isin(rows, kept_rows)
-    index = (rows * 3 + np.arange(4).reshape(1, 4)) % 10  # (5, 0) and (5, 1) both write 5
-    value = rng.standard_normal((6, 4)).astype(np.float32)
+    # (1, 2) and (5, 0) both write element 5: in column-major order (1, 2) would come last.
+    index = layout((rows * 3 + np.arange(4).reshape(1, 4)) % 10)
+    value = layout(rng.standard_normal((6, 4)).astype(np.float32))
     got, want = np.zeros(10, np.float32), np.zeros(10, np.float32)
     runtime.store(got, (index,), value, "B", mask=mask)
     for r in range(6):

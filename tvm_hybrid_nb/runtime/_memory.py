@@ -285,9 +285,11 @@ def store(buffer, index, value, name="buffer", mask=None, lead=0, at=()):
         keep = np.asarray(mask, dtype=bool)
         shape = np.broadcast_shapes(keep.shape, np.shape(value), *(np.shape(i) for i in index))
         rows = _kept_rows(keep, shape)
-        if rows is not None:  # the lanes kept are a run along one axis: a view of them, in order
-            index = tuple(np.broadcast_to(i, shape)[rows] for i in index)
-            value = np.broadcast_to(value, shape)[rows]
+        if rows is not None:  # the lanes kept are a run along one axis: those rows, in the lanes' order
+            # (raveled: numpy assigns through index arrays of several axes in memory order, and lanes
+            # that write one element must write it in the lanes' order)
+            index = tuple(np.broadcast_to(i, shape)[rows].ravel() for i in index)
+            value = np.broadcast_to(value, shape)[rows].ravel()
         else:
             keep = keep if keep.shape == shape else np.broadcast_to(keep, shape)
             index = tuple(_kept(i, shape, keep) for i in index)
