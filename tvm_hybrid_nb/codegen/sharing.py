@@ -242,6 +242,19 @@ def stored_in_an_inner_loop(loop, keys: set[int], roots: dict[int, int]) -> bool
 
 
 # ---------------------------------------------------------------------- privatisation
+def _read_before_written(walk: _MustWrite, loop, context: tuple) -> str | None:
+    """Walk one iteration of ``loop`` (its variable over its range, ``context`` bound first) with
+    ``walk``: why a read may come before the iteration's write, or None."""
+    try:
+        for var, value in context:
+            walk.bind(var, value)
+        walk.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
+        walk.stmt(loop.body, ())
+    except _NotProven as exc:
+        return str(exc)
+    return None
+
+
 def written_before_read(loop, buf, func_body, context: tuple = ()) -> str | None:
     """Why ``buf`` (an allocation outside ``loop``) cannot get a copy per iteration of ``loop``,
     or None when it can: every read of it in an iteration reads an element that iteration wrote
@@ -262,15 +275,7 @@ def written_before_read(loop, buf, func_body, context: tuple = ()) -> str | None
         return f"{name} is used other than by loads and stores (a view, a pointer)"
     if not inside[0] or inside != (whole[0], 0):
         return f"{name} is also used outside {loop.loop_var.name}"
-    walk = _MustWrite(buf)
-    try:
-        for var, value in context:
-            walk.bind(var, value)
-        walk.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
-        walk.stmt(loop.body, ())
-    except _NotProven as exc:
-        return str(exc)
-    return None
+    return _read_before_written(_MustWrite(buf), loop, context)
 
 
 def read_after_written_alike(loop, buf, func_body, context: tuple = ()) -> str | None:
@@ -299,12 +304,4 @@ def read_after_written_alike(loop, buf, func_body, context: tuple = ()) -> str |
             return f"{name} is used through a view that places its elements elsewhere"
     if _uses(func_body, buf)[1] != 1 + len(views):
         return f"{name} is used other than by loads, stores and flat views (a pointer)"
-    walk = _MustWrite(buf, views)
-    try:
-        for var, value in context:
-            walk.bind(var, value)
-        walk.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
-        walk.stmt(loop.body, ())
-    except _NotProven as exc:
-        return str(exc)
-    return None
+    return _read_before_written(_MustWrite(buf, views), loop, context)
