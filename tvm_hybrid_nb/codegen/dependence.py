@@ -333,7 +333,14 @@ def _overlap_of(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> s
                for d in range(ndim)):
         flat = _flat_indices(items, acc.shapes.get(items[0][0]))
         if flat is None or not _separates_iterations(flat, loop.loop_var, acc, expand, x_extent, guards, from_zero):
-            digits = _index_tuple_numbers(items, loop, acc, expand) or _flat_index_digits(items, loop, acc, expand)
+            digits = _index_tuple_numbers(items, loop, acc, expand)
+            if digits is None:
+                as_digits = _flat_index_digits(items, loop, acc, expand)
+                if as_digits is not None and any(
+                        _separates_iterations([item[2][d] for item in as_digits], loop.loop_var, acc, expand,
+                                              x_extent, guards, from_zero) for d in range(len(as_digits[0][2]))):
+                    return None  # one digit tells the iterations apart (a block's row of a flattened buffer)
+                digits = None if as_digits is None else _index_tuple_numbers(as_digits, loop, acc, expand)
             if (digits is None or not _separates_iterations(digits, loop.loop_var, acc, expand, x_extent, guards,
                                                             from_zero)) \
                     and not _moving_indices_separate(loop, acc, expand, items, x_extent, guards, from_zero):
@@ -463,43 +470,48 @@ def _affine_terms(expr) -> tuple[list, int]:
 
 def _flat_index_digits(items, loop, acc: "_LoopAccesses", expand) -> list | None:
     """One-dimensional accesses whose index is a mixed-radix number of its terms where each access's
-    guards hold, as :func:`_index_tuple_numbers` of those terms.  After ``FlattenBuffer`` the rope's
+    guards hold, as accesses of those terms (most significant first): equal indices have equal
+    terms, so the terms are indices of their own (one alone may keep the iterations apart: a block's
+    row ``bx * 4096 + by * 128 + t`` of a flattened buffer).  After ``FlattenBuffer`` the rope's
     head split stores ``q[x // 128 * 64 + x % 128 // 16 * 16 + x % 16]`` under ``x % 128 // 16 < 4``:
     there the middle term stays below 4, so equal indices have equal terms, and the terms, as digits
-    of their own ranges, are ``x``.  None unless every access has the same terms and constant."""
+    of their own ranges, are ``x``.  The accesses' terms pair up by coefficient: the same
+    coefficients and constant in each, and where their atoms differ (a copy in and a copy out, each in
+    its own ``for v`` loop) no coefficient twice in one access.  None otherwise."""
     if any(len(item[2]) != 1 or _type_key(item[2][0]) in ("prim.Ramp", "prim.Broadcast") for item in items):
         return None
     forms = [_affine_terms(expand.simplify(item[2][0])) for item in items]
     if any(len(form[0]) < 2 for form in forms):
         return None
-    terms, constant = forms[0]
-    terms = sorted(terms, key=lambda t: t[0])
-    for other_terms, other_constant in forms[1:]:
-        other_terms = sorted(other_terms, key=lambda t: t[0])
-        if other_constant != constant or len(other_terms) != len(terms) or any(
-                c != d or not tvm_ffi.structural_equal(a, b) for (c, a), (d, b) in zip(terms, other_terms)):
-            return None
-    if any(coef <= 0 for coef, _ in terms):
+    constant = forms[0][1]
+    per_item = [sorted(terms, key=lambda t: t[0]) for terms, _constant in forms]  # smallest coefficient first
+    coefs = [coef for coef, _atom in per_item[0]]
+    if any(form[1] != constant or [coef for coef, _atom in terms] != coefs for form, terms in zip(forms, per_item)):
+        return None
+    if len(set(coefs)) < len(coefs) and any(not tvm_ffi.structural_equal(a, b) for terms in per_item[1:]
+                                            for (_c, a), (_d, b) in zip(per_item[0], terms)):
+        return None  # equal coefficients would pair the atoms arbitrarily
+    if any(coef <= 0 for coef in coefs):
         return None
     ranges = _loop_ranges(loop, acc)
     spans = []  # per term (smallest coefficient first): its values' spread over every access
-    for _coef, atom in terms[:-1]:
+    for position in range(len(coefs) - 1):
         lows, highs = [], []
-        for item in items:
+        for item, terms in zip(items, per_item):
             with ranges.constraint_scope(_all_of([expand.simplify(guard) for guard in item[3]])):
-                bound = ranges.const_int_bound(ranges.simplify(atom))
+                bound = ranges.const_int_bound(ranges.simplify(terms[position][1]))
             lows.append(bound.min_value)
             highs.append(bound.max_value)
         if min(lows) < -(1 << 31) or max(highs) >= 1 << 31:
             return None
         spans.append(max(highs) - min(lows))
     reach = 0
-    for (coef, _atom), span in zip(terms, spans + [0]):
+    for coef, span in zip(coefs, spans + [0]):
         if coef <= reach:
             return None
         reach += coef * span
-    digits = [atom for _coef, atom in reversed(terms)]  # most significant first
-    return _index_tuple_numbers([(item[0], item[1], digits, item[3]) for item in items], loop, acc, expand)
+    return [(item[0], item[1], [atom for _coef, atom in reversed(terms)], item[3])
+            for item, terms in zip(items, per_item)]
 
 
 def _index_tuple_numbers(items, loop, acc: "_LoopAccesses", expand) -> list | None:
