@@ -11,6 +11,8 @@ import tvm_ffi
 from tvm import tirx
 
 from .analysis import _contains, _reads_memory, _uses_vars
+from .digits import _element_offsets, _flat_index_digits, _flat_indices, _index_tuple_numbers, \
+    _offset_digits
 from .forwarding import bindings_read, forward_scalars
 from .guards import _all_of, guarded_digit, spread_under_guards, within_guards
 from .names import _dtype, _is_zero, _key, _scalar_dtype, _type_key
@@ -49,6 +51,8 @@ class _LoopAccesses:
         #: :func:`~.forwarding.forward_scalars`.
         self.stores: dict[int, tuple] = {}
         self._loops = 0
+        #: Per (loop-around variable, value): see :func:`_at_outer_value`.
+        self.at_value: dict = {}
 
     def add(self, root: int, buf_key: int, is_write: bool, indices: list) -> None:
         self.accesses.append((root, buf_key, is_write, indices))
@@ -216,11 +220,63 @@ def loop_dependences(loop, roots: dict[int, int], private=(), outer=(),
     for root, items in groups.items():
         if root in local or not any(item[1] for item in items):
             continue
-        why = _overlap(loop, acc, expand, items, acc.names.get(root, "a buffer"))
-        if why is not None and not _separate_at_each_outer_value(loop, acc, expand, items,
-                                                                  acc.names.get(root, "a buffer")):
+        name = acc.names.get(root, "a buffer")
+        why = _group_overlap(loop, acc, expand, items, name)
+        if why is not None and not _parts_separate(loop, acc, expand, items, name):
             shared[root] = why
     return None, shared
+
+
+def _group_overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str, split: bool = True) -> str | None:
+    """Why two iterations of ``loop`` may touch one element through ``items`` (one buffer's accesses),
+    or None when they provably do not, at once or for each value of a loop around (``split``: see
+    :func:`_overlap`)."""
+    why = _overlap(loop, acc, expand, items, name, split)
+    if why is not None and _separate_at_each_outer_value(loop, acc, expand, items, name):
+        return None
+    return why
+
+
+def _parts_separate(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> bool:
+    """Whether ``items`` (one buffer's accesses, which overlap as a whole), split by the branch
+    conditions that hold or fail for the whole run of ``loop``, keep its iterations apart in each
+    part (or only read there): accesses under a condition and accesses under its negation never
+    happen in one run of the loop.  TVM's GPU merge sort reads the values and writes the swap buffer
+    where its level ``v % 2 == 0``, and the other way round where not, inside one grid (itself inside
+    a branch on the level's width).  Each part (one side of every such condition) is tested once."""
+    conditions = _exclusive_conditions(loop, acc, items)
+    if not conditions:
+        return False
+    parts: dict[tuple, list] = {}
+    for item in items:
+        parts.setdefault(tuple(_side(item, c) for c in conditions), []).append(item)
+    return all(not any(item[1] for item in part) or _group_overlap(loop, acc, expand, part, name, split=False) is None
+               for part in parts.values())
+
+
+def _side(item, condition) -> int | None:
+    """1 when the access ``item`` is under ``condition``, 0 under its negation, None under neither."""
+    if any(tvm_ffi.structural_equal(g, condition) for g in item[3]):
+        return 1
+    if any(_type_key(g) == "prim.Not" and tvm_ffi.structural_equal(g.a, condition) for g in item[3]):
+        return 0
+    return None
+
+
+def _exclusive_conditions(loop, acc: "_LoopAccesses", items: list) -> list:
+    """The conditions that every access of ``items`` is under, or under the negation of, both ways
+    taken, that read no memory, call nothing and read no variable that ``loop`` sets."""
+    moving = {_key(loop.loop_var)} | {_key(v) for v, _, _ in acc.inner} | {_key(v) for v, _ in acc.binds}
+    found = []
+    for guard in items[0][3]:
+        condition = guard.a if _type_key(guard) == "prim.Not" else guard
+        if _reads_memory(condition) or _uses_vars(condition, moving) or _contains(
+                condition, lambda n: _type_key(n) == "ir.Call"):
+            continue
+        sides = {_side(item, condition) for item in items}
+        if sides == {0, 1}:
+            found.append(condition)
+    return found
 
 
 #: The key of :func:`_accesses`'s cache under which the expressions' loads and calls are kept.
@@ -266,34 +322,37 @@ OUTER_VALUES_TRIED = 16
 
 def _separate_at_each_outer_value(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> bool:
     """Whether, for each value of one loop around (a constant range of at most
-    :data:`OUTER_VALUES_TRIED`) that ``loop``'s extent changes with, the iterations of ``loop`` touch
-    their own elements: its variable is fixed while ``loop`` runs, and where it enters a shift or a
-    divisor no bound of its range simplifies the index.  TVM's GPU scan runs each level ``v`` of its
-    up- and down-sweeps as a grid of ``ceil(n / (1024 * (2 << v)))`` blocks per row: 1 for every
-    ``v`` of a row of 128, which the analyzer proves only with ``v`` fixed.  A value that does not
+    :data:`OUTER_VALUES_TRIED`) that ``loop``'s extent or the extent of a loop inside changes with,
+    the iterations of ``loop`` touch their own elements: its variable is fixed while ``loop`` runs,
+    and where it enters a shift or a divisor no bound of its range simplifies the index.  TVM's GPU
+    scan runs each level ``v`` of its up- and down-sweeps as a grid of ``ceil(n / (1024 * (2 <<
+    v)))`` blocks per row: 1 for every ``v`` of a row of 128, which the analyzer proves only with
+    ``v`` fixed; its GPU sort merges runs of ``2 << v + 7`` values, as many blocks per row as fit,
+    and only with ``v`` fixed are a row's blocks proven to stay in the row.  A value that does not
     separate ends the trial (a carried dependence fails at the first); each value costs one test,
-    without the split of :func:`_overlap` (TVM's GPU sorts have grids of this shape that stay
-    serial)."""
-    if not _is_zero(loop.min) or _type_key(loop.extent) == "ir.IntImm":
+    without the split of :func:`_overlap`."""
+    if not _is_zero(loop.min):
         return False
-    extent = expand.simplify(loop.extent)
+    extents = [expand.simplify(e) for e in (loop.extent, *(n for _v, _lo, n in acc.inner))
+               if _type_key(e) != "ir.IntImm"]
     mentioned = [(var, lo, n) for var, lo, n in acc.outer
                  if _type_key(lo) == "ir.IntImm" and _type_key(n) == "ir.IntImm"
-                 and 1 < int(n.value) <= OUTER_VALUES_TRIED and _uses_vars(extent, {_key(var)})]
+                 and 1 < int(n.value) <= OUTER_VALUES_TRIED and any(_uses_vars(e, {_key(var)}) for e in extents)]
     for var, lo, n in mentioned:
         for value in range(int(lo.value), int(lo.value) + int(n.value)):
             try:
-                fixed = tvm.sym.Analyzer()
-                fixed.bind(var, tirx.const(value, _dtype(var)))  # first: the bindings read it fixed
-                _expander(acc.binds, fixed)
+                fixed, at_value, at = _at_outer_value(acc, var, value)
                 extent = fixed.simplify(loop.extent)
                 if _type_key(extent) != "ir.IntImm":
                     break
-                at_value = copy.copy(acc)
-                at_value.outer = tuple(o for o in acc.outer if _key(o[0]) != _key(var))
-                at_value.inner = [(v, fixed.simplify(v_lo), fixed.simplify(v_n)) for v, v_lo, v_n in acc.inner]
-                fixed_items = [(key, is_write, [fixed.simplify(i) for i in indices],
-                                tuple(fixed.simplify(g) for g in guards)) for key, is_write, indices, guards in items]
+                fixed_items = [(key, is_write, [at(i) for i in indices], tuple(at(g) for g in guards))
+                               for key, is_write, indices, guards in items]
+                # Accesses under a guard that this value makes false do not happen (TVM's GPU sort
+                # has a branch for levels wider than 4,096 elements).
+                fixed_items = [item for item in fixed_items
+                               if not any(_type_key(g) == "ir.IntImm" and not int(g.value) for g in item[3])]
+                if not any(item[1] for item in fixed_items):
+                    continue
                 fixed_loop = _SplitLoop(loop.loop_var, int(extent.value))
                 if _overlap_of(fixed_loop, at_value, fixed, fixed_items, name) is not None:
                     break
@@ -302,6 +361,30 @@ def _separate_at_each_outer_value(loop, acc: "_LoopAccesses", expand, items: lis
         else:
             return True
     return False
+
+
+def _at_outer_value(acc: "_LoopAccesses", var, value: int):
+    """``(analyzer, accesses, simplify)`` with the loop-around variable ``var`` fixed at ``value``:
+    its bindings expanded, the inner loops' ranges simplified, and a simplification that each
+    expression gets once (one buffer's accesses share their guards and many of their indices, and
+    the parts of :func:`_parts_separate` ask again for the same loop)."""
+    state = acc.at_value.get((_key(var), value))
+    if state is None:
+        fixed = tvm.sym.Analyzer()
+        fixed.bind(var, tirx.const(value, _dtype(var)))  # first: the bindings read it fixed
+        _expander(acc.binds, fixed)
+        at_value = copy.copy(acc)
+        at_value.outer = tuple(o for o in acc.outer if _key(o[0]) != _key(var))
+        at_value.inner = [(v, fixed.simplify(v_lo), fixed.simplify(v_n)) for v, v_lo, v_n in acc.inner]
+        simplified: dict = {}
+
+        def at(expr):
+            if _key(expr) not in simplified:
+                simplified[_key(expr)] = (expr, fixed.simplify(expr))  # the expression kept alive
+            return simplified[_key(expr)][1]
+
+        state = acc.at_value[(_key(var), value)] = (fixed, at_value, at)
+    return state
 
 
 def _overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str, split: bool = True) -> str | None:
@@ -434,109 +517,6 @@ def _split_separates(loop, acc: "_LoopAccesses", expand, items: list, name: str)
         return False
 
 
-def _loop_ranges(loop, acc: "_LoopAccesses"):
-    """An analyzer knowing the range of ``loop``'s variable and of the loops around and inside it."""
-    ranges = tvm.sym.Analyzer()
-    for var, lo, extent in (*acc.outer, *acc.inner, (loop.loop_var, loop.min, loop.extent)):
-        ranges.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
-    return ranges
-
-
-def _affine_terms(expr) -> tuple[list, int]:
-    """``expr`` as ``sum(coef * atom) + constant`` with constant integer coefficients (an atom is
-    any other expression: ``x // 128``, ``x % 16``; a subtracted one has coefficient -1)."""
-    terms, constant, stack = [], 0, [expr]
-    while stack:
-        e = stack.pop()
-        key = _type_key(e)
-        if key == "prim.Add":
-            stack += [e.a, e.b]
-        elif key == "ir.IntImm":
-            constant += int(e.value)
-        elif key == "prim.Sub" and _type_key(e.b) == "ir.IntImm":
-            stack.append(e.a)
-            constant -= int(e.b.value)
-        elif key == "prim.Sub":
-            stack.append(e.a)
-            terms.append((-1, e.b))
-        elif key == "prim.Mul" and _type_key(e.b) == "ir.IntImm":
-            terms.append((int(e.b.value), e.a))
-        elif key == "prim.Mul" and _type_key(e.a) == "ir.IntImm":
-            terms.append((int(e.a.value), e.b))
-        else:
-            terms.append((1, e))
-    return terms, constant
-
-
-def _flat_index_digits(items, loop, acc: "_LoopAccesses", expand) -> list | None:
-    """One-dimensional accesses whose index is a mixed-radix number of its terms where each access's
-    guards hold, as accesses of those terms (most significant first): equal indices have equal
-    terms, so the terms are indices of their own (one alone may keep the iterations apart: a block's
-    row ``bx * 4096 + by * 128 + t`` of a flattened buffer).  After ``FlattenBuffer`` the rope's
-    head split stores ``q[x // 128 * 64 + x % 128 // 16 * 16 + x % 16]`` under ``x % 128 // 16 < 4``:
-    there the middle term stays below 4, so equal indices have equal terms, and the terms, as digits
-    of their own ranges, are ``x``.  The accesses' terms pair up by coefficient: the same
-    coefficients and constant in each, and where their atoms differ (a copy in and a copy out, each in
-    its own ``for v`` loop) no coefficient twice in one access.  None otherwise."""
-    if any(len(item[2]) != 1 or _type_key(item[2][0]) in ("prim.Ramp", "prim.Broadcast") for item in items):
-        return None
-    forms = [_affine_terms(expand.simplify(item[2][0])) for item in items]
-    if any(len(form[0]) < 2 for form in forms):
-        return None
-    constant = forms[0][1]
-    per_item = [sorted(terms, key=lambda t: t[0]) for terms, _constant in forms]  # smallest coefficient first
-    coefs = [coef for coef, _atom in per_item[0]]
-    if any(form[1] != constant or [coef for coef, _atom in terms] != coefs for form, terms in zip(forms, per_item)):
-        return None
-    if len(set(coefs)) < len(coefs) and any(not tvm_ffi.structural_equal(a, b) for terms in per_item[1:]
-                                            for (_c, a), (_d, b) in zip(per_item[0], terms)):
-        return None  # equal coefficients would pair the atoms arbitrarily
-    if any(coef <= 0 for coef in coefs):
-        return None
-    ranges = _loop_ranges(loop, acc)
-    spans = []  # per term (smallest coefficient first): its values' spread over every access
-    for position in range(len(coefs) - 1):
-        lows, highs = [], []
-        for item, terms in zip(items, per_item):
-            with ranges.constraint_scope(_all_of([expand.simplify(guard) for guard in item[3]])):
-                bound = ranges.const_int_bound(ranges.simplify(terms[position][1]))
-            lows.append(bound.min_value)
-            highs.append(bound.max_value)
-        if min(lows) < -(1 << 31) or max(highs) >= 1 << 31:
-            return None
-        spans.append(max(highs) - min(lows))
-    reach = 0
-    for coef, span in zip(coefs, spans + [0]):
-        if coef <= reach:
-            return None
-        reach += coef * span
-    return [(item[0], item[1], [atom for _coef, atom in reversed(terms)], item[3])
-            for item, terms in zip(items, per_item)]
-
-
-def _index_tuple_numbers(items, loop, acc: "_LoopAccesses", expand) -> list | None:
-    """Each access's index tuple as one mixed-radix number whose digits are its indices, each digit
-    ranging over the values its index takes: equal numbers only for equal tuples, and distinct tuples
-    of in-bounds indices (the emulation checks every index) are distinct elements.  It proves what
-    the row-major index misses where an index does not span its dimension: the head split of TVM's
-    rope kernel stores ``q[x // 128, x % 128 // 16, x % 16]`` for heads 0-3 of 8 (then
-    ``128 * (x // 128) + 16 * (x % 128 // 16) + x % 16`` is ``x``).  None for vector indices or
-    digits without a constant range."""
-    ndim = len(items[0][2])
-    if ndim < 2 or any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for item in items for i in item[2]):
-        return None
-    ranges = _loop_ranges(loop, acc)
-    radices = [None]  # the most significant digit needs none
-    for d in range(1, ndim):
-        bounds = [ranges.const_int_bound(ranges.simplify(expand.simplify(item[2][d]))) for item in items]
-        low, high = min(b.min_value for b in bounds), max(b.max_value for b in bounds)
-        if low < -(1 << 31) or high >= 1 << 31:
-            return None
-        radices.append(high - low + 1)
-    # Row-major over the radices (digits offset by their common lowest value change no comparison).
-    return _flat_indices(items, radices)
-
-
 def allocation_overlap(loop, buf, roots: dict[int, int], outer=(), cache: dict | None = None) -> str | None:
     """Why two iterations of ``loop`` may touch the same element of ``buf``, an allocation inside
     its body (each iteration of the compiled loop has its own), or None when they provably touch
@@ -553,41 +533,6 @@ def allocation_overlap(loop, buf, roots: dict[int, int], outer=(), cache: dict |
     if not items:
         return None
     return _overlap(loop, acc, expand, items, str(buf.name))
-
-
-def _element_offsets(items, acc: "_LoopAccesses") -> list | None:
-    """The element each access of ``items`` (through several views of one storage) touches, as its
-    offset from the storage's start: ``elem_offset`` plus the row-major index, for views of one
-    dtype, without strides of their own and with scalar indices; None otherwise (no claim)."""
-    offsets = []
-    for buf_key, _is_write, indices, _guards in items:
-        buf = acc.buffers.get(buf_key)
-        if buf is None or len(buf.strides) or str(buf.dtype) != str(acc.buffers[items[0][0]].dtype):
-            return None
-        if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for i in indices) or not len(indices):
-            return None
-        flat = indices[0]
-        for index, dim in zip(indices[1:], list(buf.shape)[1:]):
-            flat = flat * dim + index
-        offsets.append(flat + buf.elem_offset)
-    return offsets
-
-
-def _flat_indices(items, shape) -> list | None:
-    """Row-major flat indices of multi-dimensional accesses (``v0 = x // 128``, ``v1 = x % 128``
-    keep iterations apart only together: ``v0 * 128 + v1 = x``); None for vector indices."""
-    if shape is None or len(shape) < 2:
-        return None
-    flats = []
-    for item in items:
-        indices = item[2]
-        if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for i in indices):
-            return None
-        flat = indices[0]
-        for index, dim in zip(indices[1:], list(shape)[1:]):
-            flat = flat * dim + index
-        flats.append(flat)
-    return flats
 
 
 def _separates_iterations(indices, x, acc: _LoopAccesses, expand, x_extent: int | None = None,
@@ -702,27 +647,6 @@ def _separates_as_indexed(indices, x, acc: _LoopAccesses, expand, x_extent: int 
         return extra is not None and _mixed_radix_injective(rests[0], step, x_extent, acc, lanes, extra)
     except Exception:  # anything the analyzer cannot reason about: no claim of independence
         return False
-
-
-def _offset_digits(offsets: list[int]) -> list[tuple[int, int]] | None:
-    """The constant offsets of unrolled copies as more digits of the mixed-radix number:
-    ``[(gap, count), ...]`` such that the offsets are exactly the smallest plus
-    ``{k_1 * gap_1 + k_2 * gap_2 + ... : k_i < count_i}`` (a tile unrolled over 4 rows of 1,000 and 4
-    columns: 0-3, 1,000-1,003, ...), or None when they are not such a set."""
-    low = min(offsets)
-    rest = sorted({o - low for o in offsets})
-    digits = []
-    while len(rest) > 1:
-        gap, count = rest[1], 1
-        while count < len(rest) and rest[count] == count * gap:
-            count += 1
-        heads = rest[::count]
-        if len(rest) != count * len(heads) or any(rest[i * count + k] != head + k * gap
-                                                  for i, head in enumerate(heads) for k in range(count)):
-            return None
-        digits.append((gap, count))
-        rest = heads
-    return digits
 
 
 def _invariant_step(delta, x_next, acc: "_LoopAccesses", lanes: list) -> bool:

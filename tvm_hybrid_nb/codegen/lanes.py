@@ -516,10 +516,11 @@ class LanesMixin:
         """A while loop whose condition differs between the threads of a block (in lockstep): it runs
         while any thread still loops, each trip writing only for the threads whose condition held on
         every trip so far — a thread leaves for good the first time its condition fails, as on the GPU.
-        Barriers inside see the mask, so one that only the still-looping threads reach stays an error."""
-        if not self.lanes.axes or not all(ax.is_thread for ax in self.lanes.axes):
-            # Its trips are data-dependent: for iterations run as lanes, the longest would set the
-            # pace of all (a serial run does only the trips each needs).
+        Barriers inside see the mask, so one that only the still-looping threads reach stays an error.
+        The blocks of a grid run as lanes loop alike (a GPU runs them at once too)."""
+        if not self.lanes.axes or not all(ax.is_thread or ax.tag.startswith("blockIdx") for ax in self.lanes.axes):
+            # Its trips are data-dependent: for loop iterations run as lanes, the longest would set
+            # the pace of all (a serial run does only the trips each needs).
             raise _CannotVectorize("while loop whose condition differs between iterations")
         active = self.namer.define_name("looping")
         outer = self._mask_expr(self.lanes.stmt_masks)
@@ -536,11 +537,12 @@ class LanesMixin:
         running, like a per-thread while loop, until every lane is done."""
         if not self.lanes.axes:
             raise _CannotVectorize("loop bounds that differ between iterations")
-        if not all(ax.is_thread for ax in self.lanes.axes):
+        if not all(ax.is_thread or ax.tag.startswith("blockIdx") for ax in self.lanes.axes):
             # Iterations as lanes loop as often as the longest of them: fine for bounds that an
             # iteration's index decides within a known range (a triangle, a block's last chunk),
             # not for bounds read from memory (a sparse row's length: one long row would set the
-            # pace of all, slower than running the iterations one by one).
+            # pace of all, slower than running the iterations one by one).  A grid's blocks loop
+            # alike, as the threads of a block do (a GPU runs them at once too).
             trips = self.analyzer.const_int_bound(node.extent)
             if _reads_memory(node.min) or _reads_memory(node.extent) or trips.max_value > self.LANE_TRIPS_MAX:
                 raise _CannotVectorize("loop bounds read from memory that differ between iterations",
