@@ -12,7 +12,7 @@ from tvm import tirx
 
 from .analysis import _contains, _reads_memory, _uses_vars
 from .digits import _element_offsets, _flat_index_digits, _flat_indices, _index_tuple_numbers, \
-    _offset_digits
+    _offset_digits, spread_within_extents
 from .forwarding import bindings_read, forward_scalars
 from .guards import _all_of, guarded_digit, spread_under_guards, within_guards
 from .names import _dtype, _is_zero, _key, _scalar_dtype, _type_key
@@ -634,6 +634,8 @@ def _separates_as_indexed(indices, x, acc: _LoopAccesses, expand, x_extent: int 
         if max(b.max_value for b in bounds) - min(b.min_value for b in bounds) < abs(step):
             return True
         if guards and any(guards) and spread_under_guards(rests, base, guards, over_range, same, expand) < abs(step):
+            return True
+        if spread_within_extents(rests, base, acc.inner, over_range) < abs(step):
             return True
         # Unrolled copies touch the same form at constant offsets: an arithmetic progression of offsets
         # is one more digit of the mixed-radix number.

@@ -8,8 +8,9 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from .analysis import _uses_vars
 from .guards import _all_of
-from .names import _dtype, _type_key
+from .names import _dtype, _key, _type_key
 
 
 def _loop_ranges(loop, acc):
@@ -200,3 +201,46 @@ def _offset_digits(offsets: list[int]) -> list[tuple[int, int]] | None:
         digits.append((gap, count))
         rest = heads
     return digits
+
+
+def spread_within_extents(rests: list, base, inner, over_range) -> int:
+    """The spread of ``rests`` (less ``base``) where a loop inside with a symbolic extent has its
+    variable enter a rest as a term of its own: that term is at most ``lo + extent - 1`` wherever
+    the loop runs, so the rest is at most what it is there.  A block's last run of a merge,
+    ``start + tx * step + v`` with ``v < min(min(end, start + run) - start - tx * step, step)``, stays
+    below ``end``; the sum is pushed into the extent's ``min`` so that the simplifier cancels it."""
+    extents = {_key(var): (lo, extent) for var, lo, extent in inner if _type_key(extent) != "ir.IntImm"}
+    lows, highs = [], []
+    for rest in rests:
+        expr = over_range.simplify(rest - base)
+        bound = over_range.const_int_bound(expr)
+        lows.append(bound.min_value)
+        highs.append(bound.max_value)
+        terms, constant = _affine_terms(expr)
+        moving = [(coef, atom) for coef, atom in terms
+                  if coef > 0 and _type_key(atom) == "ir.Var" and _key(atom) in extents]
+        others = [(coef, atom) for coef, atom in terms if (coef, atom) not in moving]
+        if not moving or any(_uses_vars(atom, {_key(a) for _c, a in moving}) for _c, atom in others):
+            continue
+        dtype = _dtype(expr)
+        top = _sum_of([tirx.const(constant, dtype)] + [tirx.const(c, dtype) * a for c, a in others])
+        for coef, atom in moving:
+            lo, extent = extents[_key(atom)]
+            top = _add_into_min(top, tirx.const(coef, dtype) * (lo + extent - tirx.const(1, dtype)), dtype)
+        highs[-1] = min(highs[-1], over_range.const_int_bound(over_range.simplify(top)).max_value)
+    return max(highs) - min(lows)
+
+
+def _add_into_min(a, b, dtype: str):
+    """``a + b``, as ``min(a + c + x, a + c + y)`` where ``b`` is ``min(x, y) + c`` (a constant
+    multiple of one)."""
+    expanded = tvm.sym.Analyzer().simplify(b)
+    terms, constant = _affine_terms(expanded)
+    mins = [(coef, t) for coef, t in terms if _type_key(t) == "prim.Min" and coef > 0]
+    if len(mins) != 1:
+        return a + b
+    coef, low = mins[0]
+    rest = _sum_of([a, tirx.const(constant, dtype)]
+                   + [tirx.const(c, dtype) * t for c, t in terms if (c, t) != (coef, low)])
+    scale = tirx.const(coef, dtype)
+    return tirx.Min(rest + scale * low.a, rest + scale * low.b)
