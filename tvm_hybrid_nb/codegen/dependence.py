@@ -630,12 +630,13 @@ def _separates_as_indexed(indices, x, acc: _LoopAccesses, expand, x_extent: int 
         if symbolic is not None:
             return _within_symbolic_step(rests, symbolic, conditions, over_range)
         base = at_min.simplify(rests[0])
-        bounds = [over_range.const_int_bound(over_range.simplify(rest - base)) for rest in rests]
+        shifted = [over_range.simplify(rest - base) for rest in rests]
+        bounds = [over_range.const_int_bound(rest) for rest in shifted]
         if max(b.max_value for b in bounds) - min(b.min_value for b in bounds) < abs(step):
             return True
         if guards and any(guards) and spread_under_guards(rests, base, guards, over_range, same, expand) < abs(step):
             return True
-        if spread_within_extents(rests, base, acc.inner, over_range) < abs(step):
+        if spread_within_extents(shifted, bounds, acc.inner, over_range) < abs(step):
             return True
         # Unrolled copies touch the same form at constant offsets: an arithmetic progression of offsets
         # is one more digit of the mixed-radix number.

@@ -203,19 +203,16 @@ def _offset_digits(offsets: list[int]) -> list[tuple[int, int]] | None:
     return digits
 
 
-def spread_within_extents(rests: list, base, inner, over_range) -> int:
-    """The spread of ``rests`` (less ``base``) where a loop inside with a symbolic extent has its
-    variable enter a rest as a term of its own: that term is at most ``lo + extent - 1`` wherever
-    the loop runs, so the rest is at most what it is there.  A block's last run of a merge,
-    ``start + tx * step + v`` with ``v < min(min(end, start + run) - start - tx * step, step)``, stays
-    below ``end``; the sum is pushed into the extent's ``min`` so that the simplifier cancels it."""
+def spread_within_extents(rests: list, bounds: list, inner, over_range) -> int:
+    """The spread of ``rests`` (simplified, each with its ``bounds``) where a loop inside with a
+    symbolic extent has its variable enter a rest as a term of its own: that term is at most
+    ``lo + extent - 1`` wherever the loop runs, so the rest is at most what it is there.  A block's
+    last run of a merge, ``start + tx * step + v`` with ``v < min(min(end, start + run) - start - tx *
+    step, step)``, stays below ``end``; the sum is pushed into the extent's ``min`` so that the
+    simplifier cancels it."""
+    lows, highs = [b.min_value for b in bounds], [b.max_value for b in bounds]
     extents = {_key(var): (lo, extent) for var, lo, extent in inner if _type_key(extent) != "ir.IntImm"}
-    lows, highs = [], []
-    for rest in rests:
-        expr = over_range.simplify(rest - base)
-        bound = over_range.const_int_bound(expr)
-        lows.append(bound.min_value)
-        highs.append(bound.max_value)
+    for position, expr in enumerate(rests if extents else ()):
         terms, constant = _affine_terms(expr)
         moving = [(coef, atom) for coef, atom in terms
                   if coef > 0 and _type_key(atom) == "ir.Var" and _key(atom) in extents]
@@ -227,7 +224,7 @@ def spread_within_extents(rests: list, base, inner, over_range) -> int:
         for coef, atom in moving:
             lo, extent = extents[_key(atom)]
             top = _add_into_min(top, tirx.const(coef, dtype) * (lo + extent - tirx.const(1, dtype)), dtype)
-        highs[-1] = min(highs[-1], over_range.const_int_bound(over_range.simplify(top)).max_value)
+        highs[position] = min(highs[position], over_range.const_int_bound(over_range.simplify(top)).max_value)
     return max(highs) - min(lows)
 
 

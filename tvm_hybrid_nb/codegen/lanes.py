@@ -512,13 +512,18 @@ class LanesMixin:
                 pass
         return [ast.Assign([_store_name(name)], _name(outer.name))] + self.visit_stmt(body_stmt)
 
+    def _threads_and_blocks_only(self) -> bool:
+        """Whether every running lane axis is a block's threads or a grid's blocks, which a GPU runs
+        at once: loops whose trips differ between lanes may run masked across them."""
+        return all(ax.is_thread or ax.tag.startswith("blockIdx") for ax in self.lanes.axes)
+
     def _lanes_while(self, node, cond: Value) -> list[ast.stmt]:
         """A while loop whose condition differs between the threads of a block (in lockstep): it runs
         while any thread still loops, each trip writing only for the threads whose condition held on
         every trip so far — a thread leaves for good the first time its condition fails, as on the GPU.
         Barriers inside see the mask, so one that only the still-looping threads reach stays an error.
         The blocks of a grid run as lanes loop alike (a GPU runs them at once too)."""
-        if not self.lanes.axes or not all(ax.is_thread or ax.tag.startswith("blockIdx") for ax in self.lanes.axes):
+        if not self.lanes.axes or not self._threads_and_blocks_only():
             # Its trips are data-dependent: for loop iterations run as lanes, the longest would set
             # the pace of all (a serial run does only the trips each needs).
             raise _CannotVectorize("while loop whose condition differs between iterations")
@@ -537,7 +542,7 @@ class LanesMixin:
         running, like a per-thread while loop, until every lane is done."""
         if not self.lanes.axes:
             raise _CannotVectorize("loop bounds that differ between iterations")
-        if not all(ax.is_thread or ax.tag.startswith("blockIdx") for ax in self.lanes.axes):
+        if not self._threads_and_blocks_only():
             # Iterations as lanes loop as often as the longest of them: fine for bounds that an
             # iteration's index decides within a known range (a triangle, a block's last chunk),
             # not for bounds read from memory (a sparse row's length: one long row would set the
