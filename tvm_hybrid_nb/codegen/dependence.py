@@ -270,8 +270,7 @@ def _exclusive_conditions(loop, acc: "_LoopAccesses", items: list) -> list:
     found = []
     for guard in items[0][3]:
         condition = guard.a if _type_key(guard) == "prim.Not" else guard
-        if _reads_memory(condition) or _uses_vars(condition, moving) or _contains(
-                condition, lambda n: _type_key(n) == "ir.Call"):
+        if not _fixed_while_running(condition, moving):
             continue
         sides = {_side(item, condition) for item in items}
         if sides == {0, 1}:
@@ -656,8 +655,14 @@ def _invariant_step(delta, x_next, acc: "_LoopAccesses", lanes: list) -> bool:
     """Whether the symbolic step ``delta`` is fixed while the loop runs: free of the loop's own
     variable, of the loops inside it and of vector lanes (sizes and outer loop variables only)."""
     moving = {_key(x_next)} | {_key(v) for v, _, _ in acc.inner} | {_key(v) for v, _, _ in lanes}
-    return not _reads_memory(delta) and not _contains(
-        delta, lambda n: _type_key(n) in ("ir.Var", "ir.Call") and (_type_key(n) == "ir.Call" or _key(n) in moving))
+    return _fixed_while_running(delta, moving)
+
+
+def _fixed_while_running(expr, moving: set[int]) -> bool:
+    """Whether ``expr`` keeps its value while a loop runs: it reads no memory, calls nothing and
+    reads none of the variables ``moving`` (those the loop sets)."""
+    return not _reads_memory(expr) and not _contains(
+        expr, lambda n: _type_key(n) in ("ir.Var", "ir.Call") and (_type_key(n) == "ir.Call" or _key(n) in moving))
 
 
 def _within_symbolic_step(rests: list, step, conditions: list, over_range) -> bool:

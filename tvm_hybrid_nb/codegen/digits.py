@@ -214,9 +214,9 @@ def spread_within_extents(rests: list, bounds: list, inner, over_range) -> int:
     extents = {_key(var): (lo, extent) for var, lo, extent in inner if _type_key(extent) != "ir.IntImm"}
     for position, expr in enumerate(rests if extents else ()):
         terms, constant = _affine_terms(expr)
-        moving = [(coef, atom) for coef, atom in terms
-                  if coef > 0 and _type_key(atom) == "ir.Var" and _key(atom) in extents]
-        others = [(coef, atom) for coef, atom in terms if (coef, atom) not in moving]
+        bounded = [coef > 0 and _type_key(atom) == "ir.Var" and _key(atom) in extents for coef, atom in terms]
+        moving = [term for term, by_extent in zip(terms, bounded) if by_extent]
+        others = [term for term, by_extent in zip(terms, bounded) if not by_extent]
         if not moving or any(_uses_vars(atom, {_key(a) for _c, a in moving}) for _c, atom in others):
             continue
         dtype = _dtype(expr)
@@ -233,11 +233,11 @@ def _add_into_min(a, b, dtype: str):
     multiple of one)."""
     expanded = tvm.sym.Analyzer().simplify(b)
     terms, constant = _affine_terms(expanded)
-    mins = [(coef, t) for coef, t in terms if _type_key(t) == "prim.Min" and coef > 0]
+    mins = [position for position, (coef, t) in enumerate(terms) if _type_key(t) == "prim.Min" and coef > 0]
     if len(mins) != 1:
         return a + b
-    coef, low = mins[0]
+    coef, low = terms[mins[0]]
     rest = _sum_of([a, tirx.const(constant, dtype)]
-                   + [tirx.const(c, dtype) * t for c, t in terms if (c, t) != (coef, low)])
+                   + [tirx.const(c, dtype) * t for position, (c, t) in enumerate(terms) if position != mins[0]])
     scale = tirx.const(coef, dtype)
     return tirx.Min(rest + scale * low.a, rest + scale * low.b)
