@@ -58,10 +58,11 @@ class LanesMixin:
         return None if views is None else views[0]
 
     def _lane_views(self, info: _BufferInfo, indices, values: list[Value], names: tuple, write: bool = False,
-                    gather: bool = False) -> list[ast.expr] | None:
+                    gather: bool = False, min_elements: int = VIEW_MIN_ELEMENTS) -> list[ast.expr] | None:
         """:meth:`_lane_view` of the same access in each buffer of ``names``, which share ``info``'s
         shape and lane layout (a buffer and its sanitizer marks): the view's geometry is worked out
-        once, the analyzer's part of a checked access's cost."""
+        once, the analyzer's part of a checked access's cost.  ``min_elements``: fewer lanes than
+        this are no view (see ``VIEW_MIN_ELEMENTS``)."""
         if (not (self.fast or self.check) or self.lanes.stmt_masks or self.lanes.masks
                 or any(name in self.scope.strided_storage for name in names)
                 or _lanes(info.dtype) > 1 or not self._in_bounds(info, indices)):
@@ -113,8 +114,8 @@ class LanesMixin:
             return None  # lanes that share an element of a per-lane copy: not one view
         count = 1
         for axis in used:
-            count *= extents[axis].value if isinstance(extents[axis], ast.Constant) else self.VIEW_MIN_ELEMENTS
-        if count < self.VIEW_MIN_ELEMENTS:  # building a view costs more than gathering a few elements
+            count *= extents[axis].value if isinstance(extents[axis], ast.Constant) else min_elements
+        if count < min_elements:  # building a view costs more than gathering a few elements
             return None
         lanes = [(axis, extents[axis], coefs[axis]) for axis in used]
         prefix_starts = [base for base, _axis in prefix]

@@ -250,7 +250,8 @@ class SanitizerMixin:
         # A thread's own memory needs no race record: its views serve with racing lanes too.
         if info.shadow is None or (self._logged_lanes() and not (logged or info.per_thread)):
             return None
-        views = self._lane_views(info, indices, values, (info.name, info.shadow))
+        # A view of two lanes beats ``access`` already (4 us against 15 us); one element is no lanes.
+        views = self._lane_views(info, indices, values, (info.name, info.shadow), min_elements=2)
         return None if views is None else tuple(views)
 
 
