@@ -247,6 +247,7 @@ class _Planner:
         self.serial_depth = 0
         self.depth = 0
         self.roots: dict[int, int] = {}
+        self.walks: dict = {}  # sharing.written_alike's walks of loop bodies, kept for this planning
         #: The accesses of each loop body, analysed once (see ``dependence._accesses``).
         self.accesses: dict = {}
         self.func = func
@@ -293,7 +294,7 @@ class _Planner:
             names = tuple(self._label(self.shared[key]) for key in private if self.shared and key in self.shared)
         alike: tuple = ()
         if grid is not None and private and self.fast and not self.check:  # the sanitizers keep every copy
-            alike = tuple(sorted(written_alike(grid, private, self.roots), key=self._shared_order))
+            alike = tuple(sorted(self._written_alike(grid, private), key=self._shared_order))
         alike_names = tuple(self._label(self.shared[key]) for key in alike if key in self.shared)
         decision = LoopDecision(loop, kind, strategy, reason, self.depth, private, names, alike, alike_names,
                                 "lane" if per_lane else "block", cut)
@@ -383,8 +384,8 @@ class _Planner:
         shared = [] if self.check else [
             lane.loop for lane in loops if stored_in_an_inner_loop(lane.loop, {root}, self.roots)
             and read_after_written_alike(lane.loop, buf, self.func.body, self.context(lane.loop)) is None
-            and (_key(buf) in written_alike(lane.loop, set(allocations_in(lane.loop.body)), self.roots)
-                 or _key(buf) in written_alike(lane.loop, {_key(buf)}, self.roots, by_index=True))]
+            and (_key(buf) in self._written_alike(lane.loop, set(allocations_in(lane.loop.body)))
+                 or _key(buf) in self._written_alike(lane.loop, {_key(buf)}, by_index=True))]
         if shared:
             names = tuple(str(loop.loop_var.name) for loop in shared)
             self.one_copy(buf, shared, f"every iteration of {', '.join(names)} writes {self._label(buf)} alike before "
@@ -395,7 +396,7 @@ class _Planner:
         # the lanes' times the copy's): one serves lanes that write it by index, or alike.
         rejected = [lane.loop for lane in loops if (self.check or _key(lane.loop) in self.plan.copies_rejected)
                     and read_after_written_alike(lane.loop, buf, self.func.body, self.context(lane.loop)) is None]
-        shared = [loop for loop in rejected if written_alike(loop, {_key(buf)}, self.roots, by_index=True)]
+        shared = [loop for loop in rejected if self._written_alike(loop, {_key(buf)}, by_index=True)]
         if shared:
             names = tuple(str(loop.loop_var.name) for loop in shared)
             self.one_copy(buf, shared, f"each iteration of {', '.join(names)} writes the elements of "
@@ -403,7 +404,7 @@ class _Planner:
                                        f"index decides")
             return
         shared = [loop for loop in rejected if self.check
-                  and _key(buf) in written_alike(loop, set(allocations_in(loop.body)), self.roots)]
+                  and _key(buf) in self._written_alike(loop, set(allocations_in(loop.body)))]
         if shared:
             names = tuple(str(loop.loop_var.name) for loop in shared)
             self.one_copy(buf, shared, f"every iteration of {', '.join(names)} writes {self._label(buf)} alike before "
@@ -422,7 +423,7 @@ class _Planner:
             if allocation_overlap(lane.loop, buf, self.roots, self.outer(lane.loop), self.accesses) is None:
                 shared.append(lane.loop)
                 why.append(f"the blocks of {name} touch their own elements of {self._label(buf)}")
-            elif not self.check and _key(buf) in written_alike(lane.loop, {_key(buf)}, self.roots):
+            elif not self.check and _key(buf) in self._written_alike(lane.loop, {_key(buf)}):
                 shared.append(lane.loop)
                 why.append(f"every block of {name} writes {self._label(buf)} alike")
         if shared:
@@ -619,6 +620,10 @@ class _Planner:
             return PARALLEL_CHUNKS, f"{what}: chunks of them run as lanes on all cores", private
         return LANES, f"{what}: all of them run at once as array lanes", private
 
+    def _written_alike(self, loop, keys, by_index: bool = False) -> set[int]:
+        """:func:`~.sharing.written_alike` with this planning's views and walks."""
+        return written_alike(loop, keys, self.roots, by_index, cache=self.walks)
+
     def race_lanes_one_copy(self, node) -> str:
         """Under the sanitizers, parallel loop ``node`` whose race-check lanes would each need a copy
         of the block allocations that ``PlanAndUpdateBufferAllocationLocation`` moves into it (only
@@ -640,12 +645,12 @@ class _Planner:
                 continue
             if read_after_written_alike(node, buf, self.func.body, self.context(node)) is not None:
                 return ""
-            alike = written_alike(node, keys, self.roots) if alike is None else alike
+            alike = self._written_alike(node, keys) if alike is None else alike
             if _key(buf) in alike:
                 whys.append(f"each iteration writes {self._label(buf)} alike (the same values, whatever the iteration) "
                             f"before reading it")
                 continue
-            by_index = written_alike(node, keys, self.roots, by_index=True) if by_index is None else by_index
+            by_index = self._written_alike(node, keys, by_index=True) if by_index is None else by_index
             if _key(buf) not in by_index:
                 return ""
             whys.append(f"each iteration writes the elements of {self._label(buf)} it reads before reading them, "
@@ -695,8 +700,8 @@ class _Planner:
         bufs = [self.allocated.get(root) for root in shared]
         if any(buf is None or str(buf.scope()) not in ("global", "local", "shared", "shared.dyn") for buf in bufs):
             return ""
-        alike = written_alike(node, set(shared), self.roots) == set(shared)
-        if not alike and written_alike(node, set(shared), self.roots, by_index=True) != set(shared):
+        alike = self._written_alike(node, set(shared)) == set(shared)
+        if not alike and self._written_alike(node, set(shared), by_index=True) != set(shared):
             return ""
         if any(read_after_written_alike(node, buf, self.func.body, self.context(node)) is not None for buf in bufs):
             return ""
@@ -767,8 +772,7 @@ def plan_emulation(func, mode: str = "exact", check: bool = False,
     """Decide how every loop of ``func`` runs in the ``mode`` script (``check``: with sanitizers).
 
     ``rejected`` names loops (by handle) that emission found have no lane form, with the reason.
-    ``exact_reason``: fast mode runs the exact plan, for this reason (see :func:`~.cost.exact_plan_reason`).
-    """
+    ``exact_reason``: fast mode runs the exact plan, for this reason (see :func:`~.cost.exact_plan_reason`)."""
     planner = _Planner(func, mode, check, rejected or {}, exact_reason, copies_rejected)
     planner.stmt(func.body)
     return planner.plan
@@ -779,8 +783,7 @@ def emit_with_plan(func, mode: str, check: bool, emit: Callable[[EmulationPlan],
 
     Returns ``(result, plan)``.  Every rejection demotes one more loop (one rejected for the memory of
     its lanes' private copies is first planned once more with a shared copy), so this ends after at
-    most twice as many tries as the function has loops.
-    """
+    most twice as many tries as the function has loops."""
     rejected: dict[int, str] = {}
     copies_rejected: set[int] = set()
     while True:
