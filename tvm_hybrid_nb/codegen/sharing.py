@@ -160,8 +160,7 @@ def varying_with(loop, roots: dict[int, int]) -> tuple[set[int], set[int]]:
     (keys: roots and the views of them) the iterations write differently (:func:`written_alike` over
     all they write).  Statements that touch neither compute the same in every iteration.
     ``(None, None)`` when the body holds what the analysis cannot follow."""
-    acc = _Writes(roots)
-    acc.stmt(loop.body, [])
+    acc = _writes_of(loop, roots)
     if acc.opaque:
         return None, None
     written = {root for root, *_ in acc.writes}
