@@ -138,7 +138,7 @@ def written_alike(loop, candidates, roots: dict[int, int], by_index: bool = Fals
     the same loop with the same ``roots`` (the planner asks per allocation: a stage of TVM's GPU topk
     of 7 over 3 x 300 planned in 1.3 s instead of 1.6 s).
     """
-    return _alike_fixpoint(loop, candidates, roots, by_index, _writes_of(loop, roots, cache))[0]
+    return _alike_fixpoint(loop, candidates, by_index, _writes_of(loop, roots, cache))[0]
 
 
 def _writes_of(loop, roots: dict[int, int], cache: dict | None = None) -> _Writes:
@@ -164,15 +164,14 @@ def varying_with(loop, roots: dict[int, int]) -> tuple[set[int], set[int]]:
     if acc.opaque:
         return None, None
     written = {root for root, *_ in acc.writes}
-    alike, tainted_vars = _alike_fixpoint(loop, written, roots, False, acc)
+    alike, tainted_vars = _alike_fixpoint(loop, written, False, acc)
     differ = written - alike
     return tainted_vars, differ | {view for view, root in acc.roots.items() if root in differ}
 
 
-def _alike_fixpoint(loop, candidates, roots: dict[int, int], by_index: bool, acc: "_Writes | None" = None):
-    """:func:`written_alike`'s answer and the variables its taint closure found varying."""
-    if acc is None:
-        acc = _writes_of(loop, roots)
+def _alike_fixpoint(loop, candidates, by_index: bool, acc: _Writes):
+    """:func:`written_alike`'s answer and the variables its taint closure found varying, from ``acc``,
+    the walk of ``loop``'s body (:func:`_writes_of`)."""
     if acc.opaque:
         return set(), {_key(loop.loop_var)}
     written = {root for root, *_ in acc.writes}
