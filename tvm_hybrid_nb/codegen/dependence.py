@@ -302,7 +302,7 @@ def _accesses(loop, roots: dict[int, int], outer=(), cache: dict | None = None, 
     acc.binds.extend(bindings_read(loop, bindings))
     acc.stmt(loop.body)
     forward_scalars(acc)
-    return acc, _expander(acc.binds)
+    return acc, _Expansion(acc.binds)
 
 
 def _expander(binds: list, analyzer=None):
@@ -313,6 +313,35 @@ def _expander(binds: list, analyzer=None):
         if _dtype(var) != "handle":  # a pointer (address_of) is not an index
             analyzer.bind(var, value, allow_override=True)
     return analyzer
+
+
+class _Expansion:
+    """The bindings of a loop's body expanded into expressions (:func:`_expander`), each
+    expression's once: the dependence tests of one loop try several readings of the same indices
+    (per dimension, flattened, as digits, split) and expanded the same index up to nine times
+    (a GPU merge sort: 55 % of its planning's simplifications).  Expressions are looked up by
+    address, then by structure (accesses of one element hold equal, distinct index expressions);
+    the memo keeps each alive, so that its address is not reused."""
+
+    def __init__(self, binds: list):
+        self._analyzer = _expander(binds)
+        self._by_address: dict[int, tuple] = {}  # address -> (expression, simplified)
+        self._by_structure: dict[int, list] = {}  # structural hash -> [(expression, simplified)]
+
+    def simplify(self, expr):
+        handle = getattr(expr, "__chandle__", None)
+        if handle is None:  # a Python number
+            return self._analyzer.simplify(expr)
+        found = self._by_address.get(handle())
+        if found is not None:
+            return found[1]
+        same_hash = self._by_structure.setdefault(tvm_ffi.structural_hash(expr), [])
+        found = next((pair for pair in same_hash if tvm_ffi.structural_equal(pair[0], expr)), None)
+        if found is None:
+            found = (expr, self._analyzer.simplify(expr))
+            same_hash.append(found)
+        self._by_address[handle()] = (expr, found[1])
+        return found[1]
 
 
 #: The most iterations of a loop around that :func:`_separate_at_each_outer_value` tries one by one.
@@ -579,6 +608,27 @@ def _separates_as_indexed(indices, x, acc: _LoopAccesses, expand, x_extent: int 
         conditions: list = []  # with a symbolic step: the guards of each access, over x_next
         rests = []
         fresh: dict = {}
+        steps: dict[int, list] = {}  # structural hash of f -> [(f, (f, f at x_next, step))]
+
+        def stepped(f):
+            """``f`` (read over x's range where its step is not constant), ``f`` at ``x_next`` and the
+            step from ``x_next`` to ``x_next + 1``: once per form (a read and a write of one element)."""
+            same_hash = steps.setdefault(tvm_ffi.structural_hash(f), [])
+            for seen, found in same_hash:
+                if tvm_ffi.structural_equal(seen, f):
+                    return found
+            read, f_same = f, same.simplify(f)
+            delta = tvm.sym.Analyzer().simplify(shifted.simplify(f) - f_same)
+            if _type_key(delta) != "ir.IntImm" and x_from_zero and x_extent is not None:
+                # Over the values x takes, ``x % 2 * 2000 + x // 2`` (x < 2) is ``x * 2000``.
+                within = over_range.clone()
+                within.bind(x, tvm.ir.Range.from_min_extent(0, x_extent), allow_override=True)
+                read = within.simplify(f)
+                f_same = same.simplify(read)
+                delta = tvm.sym.Analyzer().simplify(shifted.simplify(read) - f_same)
+            same_hash.append((f, (read, f_same, delta)))
+            return read, f_same, delta
+
         for position, index in enumerate(indices):
             key = _type_key(index)
             if key == "prim.Ramp":
@@ -598,15 +648,7 @@ def _separates_as_indexed(indices, x, acc: _LoopAccesses, expand, x_extent: int 
             f = fold_radix(expand.simplify(index))
             if guards is not None and guards[position]:
                 f = within_guards(f, guards[position], x, acc, expand, over_range, at_min, lanes, fresh)
-            f_same = same.simplify(f)
-            delta = tvm.sym.Analyzer().simplify(shifted.simplify(f) - f_same)
-            if _type_key(delta) != "ir.IntImm" and x_from_zero and x_extent is not None:
-                # Over the values x takes, ``x % 2 * 2000 + x // 2`` (x < 2) is ``x * 2000``.
-                within = over_range.clone()
-                within.bind(x, tvm.ir.Range.from_min_extent(0, x_extent), allow_override=True)
-                f = within.simplify(f)
-                f_same = same.simplify(f)
-                delta = tvm.sym.Analyzer().simplify(shifted.simplify(f) - f_same)
+            f, f_same, delta = stepped(f)
             if _type_key(delta) != "ir.IntImm":
                 # A step known only at run time (a row of ``m`` elements per block: ``bx * m + t``).
                 if step is not None or not _invariant_step(delta, x_next, acc, lanes):
