@@ -9,6 +9,7 @@ import tvm_ffi
 from tvm import tirx
 
 from .names import _dtype, _is_zero, _key, _type_key, thread_key
+from .work import Analyzer
 
 
 # ---------------------------------------------------------------------- fast-mode axis plan
@@ -18,10 +19,10 @@ def _step(expr, var) -> int | None:
     if linear is not None:
         return linear
     fresh = tirx.Var("next", _dtype(var))
-    bumped, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+    bumped, same = Analyzer(), Analyzer()
     bumped.bind(var, fresh + 1)
     same.bind(var, fresh)
-    delta = tvm.sym.Analyzer().simplify(bumped.simplify(expr) - same.simplify(expr))
+    delta = Analyzer().simplify(bumped.simplify(expr) - same.simplify(expr))
     return int(delta.value) if _type_key(delta) == "ir.IntImm" else None
 
 
@@ -64,7 +65,7 @@ def _plan_lane_axes(var, body, axes: range, as_lanes=None) -> dict[int, int]:
     if path is None:
         return {}
     store, loops, binds = path
-    analyzer = tvm.sym.Analyzer()
+    analyzer = Analyzer()
     try:
         for v, value in binds:
             analyzer.bind(v, value, allow_override=True)

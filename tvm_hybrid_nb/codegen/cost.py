@@ -14,6 +14,7 @@ import tvm_ffi
 from tvm import tirx
 
 from .names import _dtype, _is_int, _key, _type_key
+from .work import AnalysisOutgrown
 
 if TYPE_CHECKING:
     from .plan import EmulationPlan
@@ -24,6 +25,13 @@ if TYPE_CHECKING:
 SERIAL_SECONDS_PER_STATEMENT = 0.3e-6
 SERIAL_SECONDS_PER_LANES_STATEMENT = 10e-6
 ANALYSIS_SECONDS_PER_STATEMENT = 1e-3
+#: One simplification of the dependence tests (:mod:`.work`) with the rest of the planning that goes
+#: with it, priced low: over the zoo's distinct stages, planning took a median 64 µs per counted
+#: simplification on dlight's GPU schedules and 50 µs on dlight.cpu's (10th percentiles 39 and
+#: 29 µs).  Priced so, the limit of :func:`exact_plan_decision` cuts only analyses far past their
+#: static price: replayed over 1,605 stages of the zoo, it cut one (a dlight.cpu stage, no slower);
+#: at 55 µs it cut 13, 7 of them where the lanes had won.
+ANALYSIS_SECONDS_PER_SIMPLIFICATION = 33e-6
 #: :func:`lanes_lose_reason` prices a statement on GPU threads' lanes at the measured median (34 µs,
 #: see :func:`exact_plan_reason`): it compares two runs, with no analysis to favour.
 LANES_SECONDS_PER_STATEMENT = 34e-6
@@ -353,7 +361,21 @@ EXACT_PLAN_WHEN_CHEAP = True
 
 
 def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | None = None) -> str:
-    """Why fast mode cannot win on ``func`` ("" when it may): the serial run, estimated from the loop
+    """Why fast mode cannot win on ``func`` ("" when it may): see :func:`exact_plan_decision`."""
+    return exact_plan_decision(func, module_functions, sizes)[0]
+
+
+def exact_plan_decision(func, module_functions: dict | None = None,
+                        sizes: dict | None = None) -> tuple[str, int | None]:
+    """Why fast mode cannot win on ``func`` ("" when it may), and when it may, the most
+    simplifications its lanes analysis may make (:mod:`.work`; None: no limit): past them, the
+    analysis alone has cost more than the serial run (:func:`analysis_outgrown_reason`).  The
+    static price below is a median; an analysis that proves nothing costs several times more per
+    statement (TVM's GPU merge sort tries every reading of indices that move with values read
+    from memory: the top 7 of 3 x 300 was priced 234 ms against a 258 ms serial run, and took
+    1.1 s; 1.55 s a stage in fast mode against 0.65 s exact).  The count stops it.
+
+    The serial run, estimated from the loop
     extents (:func:`serial_cost`; ``sizes`` binds symbolic extents), would take less time
     than the lanes analysis and emission alone, estimated from the program's size.  Then even lanes
     that ran in no time would lose, and fast mode runs the exact plan.  An unknown cost (a symbolic
@@ -377,10 +399,10 @@ def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | 
     the analysis and its lanes, and was priced at 3 ms against 7 ms.
     """
     if not EXACT_PLAN_WHEN_CHEAP:
-        return ""
+        return "", None
     cost = serial_cost(func, module_functions, sizes)
     if cost is None:
-        return ""
+        return "", None
     bound = ""
     if sizes and serial_cost(func, module_functions) is None:  # the sizes decided: say which
         bound = " with " + ", ".join(f"{name} = {value}" for name, value in sorted(sizes.items()))
@@ -388,14 +410,23 @@ def exact_plan_reason(func, module_functions: dict | None = None, sizes: dict | 
               + cost.folds * FOLD_SECONDS + _operations_seconds(cost))
     analysis = cost.size * ANALYSIS_SECONDS_PER_STATEMENT + cost.nodes * ANALYSIS_SECONDS_PER_NODE
     if serial >= analysis:
-        return ""
+        return "", int(serial / ANALYSIS_SECONDS_PER_SIMPLIFICATION)
     executed = cost.scalar + cost.lanes
     folds = f" and {cost.folds} combine steps of thread allreduces" if cost.folds else ""
     heavy = f", {cost.scalar_operations} operations past their median" if cost.scalar_operations else ""
     nodes = f" ({cost.nodes} expression nodes past their median)" if cost.nodes else ""
     return (f"the serial run{bound} is cheap ({executed} statement executions, {cost.lanes} of them on GPU threads"
             f"{folds}{heavy}: about {serial * 1e3:.2g} ms), less than the lanes analysis of its {cost.size} statements"
-            f"{nodes} would take (about {analysis * 1e3:.2g} ms)")
+            f"{nodes} would take (about {analysis * 1e3:.2g} ms)"), None
+
+
+def analysis_outgrown_reason(exc: AnalysisOutgrown, limit: int) -> str:
+    """The exact plan's reason when the lanes analysis stopped at its ``limit`` (``exc``, see
+    :func:`exact_plan_decision`)."""
+    where = f" by {exc.where}" if exc.where else ""
+    return (f"the lanes analysis outgrew the serial run: it made {exc.simplifications} simplifications{where}, "
+            f"more than the whole serial run would take (about {limit * ANALYSIS_SECONDS_PER_SIMPLIFICATION * 1e3:.3g} "
+            f"ms, at {ANALYSIS_SECONDS_PER_SIMPLIFICATION * 1e6:.3g} µs a simplification)")
 
 
 def lanes_lose_reason(func, plan: EmulationPlan, module_functions: dict | None = None,

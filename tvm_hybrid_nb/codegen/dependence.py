@@ -17,6 +17,7 @@ from .forwarding import bindings_read, forward_scalars
 from .guards import _all_of, guarded_digit, spread_under_guards, within_guards
 from .names import _dtype, _is_zero, _key, _scalar_dtype, _type_key
 from .radix import fold_radix
+from .work import Analyzer
 
 
 class _LoopAccesses:
@@ -308,7 +309,7 @@ def _accesses(loop, roots: dict[int, int], outer=(), cache: dict | None = None, 
 def _expander(binds: list, analyzer=None):
     """``analyzer`` (a fresh one when None) with the integer ``binds`` bound in order: its simplify
     expands them."""
-    analyzer = analyzer if analyzer is not None else tvm.sym.Analyzer()
+    analyzer = analyzer if analyzer is not None else Analyzer()
     for var, value in binds:
         if _dtype(var) != "handle":  # a pointer (address_of) is not an index
             analyzer.bind(var, value, allow_override=True)
@@ -398,7 +399,7 @@ def _at_outer_value(acc: "_LoopAccesses", var, value: int):
     the parts of :func:`_parts_separate` ask again for the same loop)."""
     state = acc.at_value.get((_key(var), value))
     if state is None:
-        fixed = tvm.sym.Analyzer()
+        fixed = Analyzer()
         fixed.bind(var, tirx.const(value, _dtype(var)))  # first: the bindings read it fixed
         _expander(acc.binds, fixed)
         at_value = copy.copy(acc)
@@ -522,7 +523,7 @@ def _split_separates(loop, acc: "_LoopAccesses", expand, items: list, name: str)
         dtype = _dtype(x)
         q, r = tirx.Var(f"{x.name}_q", dtype), tirx.Var(f"{x.name}_r", dtype)
         q_extent = -(-int(loop.extent.value) // c)  # x = q * c + r past the extent: more pairs, no fewer
-        split = tvm.sym.Analyzer()
+        split = Analyzer()
         split.bind(q, tvm.ir.Range.from_min_extent(0, q_extent))
         split.bind(r, tvm.ir.Range.from_min_extent(0, c))
         split.bind(x, q * c + r)
@@ -589,12 +590,12 @@ def _separates_as_indexed(indices, x, acc: _LoopAccesses, expand, x_extent: int 
     lanes: list = []
     try:
         x_next = tirx.Var("x_next", _dtype(x))
-        shifted, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+        shifted, same = Analyzer(), Analyzer()
         shifted.bind(x, x_next + 1)
         same.bind(x, x_next)
-        at_zero = tvm.sym.Analyzer()
+        at_zero = Analyzer()
         at_zero.bind(x_next, tirx.const(0, _dtype(x)))
-        at_min, over_range = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+        at_min, over_range = Analyzer(), Analyzer()
         # The loops around ``x`` hold their variables fixed while it runs, so every bound below is
         # taken for fixed values of them; bounding them by their ranges (the values they can hold)
         # only widens those bounds: ``w_0 * 112 + w_3`` and ``w_3`` (w_0 in [0, 1)) differ by 0.
@@ -618,14 +619,14 @@ def _separates_as_indexed(indices, x, acc: _LoopAccesses, expand, x_extent: int 
                 if tvm_ffi.structural_equal(seen, f):
                     return found
             read, f_same = f, same.simplify(f)
-            delta = tvm.sym.Analyzer().simplify(shifted.simplify(f) - f_same)
+            delta = Analyzer().simplify(shifted.simplify(f) - f_same)
             if _type_key(delta) != "ir.IntImm" and x_from_zero and x_extent is not None:
                 # Over the values x takes, ``x % 2 * 2000 + x // 2`` (x < 2) is ``x * 2000``.
                 within = over_range.clone()
                 within.bind(x, tvm.ir.Range.from_min_extent(0, x_extent), allow_override=True)
                 read = within.simplify(f)
                 f_same = same.simplify(read)
-                delta = tvm.sym.Analyzer().simplify(shifted.simplify(read) - f_same)
+                delta = Analyzer().simplify(shifted.simplify(read) - f_same)
             same_hash.append((f, (read, f_same, delta)))
             return read, f_same, delta
 
@@ -662,7 +663,7 @@ def _separates_as_indexed(indices, x, acc: _LoopAccesses, expand, x_extent: int 
             else:
                 step = int(delta.value)
             if symbolic is None:
-                rest = tvm.sym.Analyzer().simplify(f_same - delta * x_next)
+                rest = Analyzer().simplify(f_same - delta * x_next)
             else:  # f(x) = f(0) + delta * x, delta free of x (the simplifier does not cancel m * x - x * m)
                 rest = at_zero.simplify(f_same)
             if _uses_vars(rest, {_key(x_next)}):
@@ -683,7 +684,7 @@ def _separates_as_indexed(indices, x, acc: _LoopAccesses, expand, x_extent: int 
         # is one more digit of the mixed-radix number.
         offsets = []
         for rest in rests:
-            diff = tvm.sym.Analyzer().simplify(rest - rests[0])
+            diff = Analyzer().simplify(rest - rests[0])
             if _type_key(diff) != "ir.IntImm":
                 return False
             offsets.append(int(diff.value))
@@ -732,7 +733,7 @@ def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lane
     value all smaller terms can add up to — a mixed-radix number, like the flat index of a row-major
     array.
     """
-    ranged = tvm.sym.Analyzer()  # the digits' values: ``w // 2`` is 0 and ``w % 2`` is w for w < 2
+    ranged = Analyzer()  # the digits' values: ``w // 2`` is 0 and ``w % 2`` is w for w < 2
     for var, lo, extent in list(acc.inner) + lanes:
         ranged.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
     rest = ranged.simplify(rest)
@@ -740,10 +741,10 @@ def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lane
     remainder = rest
     for var, lo, extent in list(acc.inner) + lanes:
         fresh = tirx.Var("v_next", _dtype(var))
-        bumped, same = tvm.sym.Analyzer(), tvm.sym.Analyzer()
+        bumped, same = Analyzer(), Analyzer()
         bumped.bind(var, fresh + 1)
         same.bind(var, fresh)
-        delta = tvm.sym.Analyzer().simplify(bumped.simplify(rest) - same.simplify(rest))
+        delta = Analyzer().simplify(bumped.simplify(rest) - same.simplify(rest))
         if _type_key(delta) != "ir.IntImm":
             return False
         coef = int(delta.value)
@@ -754,7 +755,7 @@ def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lane
         # A loop of symbolic extent can only be the most significant digit (checked below).
         terms.append((abs(coef), int(extent.value) if _type_key(extent) == "ir.IntImm" else None))
         remainder = remainder - delta * var
-    remainder = tvm.sym.Analyzer().simplify(remainder)
+    remainder = Analyzer().simplify(remainder)
     inner_keys = {_key(v) for v, _, _ in list(acc.inner) + lanes}
     used = []
     tvm_ffi.structural_walk(remainder, lambda n: used.append(_type_key(n) == "ir.Var" and _key(n) in inner_keys)

@@ -11,11 +11,12 @@ from tvm import tirx
 from .analysis import _uses_vars
 from .guards import _all_of
 from .names import _dtype, _key, _type_key
+from .work import Analyzer
 
 
 def _loop_ranges(loop, acc):
     """An analyzer knowing the range of ``loop``'s variable and of the loops around and inside it."""
-    ranges = tvm.sym.Analyzer()
+    ranges = Analyzer()
     for var, lo, extent in (*acc.outer, *acc.inner, (loop.loop_var, loop.min, loop.extent)):
         ranges.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
     return ranges
@@ -231,7 +232,7 @@ def spread_within_extents(rests: list, bounds: list, inner, over_range) -> int:
 def _add_into_min(a, b, dtype: str):
     """``a + b``, as ``min(a + c + x, a + c + y)`` where ``b`` is ``min(x, y) + c`` (a constant
     multiple of one)."""
-    expanded = tvm.sym.Analyzer().simplify(b)
+    expanded = Analyzer().simplify(b)
     terms, constant = _affine_terms(expanded)
     mins = [position for position, (coef, t) in enumerate(terms) if _type_key(t) == "prim.Min" and coef > 0]
     if len(mins) != 1:

@@ -43,10 +43,11 @@ from .lanes import LanesMixin
 from .memory import MemoryAccessMixin
 from .sanitize import SanitizerMixin
 from .tensorcore import FLOAT_MMA_ATTR, FLOAT_MMA_NOTE
-from .cost import exact_plan_reason, lanes_lose_reason, per_call_rule
+from .cost import analysis_outgrown_reason, exact_plan_decision, lanes_lose_reason, per_call_rule
 from .plan import EmulationPlan, emit_with_plan, plan_emulation
 from .targets import GPU_KINDS, cuda_float_note, target_kind
 from .state import GpuState, LaneState, ProgressHooks, Scope, SerialState
+from .work import AnalysisOutgrown
 
 
 class HybridCodegen(ExpressionsMixin, ConstantsMixin, MemoryAccessMixin, BuffersMixin, ControlFlowMixin, LanesMixin, GpuMixin,
@@ -639,17 +640,22 @@ def generate_kernel(func, function_name: str, stage: str | None = None, mode: st
 
 def _generate_kernel(func, function_name, stage, mode, progress, module_functions, check, synced, sizes,
                      exact_reason) -> GeneratedKernel:
+    limit = None
     if mode != "fast" or check:
         exact_reason = ""
     elif not exact_reason:
-        exact_reason = exact_plan_reason(func, module_functions, sizes)
+        exact_reason, limit = exact_plan_decision(func, module_functions, sizes)
     emitted = "exact" if exact_reason else mode
 
     def emit(plan: EmulationPlan) -> GeneratedKernel:
         return HybridCodegen(func, function_name, stage, emitted, progress, module_functions, check, synced,
                              plan=plan).generate()
 
-    generated, plan = emit_with_plan(func, mode, check, emit, exact_reason)
+    try:
+        generated, plan = emit_with_plan(func, mode, check, emit, exact_reason, limit)
+    except AnalysisOutgrown as exc:  # stopped while planning, before any emission of its plan
+        exact_reason, emitted = analysis_outgrown_reason(exc, limit), "exact"
+        generated, plan = emit_with_plan(func, mode, check, emit, exact_reason)
     if mode == "fast" and not check and not exact_reason:
         exact_reason = lanes_lose_reason(func, plan, module_functions, sizes)
         if exact_reason:  # the lanes were planned and emitted, and would lose: the exact plan

@@ -12,6 +12,7 @@ from tvm import tirx
 
 from .analysis import _conjuncts, _contains, _reads_memory, _step, _uses_vars
 from .names import _dtype, _key, _type_key
+from .work import Analyzer
 
 
 def predicate_cut(loop) -> tuple[int, int] | None:
@@ -58,7 +59,7 @@ def predicate_cut(loop) -> tuple[int, int] | None:
 
     def never(conj, a: int, b: int) -> bool:
         """Whether ``conj`` is false for every value of the variable in ``[a, b)``."""
-        analyzer = tvm.sym.Analyzer()
+        analyzer = Analyzer()
         try:
             for var, vmin, vext in inner:
                 analyzer.bind(var, tvm.ir.Range.from_min_extent(vmin, vext), allow_override=True)
@@ -149,7 +150,7 @@ def within_guards(f, guards, x, acc, expand, over_range, at_min, lanes: list, fr
             if not step_e or step_f is None or step_f % step_e:
                 continue
             coef = step_f // step_e
-            rest = tvm.sym.Analyzer().simplify(f - coef * e)
+            rest = Analyzer().simplify(f - coef * e)
             if _contains(rest, lambda n: _type_key(n) == "ir.Var" and any(n.same_as(v) for v in used)):
                 continue
             lo = over_range.const_int_bound(over_range.simplify(e)).min_value
@@ -164,7 +165,7 @@ def within_guards(f, guards, x, acc, expand, over_range, at_min, lanes: list, fr
                 lanes.append((var, tirx.const(0, dtype), tirx.const(hi - lo + 1, dtype)))
                 fresh[name] = (var, lo)
             var, lo = fresh[name]
-            f = tvm.sym.Analyzer().simplify(rest + coef * (var + lo))
+            f = Analyzer().simplify(rest + coef * (var + lo))
     return f
 
 
@@ -179,7 +180,7 @@ def guarded_digit(indices, guards, x, acc, expand) -> tuple | None:
     the accesses are not of this form (``acc``: the loops around and inside, as ``(var, min, extent)``)."""
     if not guards or not all(guards) or any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for i in indices):
         return None
-    ranges = tvm.sym.Analyzer()
+    ranges = Analyzer()
     for var, lo, extent in list(acc.outer) + list(acc.inner):
         ranges.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
     for e, hi in _bounded_expressions(guards[0], x, ranges, expand):
@@ -202,7 +203,7 @@ def guarded_digit(indices, guards, x, acc, expand) -> tuple | None:
             if not step or step % s:
                 break
             coef = step // s
-            rest = tvm.sym.Analyzer().simplify(f - coef * e)
+            rest = Analyzer().simplify(f - coef * e)
             if _uses_vars(rest, moving):
                 break
             rewritten.append(rest + coef * g)

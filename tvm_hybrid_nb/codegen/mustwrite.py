@@ -15,6 +15,7 @@ from tvm import tirx
 
 from .analysis import _contains, _is_call_of, _reads_memory, _uses_vars
 from .names import _dtype, _key, _type_key
+from .work import Analyzer
 
 #: Calls that take memory by address (what they write is not visible as stores).
 _POINTER_CALLS = ("address_of", "tvm_access_ptr", "call_extern", "call_pure_extern", "call_packed",
@@ -95,7 +96,7 @@ class _MustWrite:
         #: ``buf`` and the views that address its elements alike.
         self.names = (buf, *views)
         self.name = str(buf.name)
-        self.analyzer = tvm.sym.Analyzer()
+        self.analyzer = Analyzer()
         #: What each variable is bound to, in the order first bound (key -> (var, value or range)).
         self.bound: dict[int, tuple] = {}
         #: Facts of the IR's nodes that the walk asks again at each iteration it walks a loop for
@@ -118,7 +119,7 @@ class _MustWrite:
         if before is None or (isinstance(before[1], tvm.ir.Range) and _more_than_one(before[1].extent)):
             self.analyzer.bind(var, value, allow_override=True)
             return
-        self.analyzer = tvm.sym.Analyzer()
+        self.analyzer = Analyzer()
         for v, val in self.bound.values():
             self.analyzer.bind(v, val, allow_override=True)
 
@@ -548,7 +549,7 @@ class _NestValues(dict):
         while _type_key(loop) == "tirx.For":
             self.loop_vars.append(loop.loop_var)
             loop = loop.body
-        self.analyzer = tvm.sym.Analyzer()
+        self.analyzer = Analyzer()
         for var, value in bound.values():  # the outer variables' bindings, as the walk has them
             self.analyzer.bind(var, value, allow_override=True)
         for item in env.values():

@@ -12,8 +12,10 @@ Fast mode must never be slower than exact.  Before any dependence test, :func:`~
 estimates from the loop extents what the serial run costs (:func:`~.cost.serial_cost`) and what
 the lanes analysis and its emission would cost; when the analysis alone would cost more than the
 whole serial run, fast mode's plan is the exact plan, with that reason (``EmulationPlan.exact_reason``),
-and the fast script is the exact script.  After planning, :func:`~.cost.lanes_lose_reason` prices the
-planned script the same way: lanes that would run slower than the serial run give the exact plan too.
+and the fast script is the exact script.  While planning, the analysis counts its simplifications
+(:mod:`.work`): past the serial run's price it stops, and the plan is the exact plan.  After planning,
+:func:`~.cost.lanes_lose_reason` prices the planned script the same way: lanes that would run slower
+than the serial run give the exact plan too.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from .guards import predicate_cut
 from .sharing import read_after_written_alike, stored_in_an_inner_loop, written_alike, written_before_read
 from .lanes import LanesMixin
 from .names import _dtype, _is_int, _key, buffer_labels, thread_key
+from .work import WorkCount, counting, working_on
 
 #: The strategies, as the explorer names them.
 SERIAL = "serial"
@@ -553,6 +556,7 @@ class _Planner:
         why = ""
         if not (self.fast or self.check):
             return SERIAL, self.as_written, private
+        working_on(f"the dependence test of loop {node.loop_var.name}")
         rejected = self.plan.rejected.get(_key(key if key is not None else node))
         # Private copies too large for memory: lanes may still share one copy written by index.
         shared_copy_only = rejected is not None and _key(key if key is not None else node) in self.plan.copies_rejected
@@ -778,16 +782,20 @@ def plan_emulation(func, mode: str = "exact", check: bool = False,
     return planner.plan
 
 
-def emit_with_plan(func, mode: str, check: bool, emit: Callable[[EmulationPlan], object], exact_reason: str = ""):
+def emit_with_plan(func, mode: str, check: bool, emit: Callable[[EmulationPlan], object], exact_reason: str = "",
+                   work_limit: int | None = None):
     """``emit(plan)`` with the plan of ``func``; each loop emission rejects runs serially instead.
 
     Returns ``(result, plan)``.  Every rejection demotes one more loop (one rejected for the memory of
     its lanes' private copies is first planned once more with a shared copy), so this ends after at
-    most twice as many tries as the function has loops."""
+    most twice as many tries as the function has loops.  ``work_limit``: the most simplifications
+    the plannings may make together (:mod:`.work`); past it, :class:`~.work.AnalysisOutgrown`."""
     rejected: dict[int, str] = {}
     copies_rejected: set[int] = set()
+    work = WorkCount(work_limit)
     while True:
-        plan = plan_emulation(func, mode, check, rejected, exact_reason, frozenset(copies_rejected))
+        with counting(work):
+            plan = plan_emulation(func, mode, check, rejected, exact_reason, frozenset(copies_rejected))
         try:
             return emit(plan), plan
         except PlanRejected as exc:

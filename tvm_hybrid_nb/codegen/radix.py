@@ -15,6 +15,7 @@ from __future__ import annotations
 import tvm
 
 from .names import _dtype, _type_key
+from .work import Analyzer
 
 
 #: More terms than this once products are multiplied out: no fold is tried.
@@ -98,7 +99,7 @@ def _fold_once(terms: list, analyzer) -> list | None:
 def fold_radix(expr, analyzer=None):
     """``expr`` with every mixed-radix decomposition of one number summed back into it (see the
     module's docstring); ``expr`` itself when none is found."""
-    analyzer = analyzer or tvm.sym.Analyzer()
+    analyzer = analyzer or Analyzer()
     terms = _terms(expr)
     if len(terms) > _MAX_TERMS or not any(_type_key(f) == "prim.FloorDiv" for _, fs in terms for f in fs):
         return expr
