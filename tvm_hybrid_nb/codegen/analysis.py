@@ -50,7 +50,8 @@ def _linear_step(expr, key: int) -> int | None:
 
 
 def _plan_lane_axes(var, body, axes: range, as_lanes=None) -> dict[int, int]:
-    """Array axes for the loops from ``var`` down to the first store of its body, in the order of
+    """Array axes for the loops from ``var`` down to the store of its body that runs most often
+    (:func:`_hottest_store`), in the order of
     their strides in that store's flattened index (largest first).  ``as_lanes`` (a ``For`` in, a
     bool out) tells the loops that run as lanes: only those take an axis (a loop of one iteration
     or a serial reduction loop would take one from a lanes loop, which then gets the first free
@@ -61,7 +62,7 @@ def _plan_lane_axes(var, body, axes: range, as_lanes=None) -> dict[int, int]:
     of many short ones.  Only performance depends on the plan: any axis assignment gives the same
     values.  Loops the store does not move along get no planned axis.
     """
-    path = _first_store(body, [var], [], as_lanes)
+    path = _hottest_store(body, [var], [], as_lanes)
     if path is None:
         return {}
     store, loops, binds = path
@@ -89,38 +90,45 @@ def _plan_lane_axes(var, body, axes: range, as_lanes=None) -> dict[int, int]:
     return {_key(x): axis for axis, (_, _, x) in zip(axes, sorted(strides, key=lambda t: t[:2]))}
 
 
-def _first_store(stmt, loops: list, binds: list, as_lanes=None):
-    """The first ``BufferStore`` under ``stmt`` in program order, with the (non-thread) loop
-    variables (those ``as_lanes`` accepts, when given) and the scalar bindings (block iterators,
-    ``Bind``) on the way to it."""
-    key = _type_key(stmt)
-    if key == "tirx.BufferStore":
-        return stmt, loops, binds
-    if key == "tirx.SeqStmt":
-        for child in stmt.seq:
-            found = _first_store(child, loops, binds, as_lanes)
-            if found is not None:
-                return found
-            if _type_key(child) == "tirx.Bind":
-                binds = binds + [(child.var, child.value)]
-        return None
-    if key == "tirx.For":
-        lanes = int(stmt.kind) != 4 and (as_lanes is None or as_lanes(stmt))
-        inner = loops + [stmt.loop_var] if lanes else loops
-        return _first_store(stmt.body, inner, binds, as_lanes)
-    if key == "s_tir.SBlockRealize":
-        block = stmt.block
-        inner = binds + list(zip([iv.var for iv in block.iter_vars], stmt.iter_values))
-        if block.init is not None:
-            found = _first_store(block.init, loops, inner, as_lanes)
-            if found is not None:
-                return found
-        return _first_store(block.body, loops, inner, as_lanes)
-    if key in ("tirx.AttrStmt", "tirx.While"):
-        return _first_store(stmt.body, loops, binds, as_lanes)
-    if key == "tirx.IfThenElse":
-        return _first_store(stmt.then_case, loops, binds, as_lanes)
-    return None
+def _hottest_store(stmt, loops: list, binds: list, as_lanes=None):
+    """The ``BufferStore`` under ``stmt`` that runs most often (the most iterations of the loops
+    around it that do not run as lanes; the first in program order of those), with the (non-thread)
+    loop variables (those ``as_lanes`` accepts, when given) and the scalar bindings (block
+    iterators, ``Bind``) on the way to it.  MetaSchedule's conv tiles first pad a tile of the input
+    (one store per tile) and then accumulate into the output 57,624 times in serial loops: laid out
+    in the padding's order, the accumulator's lanes ran as runs of 32 contiguous floats instead of
+    64."""
+    best: list = [None, 0]  # (store, loops, binds), iterations
+
+    def walk(node, loops: list, binds: list, runs: int) -> None:
+        key = _type_key(node)
+        if key == "tirx.BufferStore":
+            if runs > best[1]:
+                best[0], best[1] = (node, loops, binds), runs
+        elif key == "tirx.SeqStmt":
+            for child in node.seq:
+                walk(child, loops, binds, runs)
+                if _type_key(child) == "tirx.Bind":
+                    binds = binds + [(child.var, child.value)]
+        elif key == "tirx.For":
+            lanes = int(node.kind) != 4 and (as_lanes is None or as_lanes(node))
+            extent = int(node.extent.value) if _type_key(node.extent) == "ir.IntImm" else 2
+            walk(node.body, loops + [node.loop_var] if lanes else loops, binds, runs if lanes else runs * extent)
+        elif key == "s_tir.SBlockRealize":
+            block = node.block
+            inner = binds + list(zip([iv.var for iv in block.iter_vars], node.iter_values))
+            if block.init is not None:
+                walk(block.init, loops, inner, runs)
+            walk(block.body, loops, inner, runs)
+        elif key in ("tirx.AttrStmt", "tirx.While"):
+            walk(node.body, loops, binds, runs)
+        elif key == "tirx.IfThenElse":
+            walk(node.then_case, loops, binds, runs)
+            if node.else_case is not None:
+                walk(node.else_case, loops, binds, runs)
+
+    walk(stmt, loops, binds, 1)
+    return best[0]
 
 
 def _buffer_access_counts(stmt) -> dict[int, int]:
