@@ -28,9 +28,10 @@ ANALYSIS_SECONDS_PER_STATEMENT = 1e-3
 #: One simplification of the dependence tests (:mod:`.work`) with the rest of the planning that goes
 #: with it, priced low: over the zoo's distinct stages, planning took a median 64 µs per counted
 #: simplification on dlight's GPU schedules and 50 µs on dlight.cpu's (10th percentiles 39 and
-#: 29 µs).  Priced so, the limit of :func:`exact_plan_decision` cuts only analyses far past their
-#: static price: replayed over 1,605 stages of the zoo, it cut one (a dlight.cpu stage, no slower);
-#: at 55 µs it cut 13, 7 of them where the lanes had won.
+#: 29 µs).  The limit of :func:`exact_plan_decision` is the serial run at its median price
+#: (:func:`run_seconds`) over this: replayed over 2,387 stages of the zoo it cuts one (a dlight.cpu
+#: stage, no slower).  At the guard's own low price of the serial run it cut analyses that still won
+#: (GPU argsort over 2 x 700: 0.3 s lost at each of its later stages).
 ANALYSIS_SECONDS_PER_SIMPLIFICATION = 33e-6
 #: :func:`lanes_lose_reason` prices a statement on GPU threads' lanes at the measured median (34 µs,
 #: see :func:`exact_plan_reason`): it compares two runs, with no analysis to favour.
@@ -369,11 +370,11 @@ def exact_plan_decision(func, module_functions: dict | None = None,
                         sizes: dict | None = None) -> tuple[str, int | None]:
     """Why fast mode cannot win on ``func`` ("" when it may), and when it may, the most
     simplifications its lanes analysis may make (:mod:`.work`; None: no limit): past them, the
-    analysis alone has cost more than the serial run (:func:`analysis_outgrown_reason`).  The
-    static price below is a median; an analysis that proves nothing costs several times more per
+    analysis alone has cost more than the serial run at its median price (:func:`analysis_outgrown_reason`).
+    The static price below is a median; an analysis that proves nothing costs several times more per
     statement (TVM's GPU merge sort tries every reading of indices that move with values read
     from memory: the top 7 of 3 x 300 was priced 234 ms against a 258 ms serial run, and took
-    1.1 s; 1.55 s a stage in fast mode against 0.65 s exact).  The count stops it.
+    1.1 s).  The count bounds what an analysis can cost past its price.
 
     The serial run, estimated from the loop
     extents (:func:`serial_cost`; ``sizes`` binds symbolic extents), would take less time
@@ -410,7 +411,7 @@ def exact_plan_decision(func, module_functions: dict | None = None,
               + cost.folds * FOLD_SECONDS + _operations_seconds(cost))
     analysis = cost.size * ANALYSIS_SECONDS_PER_STATEMENT + cost.nodes * ANALYSIS_SECONDS_PER_NODE
     if serial >= analysis:
-        return "", int(serial / ANALYSIS_SECONDS_PER_SIMPLIFICATION)
+        return "", int(run_seconds(cost) / ANALYSIS_SECONDS_PER_SIMPLIFICATION)
     executed = cost.scalar + cost.lanes
     folds = f" and {cost.folds} combine steps of thread allreduces" if cost.folds else ""
     heavy = f", {cost.scalar_operations} operations past their median" if cost.scalar_operations else ""
