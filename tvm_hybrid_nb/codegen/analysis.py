@@ -354,3 +354,19 @@ def host_device_accesses(body) -> dict[int, str]:
 
     tvm_ffi.structural_walk(body, visit, order="pre")
     return found
+
+
+def child_statements(node) -> list:
+    """The statements directly inside ``node`` (the planner's default walk)."""
+    key = _type_key(node)
+    if key == "tirx.SeqStmt":
+        return list(node.seq)
+    if key == "tirx.IfThenElse":
+        return [node.then_case, node.else_case]
+    if key == "s_tir.SBlockRealize":
+        return [node.block.init, node.block.body]
+    if key in ("tirx.While", "tirx.AllocBuffer", "tirx.Bind", "tirx.LetStmt", "tirx.AssertStmt",
+               "tirx.Allocate", "tirx.AllocateConst"):
+        return [getattr(node, "body", None)]
+    body = getattr(node, "body", None)
+    return [body] if body is not None and not isinstance(body, (list, tuple)) else []

@@ -29,8 +29,8 @@ from tvm import tirx
 
 from ..errors import UnsupportedConstructError
 from .analysis import (_buffer_access_counts, _has_threads, _thread_extents, _type_key, allocations_in,
-                       allocations_moved_into,
-                       block_scoped_allocations, grid_loop, per_block_memory)
+                       allocations_moved_into, block_scoped_allocations, child_statements, grid_loop,
+                       per_block_memory)
 from .dependence import allocation_overlap, loop_dependences
 from .guards import predicate_cut
 from .sharing import read_after_written_alike, stored_in_an_inner_loop, written_alike, written_before_read
@@ -283,7 +283,7 @@ class _Planner:
         if handler is not None:
             handler(node)
             return
-        for child in _children(node):
+        for child in child_statements(node):
             self.stmt(child)
 
     def decide(self, node, loop: str, kind: str, strategy: str, reason: str, private: tuple = (),
@@ -752,22 +752,6 @@ def _adds_lanes(node) -> bool:
 
 def _int(expr) -> int | None:
     return int(expr.value) if _type_key(expr) == "ir.IntImm" else None
-
-
-def _children(node) -> list:
-    """The statements directly inside ``node`` (the planner's default walk)."""
-    key = _type_key(node)
-    if key == "tirx.SeqStmt":
-        return list(node.seq)
-    if key == "tirx.IfThenElse":
-        return [node.then_case, node.else_case]
-    if key == "s_tir.SBlockRealize":
-        return [node.block.init, node.block.body]
-    if key in ("tirx.While", "tirx.AllocBuffer", "tirx.Bind", "tirx.LetStmt", "tirx.AssertStmt",
-               "tirx.Allocate", "tirx.AllocateConst"):
-        return [getattr(node, "body", None)]
-    body = getattr(node, "body", None)
-    return [body] if body is not None and not isinstance(body, (list, tuple)) else []
 
 
 def plan_emulation(func, mode: str = "exact", check: bool = False,
