@@ -317,15 +317,17 @@ def _expander(binds: list, analyzer=None):
 
 
 class _Expansion:
-    """The bindings of a loop's body expanded into expressions (:func:`_expander`), each
-    expression's once: the dependence tests of one loop try several readings of the same indices
-    (per dimension, flattened, as digits, split) and expanded the same index up to nine times
-    (a GPU merge sort: 55 % of its planning's simplifications).  Expressions are looked up by
-    address, then by structure (accesses of one element hold equal, distinct index expressions);
-    the memo keeps each alive, so that its address is not reused."""
+    """The bindings of a loop's body expanded into expressions (:func:`_expander`, into
+    ``analyzer`` when given), each expression's once: the dependence tests of one loop try several
+    readings of the same indices (per dimension, flattened, as digits, split) and expanded the same
+    index up to nine times (a GPU merge sort: 55 % of its planning's simplifications); fixed at a
+    value of a loop around (:func:`_at_outer_value`), one buffer's accesses share their guards and
+    many of their indices.  Expressions are looked up by address, then by structure (accesses of
+    one element hold equal, distinct index expressions); the memo keeps each alive, so that its
+    address is not reused."""
 
-    def __init__(self, binds: list):
-        self._analyzer = _expander(binds)
+    def __init__(self, binds: list, analyzer=None):
+        self._analyzer = _expander(binds, analyzer)
         self._by_address: dict[int, tuple] = {}  # address -> (expression, simplified)
         self._by_structure: dict[int, list] = {}  # structural hash -> [(expression, simplified)]
 
@@ -401,17 +403,10 @@ def _at_outer_value(acc: "_LoopAccesses", var, value: int):
     if state is None:
         fixed = Analyzer()
         fixed.bind(var, tirx.const(value, _dtype(var)))  # first: the bindings read it fixed
-        _expander(acc.binds, fixed)
+        at = _Expansion(acc.binds, fixed).simplify
         at_value = copy.copy(acc)
         at_value.outer = tuple(o for o in acc.outer if _key(o[0]) != _key(var))
         at_value.inner = [(v, fixed.simplify(v_lo), fixed.simplify(v_n)) for v, v_lo, v_n in acc.inner]
-        simplified: dict = {}
-
-        def at(expr):
-            if _key(expr) not in simplified:
-                simplified[_key(expr)] = (expr, fixed.simplify(expr))  # the expression kept alive
-            return simplified[_key(expr)][1]
-
         state = acc.at_value[(_key(var), value)] = (fixed, at_value, at)
     return state
 
