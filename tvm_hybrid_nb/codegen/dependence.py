@@ -12,7 +12,7 @@ from tvm import tirx
 
 from .analysis import _contains, _reads_memory, _uses_vars
 from .digits import _element_offsets, _flat_index_digits, _flat_indices, _index_tuple_numbers, \
-    _offset_digits, spread_within_extents
+    _constant_offsets, _offset_digits, _one_form, spread_within_extents
 from .forwarding import bindings_read, forward_scalars
 from .guards import _all_of, guarded_digit, spread_under_guards, within_guards
 from .names import _dtype, _is_zero, _key, _scalar_dtype, _type_key
@@ -677,14 +677,13 @@ def _separates_as_indexed(indices, x, acc: _LoopAccesses, expand, x_extent: int 
             return True
         # Unrolled copies touch the same form at constant offsets: an arithmetic progression of offsets
         # is one more digit of the mixed-radix number.
-        offsets = []
-        for rest in rests:
-            diff = Analyzer().simplify(rest - rests[0])
-            if _type_key(diff) != "ir.IntImm":
-                return False
-            offsets.append(int(diff.value))
-        extra = _offset_digits(offsets)
-        return extra is not None and _mixed_radix_injective(rests[0], step, x_extent, acc, lanes, extra)
+        renamed: list = []
+        offsets = _constant_offsets(rests)
+        if offsets is None:
+            rests, renamed = _one_form(rests, acc)
+            offsets = _constant_offsets(rests)
+        extra = None if offsets is None else _offset_digits(offsets)
+        return extra is not None and _mixed_radix_injective(rests[0], step, x_extent, acc, lanes + renamed, extra)
     except Exception:  # anything the analyzer cannot reason about: no claim of independence
         return False
 

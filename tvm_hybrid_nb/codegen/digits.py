@@ -9,7 +9,7 @@ import tvm_ffi
 from tvm import tirx
 
 from .analysis import _uses_vars
-from .guards import _all_of
+from .guards import _all_of, _variables
 from .names import _dtype, _key, _type_key
 from .work import Analyzer
 
@@ -202,6 +202,47 @@ def _offset_digits(offsets: list[int]) -> list[tuple[int, int]] | None:
         digits.append((gap, count))
         rest = heads
     return digits
+
+
+def _constant_offsets(rests: list) -> list[int] | None:
+    """Each of ``rests`` less the first, when all are constants; None otherwise."""
+    offsets = []
+    for rest in rests:
+        diff = Analyzer().simplify(rest - rests[0])
+        if _type_key(diff) != "ir.IntImm":
+            return None
+        offsets.append(int(diff.value))
+    return offsets
+
+
+def _one_form(rests: list, acc) -> tuple[list, list]:
+    """``rests`` with each one's inner loop variables of constant range renamed, in the order they
+    appear, to variables shared by all the rests (the k-th of a range: the k-th shared one of that
+    range), and those shared ``(var, min, extent)``.  Accesses in loops of their own touch, per
+    iteration, the values their form takes over their loops' ranges: rests that become one form
+    touch the values of that form over the shared ranges, so the mixed-radix test of the form holds
+    for all of them.  TVM's GPU sort copies a block's run in and out through two loops
+    ``for v in range(2)``: ``row * 300 + v`` and ``row * 300 + v'`` are one form."""
+    ranged = {_key(var): (var, int(lo.value), int(extent.value)) for var, lo, extent in acc.inner
+              if _type_key(lo) == "ir.IntImm" and _type_key(extent) == "ir.IntImm"}
+    shared: dict[tuple, list] = {}  # (dtype, min, extent) -> the shared variables of that range
+    renamed_rests = []
+    for rest in rests:
+        renamer, used = Analyzer(), {}
+        for var in _variables(rest):
+            if _key(var) not in ranged or _key(var) in used:
+                continue
+            _, lo, extent = ranged[_key(var)]
+            kind = (_dtype(var), lo, extent)
+            order = sum(1 for k in used.values() if k == kind)
+            pool = shared.setdefault(kind, [])
+            if order == len(pool):
+                pool.append(tirx.Var("shared_loop", kind[0]))
+            used[_key(var)] = kind
+            renamer.bind(var, pool[order])
+        renamed_rests.append(renamer.simplify(rest))
+    return renamed_rests, [(var, tirx.const(lo, dtype), tirx.const(extent, dtype))
+                           for (dtype, lo, extent), pool in shared.items() for var in pool]
 
 
 def spread_within_extents(rests: list, bounds: list, inner, over_range) -> int:

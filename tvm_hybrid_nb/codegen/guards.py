@@ -176,8 +176,12 @@ def guarded_digit(indices, guards, x, acc, expand) -> tuple | None:
     plus terms free of ``e``'s variables, returns the indices with ``e`` as a fresh variable ``g``,
     ``g`` and its extent: iterations that ``g`` keeps apart there are apart in the indices.  dlight's
     GPU matmul stores its output after ``FlattenBuffer`` at ``row * 1000 + (bx * 8 + tx) * 4 + a``
-    under ``bx * 8 + tx < 250``: over all 32 blocks the index would run into the next row.  None when
-    the accesses are not of this form (``acc``: the loops around and inside, as ``(var, min, extent)``)."""
+    under ``bx * 8 + tx < 250``: over all 32 blocks the index would run into the next row.  Each
+    access may have its own ``e`` of the same ``s`` and ``c`` (``r`` over loops of its own: TVM's GPU
+    sort copies a run in under ``2 * tx + v + by * 128 < 300`` and out under the same guard over
+    another ``v``): each ``e`` has ``e // s == x`` and stays below ``c``, so one ``g`` stands for all.
+    None when the accesses are not of this form (``acc``: the loops around and inside, as
+    ``(var, min, extent)``)."""
     if not guards or not all(guards) or any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for i in indices):
         return None
     ranges = Analyzer()
@@ -185,31 +189,38 @@ def guarded_digit(indices, guards, x, acc, expand) -> tuple | None:
         ranges.bind(var, tvm.ir.Range.from_min_extent(lo, extent), allow_override=True)
     for e, hi in _bounded_expressions(guards[0], x, ranges, expand):
         s = _step(e, x)
-        if not s or s < 0:
+        if not s or s < 0 or _block_digit(e, s, x, ranges) is None:
             continue
-        r = ranges.simplify(e - s * x)
-        bound = ranges.const_int_bound(r)
-        if _uses_vars(r, {_key(x)}) or bound.min_value < 0 or bound.max_value >= s:
-            continue
-        moving = {_key(x)} | {_key(v) for v in _variables(r)}
         g = tirx.Var("guarded_block", _dtype(e))
         rewritten = []
         for index, index_guards in zip(indices, guards):
-            if not any(tvm_ffi.structural_equal(e, other) and hi == other_hi
-                       for other, other_hi in _bounded_expressions(index_guards, x, ranges, expand)):
+            own = next((found for other, other_hi in _bounded_expressions(index_guards, x, ranges, expand)
+                        if other_hi == hi and _step(other, x) == s
+                        and (found := _block_digit(other, s, x, ranges)) is not None), None)
+            if own is None:
                 break
             f = expand.simplify(index)
             step = _step(f, x)
             if not step or step % s:
                 break
             coef = step // s
-            rest = Analyzer().simplify(f - coef * e)
-            if _uses_vars(rest, moving):
+            rest = Analyzer().simplify(f - coef * own[0])
+            if _uses_vars(rest, own[1]):
                 break
             rewritten.append(rest + coef * g)
         else:
             return rewritten, g, hi + 1
     return None
+
+
+def _block_digit(e, s: int, x, ranges) -> tuple | None:
+    """``(e, the keys of x and of the variables of r)`` when ``e = s * x + r`` with ``0 <= r < s`` over
+    the loops' ranges and ``r`` free of ``x`` (then ``e // s`` is ``x``); None otherwise."""
+    r = ranges.simplify(e - s * x)
+    bound = ranges.const_int_bound(r)
+    if _uses_vars(r, {_key(x)}) or bound.min_value < 0 or bound.max_value >= s:
+        return None
+    return e, {_key(x)} | {_key(v) for v in _variables(r)}
 
 
 def _bounded_expressions(conditions, x, ranges, expand) -> list[tuple]:
