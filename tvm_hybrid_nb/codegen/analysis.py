@@ -313,6 +313,12 @@ def _has_threads(body) -> bool:
     return any(found)
 
 
+def _adds_lanes(node) -> bool:
+    """Whether ``node`` is a loop or a thread binding (each may run as more lanes)."""
+    key = _type_key(node)
+    return key == "tirx.For" or (key == "tirx.AttrStmt" and node.attr_key in ("thread_extent", "virtual_thread"))
+
+
 def _is_call_of(node, op_suffix: str) -> bool:
     return _type_key(node) == "ir.Call" and isinstance(node.op, tvm.ir.Op) and node.op.name.endswith(op_suffix)
 

@@ -28,7 +28,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import UnsupportedConstructError
-from .analysis import (_buffer_access_counts, _has_threads, _thread_extents, _type_key, allocations_in,
+from .analysis import (_adds_lanes, _buffer_access_counts, _has_threads, _thread_extents, _type_key, allocations_in,
                        allocations_moved_into, block_scoped_allocations, child_statements, grid_loop,
                        per_block_memory)
 from .dependence import allocation_overlap, loop_dependences
@@ -51,6 +51,9 @@ BLOCK_LOOP = "block loop"
 LOOP_AXES = LanesMixin.FAST_AXES - 1 - LanesMixin.FIRST_LOOP_AXIS
 #: Fewer lanes than this do not pay for numpy's per-call cost: such a loop stays serial.
 FAST_MIN_LANES = 8
+
+#: Memory scopes of which privatisation and one copy written alike give the lanes copies.
+_COPIED_SCOPES = ("global", "local", "shared", "shared.dyn")
 
 
 @dataclass(frozen=True)
@@ -371,7 +374,7 @@ class _Planner:
         if len(loops) != len(self.lanes) or any(lane.loop is None for lane in loops):
             return
         # A function without threads: shared memory (a schedule's cache_write "shared") is plain memory.
-        if str(buf.scope()) not in ("global", "local", "shared", "shared.dyn"):
+        if str(buf.scope()) not in _COPIED_SCOPES:
             return
         shared = [lane.loop for lane in loops
                   if allocation_overlap(lane.loop, buf, self.roots, self.outer(lane.loop), self.accesses) is None]
@@ -565,16 +568,17 @@ class _Planner:
         if grid:
             # Shared and per-thread memory belong to one block: a buffer that blocks would share in
             # the IR gets a copy per block lane; one they touch apart needs none.
-            blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses,
-                                                 threads=tuple(self.open_threads), bindings=tuple(self.bindings))
             candidates = self.per_block(node)
+            blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses,
+                                                 threads=tuple(self.open_threads), bindings=tuple(self.bindings),
+                                                 fatal=lambda root: root not in candidates)
             if blocking is None and shared and set(shared) <= set(candidates):
                 # the order the copies are allocated in, the same in any process
                 private = tuple(sorted(shared, key=self._shared_order))
             dependence = blocking or next((why for buf, why in shared.items() if buf not in candidates), None)
         else:
             blocking, shared = loop_dependences(node, self.roots, outer=self.outer(node), cache=self.accesses,
-                                                 bindings=tuple(self.bindings))
+                                                 bindings=tuple(self.bindings), fatal=self.no_copy_lifts)
             dependence = blocking or next(iter(shared.values()), None)
             if blocking is None and shared and self.fast and not self.check:
                 # Scratch that every iteration recomputes alike through a loop (the row's maximum of a
@@ -675,7 +679,7 @@ class _Planner:
         bufs = []
         for root in shared:
             buf = self.allocated.get(root)
-            if buf is None or str(buf.scope()) not in ("global", "local", "shared", "shared.dyn"):
+            if buf is None or str(buf.scope()) not in _COPIED_SCOPES:
                 return (), ""
             if written_before_read(node, buf, self.func.body, self.context(node)) is not None:
                 return (), ""
@@ -686,6 +690,14 @@ class _Planner:
         seen = list(self.allocated)  # ties of names (StorageRewrite's ``v``) in the IR's order, not by address
         return tuple(_key(b) for b in sorted(bufs, key=lambda b: (self._label(b), seen.index(_key(b))))), \
             f"each writes {names} before reading it"
+
+    def no_copy_lifts(self, root: int) -> bool:
+        """Whether an overlap on buffer ``root`` keeps a loop serial whatever the other buffers do:
+        :meth:`privatise` and :meth:`alike` cannot lift it (a GPU, the sanitizers, memory not theirs)."""
+        if not self.fast or self.check or self.is_gpu():
+            return True
+        buf = self.allocated.get(root)
+        return buf is None or str(buf.scope()) not in _COPIED_SCOPES
 
     def is_gpu(self) -> bool:
         """Whether the function binds threads (its memory then has per-thread and per-block copies)."""
@@ -702,7 +714,7 @@ class _Planner:
         if self.is_gpu():
             return ""
         bufs = [self.allocated.get(root) for root in shared]
-        if any(buf is None or str(buf.scope()) not in ("global", "local", "shared", "shared.dyn") for buf in bufs):
+        if any(buf is None or str(buf.scope()) not in _COPIED_SCOPES for buf in bufs):
             return ""
         alike = self._written_alike(node, set(shared)) == set(shared)
         if not alike and self._written_alike(node, set(shared), by_index=True) != set(shared):
@@ -743,11 +755,6 @@ class _Planner:
         if any(inner):
             return None  # the loops (or threads) inside may add lanes
         return f"only {lanes} lane(s): numpy's per-call cost would exceed the loop's"
-
-
-def _adds_lanes(node) -> bool:
-    key = _type_key(node)
-    return key == "tirx.For" or (key == "tirx.AttrStmt" and node.attr_key in ("thread_extent", "virtual_thread"))
 
 
 def _int(expr) -> int | None:
