@@ -223,22 +223,21 @@ def _one_form(rests: list, acc) -> tuple[list, list]:
     touch the values of that form over the shared ranges, so the mixed-radix test of the form holds
     for all of them.  TVM's GPU sort copies a block's run in and out through two loops
     ``for v in range(2)``: ``row * 300 + v`` and ``row * 300 + v'`` are one form."""
-    ranged = {_key(var): (var, int(lo.value), int(extent.value)) for var, lo, extent in acc.inner
+    ranged = {_key(var): (_dtype(var), int(lo.value), int(extent.value)) for var, lo, extent in acc.inner
               if _type_key(lo) == "ir.IntImm" and _type_key(extent) == "ir.IntImm"}
     shared: dict[tuple, list] = {}  # (dtype, min, extent) -> the shared variables of that range
     renamed_rests = []
     for rest in rests:
-        renamer, used = Analyzer(), {}
+        renamer, renamed, taken = Analyzer(), set(), {}  # taken: per range, the shared variables used
         for var in _variables(rest):
-            if _key(var) not in ranged or _key(var) in used:
+            kind = ranged.get(_key(var))
+            if kind is None or _key(var) in renamed:
                 continue
-            _, lo, extent = ranged[_key(var)]
-            kind = (_dtype(var), lo, extent)
-            order = sum(1 for k in used.values() if k == kind)
+            renamed.add(_key(var))
+            order = taken[kind] = taken.get(kind, -1) + 1
             pool = shared.setdefault(kind, [])
             if order == len(pool):
                 pool.append(tirx.Var("shared_loop", kind[0]))
-            used[_key(var)] = kind
             renamer.bind(var, pool[order])
         renamed_rests.append(renamer.simplify(rest))
     return renamed_rests, [(var, tirx.const(lo, dtype), tirx.const(extent, dtype))

@@ -674,12 +674,10 @@ class _Planner:
         lane, as the compiled loop's iterations would each have if the allocation were inside, the
         iterations are independent (``shared``: the buffers, by root key, the iterations may share).
         Returns their keys and the reason ("" when none)."""
-        if self.is_gpu():
-            return (), ""
         bufs = []
         for root in shared:
-            buf = self.allocated.get(root)
-            if buf is None or str(buf.scope()) not in _COPIED_SCOPES:
+            buf = self.copyable(root)
+            if buf is None:
                 return (), ""
             if written_before_read(node, buf, self.func.body, self.context(node)) is not None:
                 return (), ""
@@ -691,13 +689,15 @@ class _Planner:
         return tuple(_key(b) for b in sorted(bufs, key=lambda b: (self._label(b), seen.index(_key(b))))), \
             f"each writes {names} before reading it"
 
+    def copyable(self, root: int):
+        """The allocation of buffer ``root`` when lanes can have copies of it (:meth:`privatise`,
+        :meth:`alike`): plain memory of a function without threads; None otherwise."""
+        buf = None if self.is_gpu() else self.allocated.get(root)
+        return buf if buf is not None and str(buf.scope()) in _COPIED_SCOPES else None
+
     def no_copy_lifts(self, root: int) -> bool:
-        """Whether an overlap on buffer ``root`` keeps a loop serial whatever the other buffers do:
-        :meth:`privatise` and :meth:`alike` cannot lift it (a GPU, the sanitizers, memory not theirs)."""
-        if not self.fast or self.check or self.is_gpu():
-            return True
-        buf = self.allocated.get(root)
-        return buf is None or str(buf.scope()) not in _COPIED_SCOPES
+        """Whether an overlap on buffer ``root`` keeps a loop serial whatever the other buffers do."""
+        return not self.fast or self.check or self.copyable(root) is None
 
     def is_gpu(self) -> bool:
         """Whether the function binds threads (its memory then has per-thread and per-block copies)."""
@@ -711,10 +711,8 @@ class _Planner:
         schedule recomputes for every column): run in lockstep as lanes on the one copy, they compute
         what they compute one after another (see :func:`~.sharing.read_after_written_alike`).
         Returns the reason ("" when not proven)."""
-        if self.is_gpu():
-            return ""
-        bufs = [self.allocated.get(root) for root in shared]
-        if any(buf is None or str(buf.scope()) not in _COPIED_SCOPES for buf in bufs):
+        bufs = [self.copyable(root) for root in shared]
+        if any(buf is None for buf in bufs):
             return ""
         alike = self._written_alike(node, set(shared)) == set(shared)
         if not alike and self._written_alike(node, set(shared), by_index=True) != set(shared):
