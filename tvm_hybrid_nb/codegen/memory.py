@@ -199,8 +199,10 @@ class MemoryAccessMixin:
             return Value(view, "np", _dtype(node), True)
         dtype = _dtype(node)
         varying = _varying(*values) or bool(info.prefix) or info.per_thread
-        # In a lane-masked region the analyzer's guard does not hold for masked-out lanes.
-        if not self.lanes.stmt_masks and self._in_bounds(info, indices):
+        # Proven in bounds for every lane, masked out or not: a lane-varying condition masks lanes
+        # without constraining the analyzer (only scalar branches do, and those all lanes take), and
+        # a masked-out lane's value is never used, so it may read any element.
+        if self._in_bounds(info, indices):
             return Value(self._subscript(info, indices, values), "np", dtype, varying)
         args = [_name(info.name), ast.Tuple(self._prefix(info) + [v.node for v in values], ast.Load()),
                 ast.Constant(info.name)]
