@@ -470,3 +470,25 @@ def test_a_masked_store_writes_the_kept_lanes_in_order_as_an_element_loop_would(
     np.testing.assert_array_equal(got, want)
     with pytest.raises(IndexError, match=r"out-of-bounds write of B\[10\]"):
         runtime.store(np.zeros(10, np.float32), (index + 5,), value, "B", mask=np.ones((6, 1), bool))
+
+
+@pytest.mark.parametrize("mask_rows", [[1, 2, 3], [0, 2, 5]])  # a run of rows (sliced) or rows apart (picked)
+def test_a_masked_store_with_scalar_indices_beside_lane_arrays_writes_as_an_element_loop_would(mask_rows):
+    # A thread's own copy of a local buffer, ``buf[0, tx, 0, by]``: the scalar indices stay numbers
+    # beside the kept lanes of the index arrays; lanes that write one element write it in order.
+    rng = np.random.default_rng(len(mask_rows))
+    tx, by = np.arange(6).reshape(6, 1), np.array([[0, 1, 1, 2]])  # by repeats: (t, 1) and (t, 2) collide
+    mask = np.isin(tx, mask_rows) & np.ones((1, 4), bool)
+    value = rng.standard_normal((6, 4)).astype(np.float32)
+    got, want = np.zeros((1, 6, 2, 3), np.float32), np.zeros((1, 6, 2, 3), np.float32)
+    runtime.store(got, (0, tx, 1, by), value, "buf", mask=mask)
+    for t in range(6):
+        for c in range(4):
+            if mask[t, c]:
+                want[0, t, 1, by[0, c]] = value[t, c]
+    np.testing.assert_array_equal(got, want)
+    one = np.zeros(3, np.float32)  # every index a number: the last kept lane's value stays
+    runtime.store(one, (2,), value, "one", mask=mask)
+    assert one[2] == value[mask][-1]
+    with pytest.raises(IndexError, match=rf"out-of-bounds write of buf\[0, {mask_rows[0]}, 2, 0\]"):
+        runtime.store(got, (0, tx, 2, by), value, "buf", mask=mask)

@@ -285,14 +285,18 @@ def store(buffer, index, value, name="buffer", mask=None, lead=0, at=()):
         keep = np.asarray(mask, dtype=bool)
         shape = np.broadcast_shapes(keep.shape, np.shape(value), *(np.shape(i) for i in index))
         rows = _kept_rows(keep, shape)
+        # A scalar index (a thread's own copy of a local buffer at 0) stays one number: it pairs
+        # with each element kept of the index arrays beside it.
+        lanes = any(np.ndim(i) for i in index)
         if rows is not None:  # the lanes kept are a run along one axis: those rows, in the lanes' order
             # (raveled: numpy assigns through index arrays of several axes in memory order, and lanes
             # that write one element must write it in the lanes' order)
-            index = tuple(np.broadcast_to(i, shape)[rows].ravel() for i in index)
+            index = tuple(i if lanes and not np.ndim(i) else np.broadcast_to(i, shape)[rows].ravel()
+                          for i in index)
             value = np.broadcast_to(value, shape)[rows].ravel()
         else:
             keep = keep if keep.shape == shape else np.broadcast_to(keep, shape)
-            index = tuple(_kept(i, shape, keep) for i in index)
+            index = tuple(i if lanes and not np.ndim(i) else _kept(i, shape, keep) for i in index)
             value = _kept(value, shape, keep)
     if not _all(_in_bounds(buffer, index)):
         if mask is not None and given:  # named in the lanes' own shape, not as the kept elements
