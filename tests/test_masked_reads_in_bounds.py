@@ -1,11 +1,11 @@
-"""Reads under a lane mask that are in bounds for every lane index the array without ``load``.
+"""Reads under a lane mask that are in bounds for every lane read the array without ``load``.
 
 A branch whose condition differs between lanes (``if a[i] > 0`` with the iterations ``i`` as lanes)
 masks the lanes; it does not constrain the analyzer (only scalar branches do, and every lane takes
 those).  So a read the analyzer proves in bounds there is in bounds for the masked-out lanes too,
-and reads the array directly: their values are never used.  A read in bounds only under the
-branch's condition (``a[i + 4]`` under ``i < 8188``) keeps the masked ``load``, which must not
-trap on the lanes past the end.  Before, every read under a mask went through ``load`` (a third
+and reads the array directly (a strided view where the index is affine in the lanes): their
+values are never used.  A read in bounds only under the branch's condition (``a[i + 4]`` under
+``i < 8188``) keeps the masked ``load``, which must not trap on the lanes past the end.  Before, every read under a mask went through ``load`` (a third
 of a 32,000-element GPU top-k's run time at each stage).
 """
 from __future__ import annotations
@@ -51,5 +51,4 @@ def test_masked_reads_match_numpy_in_fast_and_exact_mode():
 def test_only_the_read_out_of_bounds_for_masked_out_lanes_goes_through_load():
     source = thn.build(masked, target="llvm").stage(0).fast_source()
     main = source[source.index("def masked"):]
-    assert "load(a, (i + 4,)" in main, main
-    assert "a[8191 - i]" in main and "load(a, (8191 - i" not in main, main
+    assert "load(a, (i + 4,)" in main and main.count("load(a,") == 1, main

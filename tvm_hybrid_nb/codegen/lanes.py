@@ -53,17 +53,21 @@ class LanesMixin:
         lane or per thread is viewed through its lane dimensions too (a thread's accumulator).
         ``gather``: a read that other lanes reuse is copied once, contiguous (see below).
         Exact mode's threads use views under the sanitizers only: their checked accesses of a
-        view cost a fraction of ``access`` (a plain exact script keeps its subscripts)."""
-        views = self._lane_views(info, indices, values, (info.name,), write, gather)
+        view cost a fraction of ``access`` (a plain exact script keeps its subscripts).  A read may
+        be a view under a lane mask: it is in bounds for every lane, and a masked-out lane's value
+        is never used (a lane mask does not constrain the analyzer, see ``visit_TensorLoad``)."""
+        views = self._lane_views(info, indices, values, (info.name,), write, gather, masked_ok=not write)
         return None if views is None else views[0]
 
     def _lane_views(self, info: _BufferInfo, indices, values: list[Value], names: tuple, write: bool = False,
-                    gather: bool = False, min_elements: int = VIEW_MIN_ELEMENTS) -> list[ast.expr] | None:
+                    gather: bool = False, min_elements: int = VIEW_MIN_ELEMENTS,
+                    masked_ok: bool = False) -> list[ast.expr] | None:
         """:meth:`_lane_view` of the same access in each buffer of ``names``, which share ``info``'s
         shape and lane layout (a buffer and its sanitizer marks): the view's geometry is worked out
         once, the analyzer's part of a checked access's cost.  ``min_elements``: fewer lanes than
-        this are no view (see ``VIEW_MIN_ELEMENTS``)."""
-        if (not (self.fast or self.check) or self.lanes.stmt_masks or self.lanes.masks
+        this are no view (see ``VIEW_MIN_ELEMENTS``).  ``masked_ok``: a view under lane masks too
+        (a plain read; a write or a checked access must honour the masks)."""
+        if (not (self.fast or self.check) or (not masked_ok and (self.lanes.stmt_masks or self.lanes.masks))
                 or any(name in self.scope.strided_storage for name in names)
                 or _lanes(info.dtype) > 1 or not self._in_bounds(info, indices)):
             return None
