@@ -31,6 +31,16 @@ def _pure_index_arithmetic(expr) -> bool:
     return not _contains(expr, bad) and not _reads_memory(expr)
 
 
+def _one_element_per_lane(coefs: dict, used: list, lane_axes: set) -> bool:
+    """Whether a view whose lane axes step through its dimensions by ``coefs`` (axis -> per-dimension
+    step) gives every lane its own element: each lane axis moves the address, and along some
+    dimension it alone does (two lanes that differ on an axis then differ in that coordinate)."""
+    if set(used) != lane_axes:
+        return False
+    return all(any(step and not any(coefs[other][d] for other in used if other != axis)
+                   for d, step in enumerate(coefs[axis])) for axis in used)
+
+
 class LanesMixin:
     """The lanes room of :class:`~.generator.HybridCodegen` (see the module docstring)."""
 
@@ -53,10 +63,11 @@ class LanesMixin:
         lane or per thread is viewed through its lane dimensions too (a thread's accumulator).
         ``gather``: a read that other lanes reuse is copied once, contiguous (see below).
         Exact mode's threads use views under the sanitizers only: their checked accesses of a
-        view cost a fraction of ``access`` (a plain exact script keeps its subscripts).  A read may
-        be a view under a lane mask: it is in bounds for every lane, and a masked-out lane's value
-        is never used (a lane mask does not constrain the analyzer, see ``visit_TensorLoad``)."""
-        views = self._lane_views(info, indices, values, (info.name,), write, gather, masked_ok=not write)
+        view cost a fraction of ``access`` (a plain exact script keeps its subscripts).  Under a lane
+        mask a read may be a view: it is in bounds for every lane, and a masked-out lane's value is
+        never used (a lane mask does not constrain the analyzer, see ``visit_TensorLoad``); so may
+        a write whose lanes each have an element of their own (``np.copyto`` where the mask holds)."""
+        views = self._lane_views(info, indices, values, (info.name,), write, gather, masked_ok=True)
         return None if views is None else views[0]
 
     def _lane_views(self, info: _BufferInfo, indices, values: list[Value], names: tuple, write: bool = False,
@@ -66,8 +77,9 @@ class LanesMixin:
         shape and lane layout (a buffer and its sanitizer marks): the view's geometry is worked out
         once, the analyzer's part of a checked access's cost.  ``min_elements``: fewer lanes than
         this are no view (see ``VIEW_MIN_ELEMENTS``).  ``masked_ok``: a view under lane masks too
-        (a plain read; a write or a checked access must honour the masks)."""
-        if (not (self.fast or self.check) or (not masked_ok and (self.lanes.stmt_masks or self.lanes.masks))
+        (a plain access; a write only where no two lanes share an element)."""
+        masked = bool(self.lanes.stmt_masks or self.lanes.masks)
+        if (not (self.fast or self.check) or (masked and not masked_ok)
                 or any(name in self.scope.strided_storage for name in names)
                 or _lanes(info.dtype) > 1 or not self._in_bounds(info, indices)):
             return None
@@ -116,6 +128,8 @@ class LanesMixin:
         used = [axis for axis, cs in sorted(coefs.items()) if any(cs)]
         if prefix and write and set(used) < {ax.axis for ax in axes}:
             return None  # lanes that share an element of a per-lane copy: not one view
+        if write and masked and not _one_element_per_lane(coefs, used, {ax.axis for ax in axes}):
+            return None  # lanes that may share an element: the last one the mask keeps writes it
         count = 1
         for axis in used:
             count *= extents[axis].value if isinstance(extents[axis], ast.Constant) else min_elements

@@ -292,6 +292,10 @@ class MemoryAccessMixin:
                         ast.Assign([ast.Subscript(written, ast.Constant(Ellipsis), ast.Store())], ast.Constant(True))]
             return [ast.Expr(self._access_call(info, values, write=True, value=value))]
         view = self._lane_view(info, indices, values, write=True)
+        if view is not None and self.lanes.stmt_masks:  # each lane its own element: written where kept
+            where = ast.keyword("where", self._mask_expr(self.lanes.stmt_masks))
+            return [ast.Expr(ast.Call(_np("copyto"), [view, value],
+                                      [ast.keyword("casting", ast.Constant("unsafe")), where]))]
         if view is not None:
             if (isinstance(value, ast.BinOp) and isinstance(value.op, self.IN_PLACE_OPS)
                     and ast.dump(value.left) == ast.dump(view)):
