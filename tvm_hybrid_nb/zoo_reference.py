@@ -91,8 +91,7 @@ def _bf16_native(hm) -> bool:
 def _arithmetic_eps(hm) -> float:
     """The machine epsilon of the narrowest float type that stage 0 of ``hm`` computes in (every
     expression's type), 0.0 for a kernel without float arithmetic."""
-    import tvm_ffi
-
+    from .codegen.analysis import walk_typed
     from .codegen.names import _type_key
     from .compare import float_info
     from .signature import numpy_dtype
@@ -104,7 +103,7 @@ def _arithmetic_eps(hm) -> float:
             dtypes.add(str(node.dtype).split("x")[0])
 
     if hm.stages:
-        tvm_ffi.structural_walk(hm.stages[0].function.body, visit, order="post")
+        walk_typed(hm.stages[0].function.body, ("ir.PrimType",), visit)
     infos = [float_info(numpy_dtype(d)) for d in dtypes]
     # float8 and narrower are storage types (FP8ComputeLegalize computes them in float16/float32): a
     # float8 cast in the kernel does not make its sums round in float8 units.

@@ -11,6 +11,43 @@ from tvm import tirx
 from .names import _dtype, _is_zero, _key, _type_key, thread_key
 from .work import Analyzer
 
+_NODE_CLASSES: dict[str, type] = {}
+
+
+def node_classes(*type_keys: str) -> tuple[type, ...]:
+    """The Python classes of TVM node type keys (``"tirx.For"``, ``"ir.Call"``), for typed walks."""
+    missing = [k for k in type_keys if k not in _NODE_CLASSES]
+    if missing:
+        pending = [tvm_ffi.Object]
+        while pending:
+            cls = pending.pop()
+            pending.extend(cls.__subclasses__())
+            info = cls.__dict__.get("__tvm_ffi_type_info__")
+            if info is not None:
+                _NODE_CLASSES.setdefault(info.type_key, cls)
+        unknown = [k for k in missing if k not in _NODE_CLASSES]
+        if unknown:
+            raise KeyError(f"no TVM node class has the type key {unknown[0]!r}")
+    return tuple(_NODE_CLASSES[k] for k in type_keys)
+
+
+_TYPE_INDICES: dict[tuple, tuple[int, ...]] = {}
+_WALK_ORDERS = {"pre": int(tvm_ffi.WalkOrder.PREORDER), "post": int(tvm_ffi.WalkOrder.POSTORDER)}
+
+
+def walk_typed(root, types: tuple, visit, order: str = "post"):
+    """``tvm_ffi.structural_walk`` of ``root`` calling ``visit`` only on the nodes of ``types`` (type
+    keys or node classes; subclasses included).  The walk through the other nodes stays in C++: a
+    Python callback on every node costs about 0.6 us a node, most of a walk's time.  The classes'
+    type indices are looked up once (``structural_walk`` looks them up at every call, ~10 us each)."""
+    indices = _TYPE_INDICES.get(types)
+    if indices is None:
+        from tvm_ffi.core import TypeSchema
+
+        classes = [node_classes(t)[0] if isinstance(t, str) else t for t in types]
+        indices = _TYPE_INDICES[types] = tuple(TypeSchema.from_annotation(c).origin_type_index for c in classes)
+    return tvm_ffi.structural._ffi_api.StructuralWalk(root, [(i, visit) for i in indices], [], _WALK_ORDERS[order])
+
 
 # ---------------------------------------------------------------------- fast-mode axis plan
 def _step(expr, var) -> int | None:
@@ -44,7 +81,7 @@ def _linear_step(expr, key: int) -> int | None:
             if _type_key(factor) == "ir.IntImm":
                 step = _linear_step(other, key)
                 return None if step is None else int(factor.value) * step
-    if not _contains(expr, lambda n: _type_key(n) == "ir.Var" and _key(n) == key):
+    if not _contains(expr, lambda n: _type_key(n) == "ir.Var" and _key(n) == key, types=("ir.Var",)):
         return 0  # ``k * i`` or ``i // 4`` does not change with ``j``
     return None
 
@@ -142,7 +179,7 @@ def _buffer_access_counts(stmt) -> dict[int, int]:
             counts[_key(buf)] = counts.get(_key(buf), 0) + 1
         return True
 
-    tvm_ffi.structural_walk(stmt, visit, order="post")
+    walk_typed(stmt, ("ir.TensorLoad", "tirx.BufferStore"), visit)
     return counts
 
 
@@ -177,7 +214,7 @@ def allocations_in(body) -> dict[int, object]:
             found[_key(buf)] = buf
         return True
 
-    tvm_ffi.structural_walk(body, visit, order="post")
+    walk_typed(body, ("tirx.AllocBuffer", "s_tir.SBlock"), visit)
     return found
 
 
@@ -221,7 +258,7 @@ def _thread_extents(body) -> dict[str, int]:
             extents[tag] = max(extents.get(tag, 0), int(extent.value))
         return True
 
-    tvm_ffi.structural_walk(body, visit, order="post")
+    walk_typed(body, ("tirx.For", "tirx.AttrStmt"), visit)
     return extents
 
 
@@ -240,11 +277,12 @@ def launch_extents_touching(body, buf, tag: str = "threadIdx.x") -> set[int | No
             launch_tag, extent = str(node.node.thread_tag), node.value
         else:
             return None
-        if launch_tag == tag and _contains(node.body, lambda n: _type_key(n) == "ir.Var" and n.same_as(buf)):
+        if launch_tag == tag and _contains(node.body, lambda n: _type_key(n) == "ir.Var" and n.same_as(buf),
+                                           types=("ir.Var",)):
             extents.add(int(extent.value) if _type_key(extent) == "ir.IntImm" else None)
         return None
 
-    tvm_ffi.structural_walk(body, visit, order="pre")
+    walk_typed(body, ("tirx.For", "tirx.AttrStmt"), visit, order="pre")
     return extents
 
 
@@ -297,20 +335,22 @@ def _contiguous_strides(buf) -> bool:
     return True
 
 
-def _contains(node, matches) -> bool:
-    """Whether any node of the tree ``node`` satisfies ``matches`` (the walk stops at the first)."""
-    return tvm_ffi.structural_walk(node, lambda n: tvm_ffi.VisitInterrupt(n) if matches(n) else None,
-                                   order="pre") is not None
+def _contains(node, matches, types: tuple[str, ...] | None = None) -> bool:
+    """Whether any node of the tree ``node`` satisfies ``matches`` (the walk stops at the first);
+    ``types``: the type keys of the only nodes that may (see :func:`walk_typed`)."""
+    def found(n):
+        return tvm_ffi.VisitInterrupt(n) if matches(n) else None
+
+    if types is not None:
+        return walk_typed(node, types, found, order="pre") is not None
+    return tvm_ffi.structural_walk(node, found, order="pre") is not None
 
 
 def _has_threads(body) -> bool:
     """Whether ``body`` binds a loop or an attribute to a thread (of any extent)."""
-    found = []
-    tvm_ffi.structural_walk(body, lambda n: found.append(
-        (_type_key(n) == "tirx.For" and int(n.kind) == 4) or
-        (_type_key(n) == "tirx.AttrStmt" and n.attr_key in ("thread_extent", "virtual_thread"))) or True,
-                            order="post")
-    return any(found)
+    return _contains(body, lambda n: (_type_key(n) == "tirx.For" and int(n.kind) == 4) or (
+        _type_key(n) == "tirx.AttrStmt" and n.attr_key in ("thread_extent", "virtual_thread")),
+        types=("tirx.For", "tirx.AttrStmt"))
 
 
 def _adds_lanes(node) -> bool:
@@ -326,17 +366,17 @@ def _is_call_of(node, op_suffix: str) -> bool:
 def _calls_allreduce(block) -> bool:
     """Whether ``block`` reduces with ``tvm_thread_allreduce`` (LowerCrossThreadReduction's output:
     the threads run it together, in lockstep)."""
-    return _contains(block.body, lambda n: _is_call_of(n, "tvm_thread_allreduce"))
+    return _contains(block.body, lambda n: _is_call_of(n, "tvm_thread_allreduce"), types=("ir.Call",))
 
 
 def _reads_memory(expr) -> bool:
     """Whether ``expr`` loads from a buffer (so a store may change its value)."""
-    return _contains(expr, lambda n: _type_key(n) in ("ir.TensorLoad", "ir.BufferLoad"))
+    return _contains(expr, lambda n: _type_key(n) == "ir.TensorLoad", types=("ir.TensorLoad",))
 
 
 def _uses_vars(expr, keys: set[int]) -> bool:
     """Whether ``expr`` reads any of the variables ``keys``."""
-    return _contains(expr, lambda n: _type_key(n) == "ir.Var" and _key(n) in keys)
+    return _contains(expr, lambda n: _type_key(n) == "ir.Var" and _key(n) in keys, types=("ir.Var",))
 
 
 def host_device_accesses(body) -> dict[int, str]:
@@ -358,7 +398,7 @@ def host_device_accesses(body) -> dict[int, str]:
                 found[_key(node)] = str(buf.name)
         return None
 
-    tvm_ffi.structural_walk(body, visit, order="pre")
+    walk_typed(body, ("tirx.For", "tirx.AttrStmt", "ir.TensorLoad", "tirx.BufferStore"), visit, order="pre")
     return found
 
 

@@ -6,10 +6,9 @@ import ast
 
 from tvm import tirx
 import tvm
-import tvm_ffi
 
 from ..errors import UnsupportedConstructError
-from .analysis import _contiguous_strides, _injective, launch_extents_touching, match_layout
+from .analysis import _contiguous_strides, _injective, launch_extents_touching, match_layout, walk_typed
 from .names import (Value, _BufferInfo, _CannotVectorize, _dtype, _is_zero, _key, _lanes, _name, _scalar_dtype,
     _store_name, _type_key, _varying)
 
@@ -346,8 +345,7 @@ class BuffersMixin:
 
     def _has_free_var(self, expr) -> bool:
         found = []
-        tvm_ffi.structural_walk(expr, lambda n: found.append(_type_key(n) == "ir.Var" and self.namer.lookup(n) is None)
-                                or True, order="post")
+        walk_typed(expr, ("ir.Var",), lambda n: found.append(_type_key(n) == "ir.Var" and self.namer.lookup(n) is None))
         return any(found)
 
     def _same_size(self, shape_a, shape_b) -> bool:

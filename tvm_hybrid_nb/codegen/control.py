@@ -12,7 +12,7 @@ from tvm import tirx
 import tvm
 
 from ..errors import UnsupportedConstructError
-from .analysis import _calls_allreduce, _contains, _reads_memory
+from .analysis import _calls_allreduce, _contains, _reads_memory, walk_typed
 from .plan import LANES, PARALLEL_CHUNKS, RACE_LANES, SERIAL, PlanRejected
 from .state import LoopExits, ProgressLevel
 from .names import (Value, _AllocLike, _CannotVectorize, _FOR_KIND_ITERATORS, _SerialFrame, _dtype, _is_float, _is_int,
@@ -173,7 +173,7 @@ class ControlFlowMixin:
                 calls.append(n)
             return tvm_ffi.WalkResult.ADVANCE
 
-        tvm_ffi.structural_walk(body, visit, order="pre")
+        walk_typed(body, ("tirx.For", "tirx.While", "ir.Call"), visit, order="pre")
         if not calls:
             return None
         if not all(ax.is_thread for ax in self.lanes.axes):

@@ -13,6 +13,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from .analysis import walk_typed
 from .names import _dtype, _is_int, _key, _type_key
 from .work import AnalysisOutgrown
 
@@ -189,8 +190,7 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
         if not functions:  # no device kernels to launch: no expression walk (most stages)
             return total
         calls = []
-        tvm_ffi.structural_walk(expr, lambda n: (calls.append(n) if _type_key(n) == "ir.Call" else None) or True,
-                                order="post")
+        walk_typed(expr, ("ir.Call",), lambda n: calls.append(n) if _type_key(n) == "ir.Call" else None)
         for call in calls:
             name = getattr(call.op, "name_hint", None)
             if name is not None and name in functions:
@@ -325,22 +325,59 @@ def _operations(expr) -> tuple[int, int]:
     constants (a subexpression shared in the TIR is written, so evaluated, at each use).  Among the
     operations integer and boolean arithmetic counts a quarter (index arithmetic: Python ints,
     0.03-0.05 µs an operation against 0.1-0.3 µs for numpy's float scalars, measured); calls and
-    casts count whole whatever their type.  A buffer's type, with its shape, is not walked."""
+    casts count whole whatever their type.  A buffer's type, with its shape, is not walked.
+    Remembered per expression object: a stage's cost is asked several times (the plan, the sizes)."""
+    handle = expr.__chandle__()
+    known = _OPERATIONS_SEEN.get(handle)
+    if known is not None:
+        return known[1]
     quarters, nodes = [0], [0]
 
     def visit(node) -> bool:  # pre-order: True skips the node's children
-        if isinstance(node, tvm.ir.expr.Expr):
-            if not isinstance(node, (tvm.ir.expr.Constant, tvm.ir.expr.Var)):
-                nodes[0] += 1
-                dtype = _dtype(node)
-                index_arithmetic = ((_is_int(dtype) or dtype == "bool")
-                                    and not isinstance(node, (tvm.ir.expr.Call, tirx.Cast)))
-                quarters[0] += 1 if index_arithmetic else 4
+        if isinstance(node, _COUNTED):
+            nodes[0] += 1
+            dtype = _dtype(node)
+            index_arithmetic = ((_is_int(dtype) or dtype == "bool")
+                                and not isinstance(node, (tvm.ir.expr.Call, tirx.Cast)))
+            quarters[0] += 1 if index_arithmetic else 4
             return False
-        return not isinstance(node, tvm_ffi.Array)
+        return True
 
-    tvm_ffi.structural_walk(expr, visit, order="pre")
-    return quarters[0] // 4, nodes[0]
+    global _COUNTED, _WALKED
+    if _COUNTED is None:
+        _COUNTED, _WALKED = _operation_classes()
+    walk_typed(expr, _WALKED, visit, order="pre")
+    if len(_OPERATIONS_SEEN) >= _OPERATIONS_SEEN_MAX:
+        _OPERATIONS_SEEN.clear()
+    counts = _OPERATIONS_SEEN[handle] = (expr, (quarters[0] // 4, nodes[0]))  # held: its address stays its own
+    return counts[1]
+
+
+_OPERATIONS_SEEN: dict[int, tuple[object, tuple[int, int]]] = {}
+_OPERATIONS_SEEN_MAX = 1 << 17
+
+
+#: The expression classes :func:`_operations` counts (all but names and constants), and with them
+#: a buffer's type, whose shape it does not walk: only these reach Python (see
+#: :func:`~.analysis.walk_typed`).
+_COUNTED: tuple | None = None
+_WALKED: tuple | None = None
+
+
+def _operation_classes() -> tuple[tuple, tuple]:
+    from .analysis import node_classes
+
+    node_classes("ir.Var")  # fills the registry of node classes
+    registered, pending = [], [tvm_ffi.Object]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if "__tvm_ffi_type_info__" in cls.__dict__:
+            registered.append(cls)
+    leaves = (tvm.ir.expr.Constant, tvm.ir.expr.Var)
+    counted = tuple(cls for cls in registered if issubclass(cls, tvm.ir.expr.Expr) and not issubclass(cls, leaves)
+                    and not any(issubclass(leaf, cls) for leaf in leaves))  # not a base class of theirs
+    return counted, (*counted, *node_classes("tirx.BufferType"))
 
 
 def run_seconds(cost: SerialCost) -> float:

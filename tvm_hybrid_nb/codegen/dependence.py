@@ -11,7 +11,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from .analysis import _contains, _reads_memory, _uses_vars
+from .analysis import _contains, _reads_memory, _uses_vars, walk_typed
 from .digits import _element_offsets, _flat_index_digits, _flat_indices, _index_tuple_numbers, \
     _constant_offsets, _offset_digits, _one_form, spread_within_extents
 from .forwarding import bindings_read, forward_scalars
@@ -88,7 +88,7 @@ class _LoopAccesses:
                     found.append((None, node))
                 return True
 
-            tvm_ffi.structural_walk(expr, visit, order="post")
+            walk_typed(expr, ("ir.TensorLoad", "ir.Call"), visit)
             cached = self.events[_key(expr)] = (expr, found)
         for source, what in cached[1]:
             if source is None:
@@ -505,7 +505,7 @@ def _split_divisor(loop, items: list, expand) -> int | None:
 
     for item in items:
         for expr in (*item[2], *item[3]):
-            tvm_ffi.structural_walk(expand.simplify(expr), visit, order="post")
+            walk_typed(expand.simplify(expr), ("prim.FloorDiv", "prim.FloorMod", "prim.Div", "prim.Mod"), visit)
     return found.pop() if len(found) == 1 and min(found) > 1 else None
 
 
@@ -761,8 +761,7 @@ def _mixed_radix_injective(rest, step: int, x_extent, acc: "_LoopAccesses", lane
     remainder = Analyzer().simplify(remainder)
     inner_keys = {_key(v) for v, _, _ in list(acc.inner) + lanes}
     used = []
-    tvm_ffi.structural_walk(remainder, lambda n: used.append(_type_key(n) == "ir.Var" and _key(n) in inner_keys)
-                            or True, order="post")
+    walk_typed(remainder, ("ir.Var",), lambda n: used.append(_type_key(n) == "ir.Var" and _key(n) in inner_keys))
     if any(used):
         return False
     terms.sort(key=lambda t: (t[0], t[1] is None))

@@ -8,6 +8,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from .analysis import walk_typed
 from .names import _dtype, _key, _type_key
 
 
@@ -42,7 +43,7 @@ def forward_scalars(acc) -> None:
                 ok[0] = ok[0] and effect is not None and int(effect) <= 1  # pure, or an annotation
             return not ok[0]
 
-        tvm_ffi.structural_walk(value, visit, order="pre")
+        walk_typed(value, ("ir.TensorLoad", "ir.Call"), visit, order="pre")
         return ok[0]
 
     for position in sorted(acc.stores):

@@ -30,7 +30,7 @@ from .. import runtime
 from ..errors import UnsupportedConstructError
 from ..loader import cyclic_gc_paused
 from ..signature import ParamSpec
-from .analysis import _contiguous_strides, _has_threads, _injective, _thread_extents, host_device_accesses
+from .analysis import _contiguous_strides, _has_threads, _injective, _thread_extents, host_device_accesses, walk_typed
 from .names import (GeneratedKernel, Value, _BufferInfo, _CannotVectorize, _Namer, _buffer_of, _dtype,
     _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _packed_function, _scalar_dtype, _store_name, _type_key)
 from .pyast import _drop_dead_assignments, _number_statements, _split_deep_nests
@@ -297,7 +297,7 @@ class HybridCodegen(ExpressionsMixin, ConstantsMixin, MemoryAccessMixin, Buffers
             exprs += list(p.strides)
         found = []
         for e in exprs:
-            tvm_ffi.structural_walk(e, lambda n: found.append(n) if _type_key(n) == "ir.Var" else None)
+            walk_typed(e, ("ir.Var",), lambda n: found.append(n) if _type_key(n) == "ir.Var" else None)
         return bool(found) and all(_key(v) in given for v in found)
 
     def _symbolic_layout(self, p, name: str):
@@ -502,7 +502,7 @@ def _copies_of(func, params: set[int]) -> dict[int, int]:
         copied = _key(value.source) if _type_key(value) == "ir.TensorLoad" and _is_int(_dtype(value)) else None
         sources.setdefault(_key(node.buffer), set()).add(copied)  # None: a store of anything else
 
-    tvm_ffi.structural_walk(func.body, visit, order="post")
+    walk_typed(func.body, ("tirx.BufferStore",), visit)
     alias: dict[int, int] = {}
     for _ in range(len(sources)):  # each round follows one more link of a chain
         found = {buf: next(iter(srcs)) for buf, srcs in sources.items() if len(srcs) == 1 and None not in srcs}
@@ -568,8 +568,8 @@ def _index_extents(func) -> dict[int, object]:
                 add(extents, source_of(index), extent)
             else:  # the value inside arithmetic: `idx + (idx < 0) * 6`, `i * 6 + idx` of a fused index
                 inner: list = []
-                tvm_ffi.structural_walk(index, lambda n: inner.append(n) if _type_key(n) in _CLAMPS or (
-                    _type_key(n) == "ir.TensorLoad" and source_of(n) in params) else None, order="post")
+                walk_typed(index, (*_CLAMPS, "ir.TensorLoad"), lambda n: inner.append(n) if _type_key(n) in _CLAMPS or (
+                    _type_key(n) == "ir.TensorLoad" and source_of(n) in params) else None)
                 if any(_type_key(n) in _CLAMPS for n in inner):
                     continue  # clamped into range: any value is valid, and random ones test the clamp
                 for load in inner:
@@ -598,7 +598,7 @@ def _index_extents(func) -> dict[int, object]:
     # included (scatter_elements into (b, m) stores at `(i * m + (idx + (idx < 0) * m)) // m, ... % m`:
     # min(b, m); without it the indices stayed random and the native reference was refused).
     nested: dict[int, object] = {}
-    tvm_ffi.structural_walk(func.body, visit, order="post")
+    walk_typed(func.body, ("prim.LShift", "prim.RShift", "ir.Call", "ir.TensorLoad", "tirx.BufferStore"), visit)
     return {**nested, **extents}
 
 

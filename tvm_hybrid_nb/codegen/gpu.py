@@ -7,10 +7,9 @@ import copy
 
 from tvm import tirx
 import tvm
-import tvm_ffi
 
 from ..errors import UnsupportedConstructError
-from .analysis import block_scoped_allocations, grid_loop
+from .analysis import block_scoped_allocations, grid_loop, walk_typed
 from .plan import LANES, PARALLEL_CHUNKS, emit_with_plan
 from .control import _FEW_OUTER_ITERATIONS
 from .state import ProgressLevel
@@ -236,8 +235,8 @@ class GpuMixin:
         keys = {_key(ax.var) for ax in threads}
         for iv, value in zip(node.block.iter_vars, node.iter_values):
             found = set()
-            tvm_ffi.structural_walk(value, lambda n: (found.add(_key(n)) if _type_key(n) == "ir.Var"
-                                                      and _key(n) in keys else None) or True, order="post")
+            walk_typed(value, ("ir.Var",), lambda n: found.add(_key(n)) if _type_key(n) == "ir.Var"
+                       and _key(n) in keys else None)
             (in_reduce if int(iv.iter_type) == 2 else in_spatial).update(found)
         return {thread_key(ax.tag) for ax in threads if _key(ax.var) in in_reduce - in_spatial}
 
@@ -289,8 +288,7 @@ class GpuMixin:
         stores = []
         for part in (block.init, block.body):
             if part is not None:
-                tvm_ffi.structural_walk(part, lambda n: stores.append(n) or True
-                                        if _type_key(n) == "tirx.BufferStore" else True, order="post")
+                walk_typed(part, ("tirx.BufferStore",), stores.append)
         infos = {}
         for st in stores:
             info = self.scope.buffers.get(_key(st.buffer))
@@ -357,8 +355,7 @@ class GpuMixin:
         private = {_key(b) for b in block.alloc_buffers}
         private |= {k for k, info in self.scope.buffers.items() if info.per_thread}
         stores = []
-        tvm_ffi.structural_walk(block.body, lambda n: stores.append(n) or True
-                                if _type_key(n) == "tirx.BufferStore" else True, order="post")
+        walk_typed(block.body, ("tirx.BufferStore",), stores.append)
         return all(_key(st.buffer) in private for st in stores)
 
 

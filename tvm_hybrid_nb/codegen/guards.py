@@ -7,10 +7,9 @@ from __future__ import annotations
 import contextlib
 
 import tvm
-import tvm_ffi
 from tvm import tirx
 
-from .analysis import _conjuncts, _contains, _reads_memory, _step, _uses_vars
+from .analysis import _conjuncts, _contains, _reads_memory, _step, _uses_vars, walk_typed
 from .names import _dtype, _key, _type_key
 from .work import Analyzer
 
@@ -258,8 +257,7 @@ def _upper_bound(conj) -> tuple | None:
 
 def _variables(expr) -> list:
     found = []
-    tvm_ffi.structural_walk(expr, lambda n: (found.append(n) if _type_key(n) == "ir.Var" else None) or True,
-                            order="post")
+    walk_typed(expr, ("ir.Var",), lambda n: found.append(n) if _type_key(n) == "ir.Var" else None)
     return found
 
 

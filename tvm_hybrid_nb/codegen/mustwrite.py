@@ -13,7 +13,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from .analysis import _contains, _is_call_of, _reads_memory, _uses_vars
+from .analysis import _contains, _is_call_of, _reads_memory, _uses_vars, walk_typed
 from .names import _dtype, _key, _type_key
 from .work import Analyzer
 
@@ -46,7 +46,8 @@ def _uses(node, buf) -> tuple[int, int]:
             counts[1] += 1  # a view over its region (the region itself was not counted)
         return True
 
-    tvm_ffi.structural_walk(node, visit, order="post")
+    walk_typed(node, ("ir.Var", "ir.TensorLoad", "tirx.BufferStore", "ir.TensorRegion", "s_tir.MatchBufferRegion"),
+               visit)
     return counts[0], counts[1]
 
 
@@ -265,7 +266,7 @@ class _MustWrite:
                     problems.append(f"a call takes {self.name} by address")
             return True
 
-        tvm_ffi.structural_walk(expr, visit, order="post")
+        walk_typed(expr, ("ir.TensorLoad", "ir.Call"), visit)
         if problems:
             self.fail(problems[0])
 
@@ -384,7 +385,7 @@ class _MustWrite:
                 return True
 
             for e in list(st.indices) + [st.value]:
-                tvm_ffi.structural_walk(e, visit, order="post")
+                walk_typed(e, ("ir.TensorLoad", "ir.Call"), visit)
             for load in loads:
                 read = None if load is None else _rows_box(load.indices, env, where)
                 if read is None or not self.covered(read[0], written):
@@ -624,7 +625,7 @@ def _defined_vars(stmt) -> set[int]:
             found.update(_key(iv.var) for iv in n.iter_vars)
         return True
 
-    tvm_ffi.structural_walk(stmt, visit, order="post")
+    walk_typed(stmt, ("tirx.For", "tirx.Bind", "s_tir.SBlock"), visit)
     return found
 
 
@@ -647,7 +648,7 @@ def _free_vars(expr) -> list:
             found.setdefault(_key(node), node)
         return True
 
-    tvm_ffi.structural_walk(expr, visit, order="post")
+    walk_typed(expr, ("ir.Var",), visit)
     return list(found.values())
 
 
@@ -681,5 +682,5 @@ def _conditions_use(body, var) -> bool:
                 found.append(n)
         return tvm_ffi.WalkResult.ADVANCE  # (True would skip the children in pre-order)
 
-    tvm_ffi.structural_walk(body, visit, order="pre")
+    walk_typed(body, ("tirx.Bind", "s_tir.SBlockRealize", "tirx.IfThenElse", "tirx.While"), visit, order="pre")
     return bool(found)

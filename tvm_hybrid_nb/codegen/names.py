@@ -17,9 +17,17 @@ _FOR_KIND_ITERATORS = {0: "range", 1: "parallel", 2: "vectorized", 3: "unrolled"
 _INT64_MAX = (1 << 63) - 1
 
 
+_TYPE_KEYS: dict[type, str] = {}
+
+
 def _type_key(node) -> str:
-    info = getattr(type(node), "__tvm_ffi_type_info__", None)
-    return info.type_key if info is not None else type(node).__name__
+    cls = type(node)
+    try:
+        return _TYPE_KEYS[cls]
+    except KeyError:
+        info = getattr(cls, "__tvm_ffi_type_info__", None)
+        key = _TYPE_KEYS[cls] = info.type_key if info is not None else cls.__name__
+        return key
 
 
 def _packed_function(call) -> str | None:
@@ -43,9 +51,23 @@ def _key(obj) -> int:
     return obj.__chandle__()
 
 
+#: dtype text by the handle of its ``PrimType``, which TVM interns (one object a dtype), held here so
+#: that no other object can take its address: ``str(ty.dtype)`` costs ~1 us, the generator asks often.
+_PRIM_TYPE_DTYPES: dict[int, tuple[object, str]] = {}
+
+
 def _dtype(expr) -> str:
-    dtype = getattr(expr.ty, "dtype", None)
-    return str(dtype) if dtype is not None else "handle"  # PointerType: a data pointer
+    ty = expr.ty
+    known = _PRIM_TYPE_DTYPES.get(ty.__chandle__()) if ty is not None else None
+    if known is not None:
+        return known[1]
+    dtype = getattr(ty, "dtype", None)
+    if dtype is None:
+        return "handle"  # PointerType: a data pointer
+    text = str(dtype)
+    if type(ty).__name__ == "PrimType":
+        _PRIM_TYPE_DTYPES[ty.__chandle__()] = (ty, text)
+    return text
 
 
 def _scalar_dtype(dtype: str) -> str:

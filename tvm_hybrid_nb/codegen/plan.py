@@ -24,13 +24,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import tvm
-import tvm_ffi
 from tvm import tirx
 
 from ..errors import UnsupportedConstructError
 from .analysis import (_adds_lanes, _buffer_access_counts, _has_threads, _thread_extents, _type_key, allocations_in,
                        allocations_moved_into, block_scoped_allocations, child_statements, grid_loop,
-                       per_block_memory)
+                       per_block_memory, walk_typed)
 from .dependence import allocation_overlap, loop_dependences
 from .guards import predicate_cut
 from .sharing import read_after_written_alike, stored_in_an_inner_loop, written_alike, written_before_read
@@ -749,7 +748,7 @@ class _Planner:
         if lanes >= FAST_MIN_LANES:
             return None
         inner = []
-        tvm_ffi.structural_walk(node.body, lambda n: inner.append(_adds_lanes(n)) or True, order="post")
+        walk_typed(node.body, ("tirx.For", "tirx.AttrStmt"), lambda n: inner.append(_adds_lanes(n)))
         if any(inner):
             return None  # the loops (or threads) inside may add lanes
         return f"only {lanes} lane(s): numpy's per-call cost would exceed the loop's"

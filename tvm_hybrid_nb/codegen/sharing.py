@@ -7,7 +7,7 @@ from __future__ import annotations
 import tvm
 import tvm_ffi
 
-from .analysis import _contains, _is_call_of
+from .analysis import _contains, _is_call_of, walk_typed
 from .mustwrite import _POINTER_CALLS, _defined_vars, _mentions, _MustWrite, _NotProven, _uses
 from .names import _dtype, _key, _type_key
 
@@ -56,7 +56,7 @@ class _Writes:
                         self.writes.append((self.root(result.source), decided, [], decided))
             return True
 
-        tvm_ffi.structural_walk(expr, visit, order="post")
+        walk_typed(expr, ("ir.Call",), visit)
 
     def stmt(self, stmt, control: list) -> None:
         key = _type_key(stmt)
@@ -194,7 +194,7 @@ def _alike_fixpoint(loop, candidates, by_index: bool, acc: _Writes):
                     loads.append(node.source)
                 return True
 
-            tvm_ffi.structural_walk(expr, visit, order="post")
+            walk_typed(expr, ("ir.Var", "ir.TensorLoad"), visit)
             summaries[key] = (frozenset(names), loads)
         return summaries[key]
 
@@ -313,7 +313,7 @@ def read_after_written_alike(loop, buf, func_body, context: tuple = ()) -> str |
             views.append(n.buffer)
         return True
 
-    tvm_ffi.structural_walk(func_body, visit, order="post")
+    walk_typed(func_body, ("tirx.DeclBuffer",), visit)
     for view in views:
         same = (len(view.shape) == len(buf.shape) == 1 and str(view.dtype) == str(buf.dtype)
                 and (view.elem_offset is None or (_type_key(view.elem_offset) == "ir.IntImm"

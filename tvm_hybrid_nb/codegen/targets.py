@@ -72,8 +72,7 @@ def cuda_float_differences(funcs) -> list[str]:
     is set), which flushes float32 subnormals to zero and makes float32 division, square root and
     ``expf``/``logf``/``sinf``/``cosf``/``powf`` approximate, and nvcc contracts a multiply feeding an
     add into one fused multiply-add.  Empty when the functions have none of these."""
-    import tvm_ffi
-
+    from .analysis import walk_typed
     from .names import _dtype, _is_float, _type_key
 
     found: dict[str, set] = {"fma": set(), "ftz": set(), "approx": set(), "math": set()}
@@ -99,7 +98,7 @@ def cuda_float_differences(funcs) -> list[str]:
 
     for func in funcs:
         if func is not None:
-            tvm_ffi.structural_walk(func.body, visit, order="pre")
+            walk_typed(func.body, ("prim.Add", "prim.Sub", "prim.Mul", "prim.Div", "ir.Call"), visit, order="pre")
     differences = []
     if found["fma"]:
         differences.append(f"a {'/'.join(sorted(found['fma']))} multiply feeding an add or subtract is one fused "

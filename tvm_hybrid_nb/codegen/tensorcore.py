@@ -32,7 +32,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import UnsupportedConstructError
-from .analysis import buffer_strides, match_layout
+from .analysis import buffer_strides, match_layout, walk_typed
 from .names import _buffer_of, _key, _type_key
 
 #: The WMMA intrinsics (``tirx.`` op names) and what :func:`wmma_as_computed` makes of them.
@@ -59,7 +59,7 @@ def has_wmma(func) -> bool:
             found.append(node)
         return True
 
-    tvm_ffi.structural_walk(func.body, visit, order="post")
+    walk_typed(func.body, ("ir.Call",), visit)
     return bool(found)
 
 
@@ -308,7 +308,7 @@ def wmma_as_computed(func):
 
     def mentions(node, buf) -> bool:
         found = []
-        tvm_ffi.structural_walk(node.body, lambda n: found.append(n) if n.same_as(buf) else None, order="post")
+        walk_typed(node.body, ("ir.Var",), lambda n: found.append(n) if n.same_as(buf) else None)
         return bool(found)
 
     def block(node):
