@@ -354,7 +354,7 @@ def _operations(expr) -> tuple[int, int]:
 
 
 _OPERATIONS_SEEN: dict[int, tuple[object, tuple[int, int]]] = {}
-_OPERATIONS_SEEN_MAX = 1 << 17
+_OPERATIONS_SEEN_MAX = 1 << 15  # a few stages' statements: the repeated asks come close together
 
 
 #: The expression classes :func:`_operations` counts (all but names and constants), and with them
