@@ -221,3 +221,33 @@ def test_zoo_tvm_tests_retries_trapping_inputs_and_says_why_there_is_no_referenc
     assert lines["test_traps.py:counted"].startswith("no native reference "), out
     assert "out-of-bounds write of A[1]" in lines["test_traps.py:counted"], out
     assert "| . | 6 | 0 | 2 | 0 | 4 | 4 | 0 | 0 | 0 | 0 |" in out, out
+
+
+def test_the_trap_checks_run_of_stage_0_is_its_checked_run(monkeypatch):
+    """A kernel that can trap (a gather by an input index) has stage 0 emulated before its native
+    run; that run, on the same inputs and program, is stage 0's result: it is not run again."""
+    import numpy as np
+    from tvm.script import tirx as T
+
+    from tvm_hybrid_nb import module as hmodule
+    from tvm_hybrid_nb.tvm_corpus.check import check_function
+
+    @T.prim_func
+    def gather(A: T.Buffer((8,), "float32"), idx: T.Buffer((8,), "int32"), B: T.Buffer((8,), "float32")):
+        for i in range(8):
+            B[i] = A[idx[i]] * T.float32(2)
+
+    runs: dict[str, int] = {}
+    real_run = hmodule._run_kernel
+
+    def counting(kernel, values, stage, progress=None):
+        runs[stage.label] = runs.get(stage.label, 0) + 1
+        return real_run(kernel, values, stage, progress)
+
+    monkeypatch.setattr(hmodule, "_run_kernel", counting)
+    outcome = check_function(gather, "gather")
+    assert outcome.outcome == "ok", outcome.reason
+    assert outcome.stages_checked > 1
+    stage0 = next(label for label in runs if label.startswith("0 "))
+    assert runs[stage0] == 1, runs
+    assert np.all(np.array(list(runs.values())) == 1), runs  # each distinct program once

@@ -368,9 +368,12 @@ class HybridModule:
                 "on them (the process aborts); emulate it instead, or compare with a numpy reference: "
                 "compare(..., reference=FUNC)")
 
-    def _refuse_trapping_inputs(self, values: list, sizes: dict | None = None) -> None:
+    def _refuse_trapping_inputs(self, values: list, sizes: dict | None = None, results: dict | None = None) -> None:
         """Emulate stage 0 (fast mode, on copies) before a native run when its kernel has
-        operations that can trap, and refuse the run when the emulation traps."""
+        operations that can trap, and refuse the run when the emulation traps.  With ``results`` (a
+        dict), the run is a whole :meth:`emulate` and its :meth:`result_values` are kept there under
+        the program's text (:func:`~tvm_hybrid_nb.codegen.program_text`): a caller that emulates
+        stage 0 on the same inputs next need not run it again (the corpus's conv3d: 12 s)."""
         s = self.stages[0]
         gen = s._generate()
         if gen is None:
@@ -385,7 +388,13 @@ class HybridModule:
             return
         copies = [np.array(v, copy=True) if isinstance(v, np.ndarray) else v for v in values]
         try:
-            _run_kernel(s.kernel("fast", sizes=sizes), copies, s)
+            if results is None:
+                _run_kernel(s.kernel("fast", sizes=sizes), copies, s)
+            else:
+                from .codegen import program_text
+
+                program = program_text(s.kernel("fast", sizes=bind_arguments(self.params, copies).sizes).source)
+                results[program] = self.result_values(copies, self.emulate(*copies, stage=0, mode="fast"))
         except EmulationError as exc:
             if isinstance(exc.__cause__, (ZeroDivisionError, OverflowError, IndexError)):
                 raise EmulationError(f"native run refused: on these inputs {exc}; the native kernel would "

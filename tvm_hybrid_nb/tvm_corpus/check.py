@@ -162,6 +162,7 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
     # native run, by an emulation of stage 0: its own phase, so that its time counts as ours.  When the
     # seeded inputs trap, the other input sets of _RETRY_INPUTS are tried before giving up.
     inputs = trap = None
+    stage0_results: dict = {}  # the trap check's run of stage 0, by program (see emulate_stages)
     loop_bounds = _loop_bounds(func)
     for attempt, (label, size, int_range, zero_scalars) in enumerate(((None, None, None, False),) + _RETRY_INPUTS):
         try:
@@ -173,7 +174,9 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
             continue
         report("0 input (trap check)")
         try:
-            hm._refuse_trapping_inputs([a.copy() if isinstance(a, np.ndarray) else a for a in candidate])
+            stage0_results.clear()
+            hm._refuse_trapping_inputs([a.copy() if isinstance(a, np.ndarray) else a for a in candidate],
+                                       results=stage0_results if mode == "fast" else None)
         except EmulationError as exc:
             trap = trap or _trap_reason(str(exc))
             continue
@@ -212,7 +215,7 @@ def check_function(func, name: str, mode: str = "fast", seed: int = 0,
         outcome.reason = "two native runs on the same inputs differ" + (f" ({outcome.reason})" if outcome.reason else "")
         return outcome
     try:
-        emulate_stages(hm, inputs, runs[0], outcome, mode=mode, on_stage=report)
+        emulate_stages(hm, inputs, runs[0], outcome, mode=mode, on_stage=report, known_results=stage0_results)
     except Exception as exc:  # noqa: BLE001
         cause = exc.__cause__
         if (isinstance(exc, EmulationError) and isinstance(cause, ValueError) and "undefined" in str(cause)
