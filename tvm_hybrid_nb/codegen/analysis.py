@@ -14,17 +14,23 @@ from .work import Analyzer
 _NODE_CLASSES: dict[str, type] = {}
 
 
+def registered_node_classes() -> list[type]:
+    """The TVM node classes loaded so far that register a type of their own."""
+    found, pending = [], [tvm_ffi.Object]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if "__tvm_ffi_type_info__" in cls.__dict__:
+            found.append(cls)
+    return found
+
+
 def node_classes(*type_keys: str) -> tuple[type, ...]:
     """The Python classes of TVM node type keys (``"tirx.For"``, ``"ir.Call"``), for typed walks."""
     missing = [k for k in type_keys if k not in _NODE_CLASSES]
     if missing:
-        pending = [tvm_ffi.Object]
-        while pending:
-            cls = pending.pop()
-            pending.extend(cls.__subclasses__())
-            info = cls.__dict__.get("__tvm_ffi_type_info__")
-            if info is not None:
-                _NODE_CLASSES.setdefault(info.type_key, cls)
+        for cls in registered_node_classes():
+            _NODE_CLASSES.setdefault(cls.__dict__["__tvm_ffi_type_info__"].type_key, cls)
         unknown = [k for k in missing if k not in _NODE_CLASSES]
         if unknown:
             raise KeyError(f"no TVM node class has the type key {unknown[0]!r}")

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 import tvm
-import tvm_ffi
 from tvm import tirx
 
 from .analysis import walk_typed
@@ -365,15 +364,9 @@ _WALKED: tuple | None = None
 
 
 def _operation_classes() -> tuple[tuple, tuple]:
-    from .analysis import node_classes
+    from .analysis import node_classes, registered_node_classes
 
-    node_classes("ir.Var")  # fills the registry of node classes
-    registered, pending = [], [tvm_ffi.Object]
-    while pending:
-        cls = pending.pop()
-        pending.extend(cls.__subclasses__())
-        if "__tvm_ffi_type_info__" in cls.__dict__:
-            registered.append(cls)
+    registered = registered_node_classes()
     leaves = (tvm.ir.expr.Constant, tvm.ir.expr.Var)
     counted = tuple(cls for cls in registered if issubclass(cls, tvm.ir.expr.Expr) and not issubclass(cls, leaves)
                     and not any(issubclass(leaf, cls) for leaf in leaves))  # not a base class of theirs
