@@ -177,14 +177,19 @@ class MemoryAccessMixin:
         info, indices, values = self._vector_lanes_as_axis(info, indices, values)
         self._check_vector_buffer(info, values)
         if self._sanitized(info):
-            views = self._checked_views(info, indices, values)
+            views = self._checked_views(info, indices, values, masked=True)
+            # Under lane masks only the kept lanes' reads must find written elements.
+            mask = None if views is None else self._mask_expr(self.lanes.stmt_masks + self.lanes.masks)
             if views is not None and self._defers_poison(info) and self.defer_poison:
                 # Into a thread's own memory: never-written lanes are carried, not reported yet.
-                return Value(self._call("read_or_taint", *views, _name("race_log")), "np", _dtype(node), True)
+                return Value(self._call("read_or_taint", *views, _name("race_log"), *([mask] if mask else [])),
+                             "np", _dtype(node), True)
             if views is not None:
                 keywords = self._name_threads({})
                 if self._prefix(info):
                     keywords["lead"] = ast.Constant(len(self._prefix(info)))
+                if mask is not None:
+                    keywords["mask"] = mask
                 return Value(self._call("read_written", *views, ast.Constant(info.name), _name(info.shadow),
                                         kw=keywords), "np", _dtype(node), True)
             logged = self._logged_view_read(info, indices, values)
@@ -281,7 +286,11 @@ class MemoryAccessMixin:
         bounds-checked (and lane-masked) ``store``."""
         if self._sanitized(info):
             # A value that may carry overflow poison goes through ``access``, which taints the marks.
-            views = None if self.overflow_deferred else self._checked_views(info, indices, values)
+            views = None if self.overflow_deferred else self._checked_views(info, indices, values, masked=True)
+            mask = None if views is None else self._mask_expr(self.lanes.stmt_masks)
+            if mask is not None:  # each lane its own element (``_lane_views``): written where kept
+                poison = [_name("race_log"), ast.Constant(info.name)] if self._defers_poison(info) else []
+                return [ast.Expr(self._call("write_where", *views, value, mask, *poison))]
             if views is not None:
                 view, written = views
                 store = ast.Assign([ast.Subscript(view, ast.Constant(Ellipsis), ast.Store())], value)

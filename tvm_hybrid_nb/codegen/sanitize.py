@@ -244,14 +244,17 @@ class SanitizerMixin:
         return self._call("read_logged", *views, ast.Constant(info.name), _name(info.shadow), _name("race_log"),
                           index, self._lanes_tuple(lanes), kw=keywords)
 
-    def _checked_views(self, info: _BufferInfo, indices, values: list[Value], logged: bool = False) -> tuple | None:
+    def _checked_views(self, info: _BufferInfo, indices, values: list[Value], logged: bool = False,
+                       masked: bool = False) -> tuple | None:
         """Sanitizer (lane views): an allocation's access as lane views of the buffer and of its
-        written-marks, where no race record is needed (no racing lanes) and the access is a view."""
+        written-marks, where no race record is needed (no racing lanes) and the access is a view.
+        ``masked``: the caller passes the lane masks on (``read_written``'s and ``write_where``'s
+        ``mask``), so a view serves under them too."""
         # A thread's own memory needs no race record: its views serve with racing lanes too.
         if info.shadow is None or (self._logged_lanes() and not (logged or info.per_thread)):
             return None
         # A view of two lanes beats ``access`` already (4 us against 15 us); one element is no lanes.
-        views = self._lane_views(info, indices, values, (info.name, info.shadow), min_elements=2)
+        views = self._lane_views(info, indices, values, (info.name, info.shadow), min_elements=2, masked_ok=masked)
         return None if views is None else tuple(views)
 
 

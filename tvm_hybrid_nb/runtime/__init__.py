@@ -29,7 +29,7 @@ from ._gpu import thread_binding, thread_lanes, barrier, _first_block, _barrier_
 from ._sanitizers import _lane_ids, _lane_text, _warp_numbers, _warp_bits, _distinct, _DeferredRead, RaceLog, _direct_access
 from ._lanes import last_lane, last_lane_along
 from ._sanitizers import (_lane_note, _unwritten_message, access, read_written, read_logged,
-                           read_or_taint, mark_written, host_device_access)
+                           read_or_taint, mark_written, write_where, host_device_access)
 from ._lanes import lanes_view, parallel_chunks
 from ._gpu import (_lane_array, _threads_first, _fold_order, _fold, _allreduce_policy, thread_allreduce, thread_allreduce_values, warp_shuffle,
                    _shuffle_message, warp_activemask, sblock, atomic_add)
@@ -80,6 +80,7 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "read_written": ("_unwritten_message", "_lane_note"),
     "read_logged": ("read_written",),
     "mark_written": ("RaceLog",),
+    "write_where": ("RaceLog",),
     "_unwritten_message": ("RaceLog",),
     "warp_activemask": ("_lane_array",),
     "barrier": ("_lane_array", "_first_block", "_barrier_threads"),

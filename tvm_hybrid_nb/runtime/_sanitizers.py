@@ -3,7 +3,8 @@
 Owns :class:`RaceLog` (the per-lane accesses between barriers, and the race check; the grid
 ledger of the GPU blocks that run one after another) with
 ``_lane_ids``/``_lane_text``, ``access`` (the checked read or write of exact mode, which feeds the
-log and the written-marks) and ``read_written`` (the check that a lane view was written).
+log and the written-marks), ``read_written`` (the check that a lane view was written) and
+``write_where`` (a masked store into a lane view and its written-marks).
 """
 from __future__ import annotations
 
@@ -624,27 +625,46 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     return out[()] if out.ndim == 0 else out
 
 
-def read_written(values, written, name, marks, lead=0, at=()):
+def read_written(values, written, name, marks, lead=0, at=(), mask=None):
     """Sanitizer (lane views): the lane view ``values`` of an allocation when every element in it
     was written; ``written`` is the same view of the allocation's written-marks ``marks``;
     ``at`` (as ``access`` takes it) names the first thread that reads a never-written one;
-    ``lead``: the leading dimensions of ``marks`` that are the emulator's copies (as ``access``)."""
-    if not written.all():
-        lane = np.argwhere(~written)[0]
+    ``lead``: the leading dimensions of ``marks`` that are the emulator's copies (as ``access``);
+    ``mask``: the lanes that read (a branch's, a loop's), others read memory unchecked, as
+    :func:`access` lets masked-out lanes do."""
+    unset = ~written if mask is None else mask & ~written
+    if unset.any():
+        written = np.broadcast_to(written, unset.shape)  # a mask's lane axes step nowhere in memory
+        lane = np.argwhere(unset)[0]
         offset = written.__array_interface__["data"][0] - marks.__array_interface__["data"][0]
         offset += sum(int(i) * int(s) for i, s in zip(lane, written.strides))
         first = [int(i) for i in np.unravel_index(offset // marks.itemsize, marks.shape)]
-        raise RuntimeError(_unwritten_message(name, first[lead:]) + _lane_note(~written, at))
+        raise RuntimeError(_unwritten_message(name, first[lead:]) + _lane_note(unset, at))
     return values
 
 
-def read_or_taint(values, written, log):
+def read_or_taint(values, written, log, mask=None):
     """Sanitizer (lane views): a lane view of a thread's own memory read into a value stored to a
     thread's own memory: lanes whose element was never written are carried (``log.taint``), as
-    :func:`access` does with ``poison``, and reported if the value reaches other memory."""
-    if not written.all():
-        log.taint(~written)
+    :func:`access` does with ``poison``, and reported if the value reaches other memory.
+    ``mask``: the lanes that read (see :func:`read_written`)."""
+    unset = ~written if mask is None else mask & ~written
+    if unset.any():
+        log.taint(unset)
     return values
+
+
+def write_where(values, written, value, mask, log=None, name=None):
+    """Sanitizer (lane views): ``value`` stored into the lane view ``values`` of an allocation
+    where the lane mask ``mask`` holds, each lane its own element, and the same lanes of its
+    written-marks view ``written`` set.  With ``log`` (a thread's own memory, :func:`mark_written`)
+    the lanes whose value carries a never-written or poison value (``log.pending``) are marked
+    unwritten instead, and the store is noted under ``name``."""
+    np.copyto(values, value, casting="unsafe", where=mask)
+    tainted = None if log is None else log.pending
+    np.copyto(written, True if tainted is None else ~np.asarray(tainted, dtype=bool), where=mask)
+    if log is not None:
+        log.stored(name, tainted is not None and bool(np.any(mask & tainted)))
 
 
 def mark_written(written, log, name):
