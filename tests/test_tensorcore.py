@@ -158,3 +158,105 @@ def test_a_fragment_in_a_launch_wider_than_a_warp_is_refused_by_name():
     hm = thn.build(tvm.script.from_source(wide), target="cuda", on_failure="keep")
     with pytest.raises(HybridError, match="Af in a block whose threadIdx.x extent is not one warp"):
         hm.stages[0].kernel("exact", False)
+
+
+# Metal's simdgroup matrices: dlight's Matmul rule tries MetalMatmul first for metal, which
+# tensorizes every float16 matmul into 8x8 simdgroup tiles (filled, loaded, multiplied, stored by
+# a simdgroup of 32 threads).  TVM's own Metal code generator gives their meaning: an array of 8x8
+# matrices, ``simdgroup_load(d[index], ptr, stride, 0, transpose)``.
+
+@T.prim_func
+def one_simdgroup(A: T.Buffer((8, 16), "float16"), B: T.Buffer((8, 16), "float16"), C: T.Buffer((8, 8), "float16"),
+                  D: T.Buffer((8, 8), "float16")):
+    # C = A @ B.T over two tiles of k, B loaded transposed; D = C.T, stored transposed.
+    T.func_attr({"global_symbol": "main"})
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        Af = T.alloc_buffer((128,), "float16", scope="metal.simdgroup")
+        Bf = T.alloc_buffer((128,), "float16", scope="metal.simdgroup")
+        Cf = T.alloc_buffer((64,), "float16", scope="metal.simdgroup")
+        T.metal.make_filled_simdgroup_matrix(Cf.data, 0, T.float32(0), 8, 8)
+        for k in range(2):
+            T.metal.simdgroup_load(Af.data, k, T.tvm_access_ptr(T.type_annotation("float16"), A.data, k * 8, 120, 1),
+                                   16, 8, 8, T.bool(False))
+            T.metal.simdgroup_load(Bf.data, k, T.tvm_access_ptr(T.type_annotation("float16"), B.data, k * 8, 120, 1),
+                                   16, 8, 8, T.bool(True))
+            T.metal.simdgroup_multiply_accumulate(Cf.data, 0, Af.data, k, Bf.data, k, Cf.data, 0)
+        T.metal.simdgroup_store(Cf.data, 0, T.tvm_access_ptr(T.type_annotation("float16"), C.data, 0, 64, 2),
+                                8, 8, 8, T.bool(False))
+        T.metal.simdgroup_store(Cf.data, 0, T.tvm_access_ptr(T.type_annotation("float16"), D.data, 0, 64, 2),
+                                8, 8, 8, T.bool(True))
+
+
+def _tiled_k_order_matmul(a, b_kn, tile: int, dtype) -> np.ndarray:
+    """``a @ b_kn`` as a chain of multiply-accumulates of ``tile`` steps of k, each summed in k order
+    in float32 and rounded once to the accumulator's ``dtype`` (the emulator's documented order)."""
+    acc = np.zeros((a.shape[0], b_kn.shape[1]), dtype)
+    for k0 in range(0, a.shape[1], tile):
+        acc = _k_order_matmul(a[:, k0:k0 + tile], b_kn[k0:k0 + tile], acc).astype(dtype)
+    return acc
+
+
+def test_simdgroup_intrinsics_fill_load_multiply_and_store_tiles_as_metal_defines_them():
+    hm = thn.build(one_simdgroup, target="metal")
+    rng = np.random.default_rng(3)
+    a, b = (rng.uniform(-1, 1, (8, 16)).astype(np.float16) for _ in range(2))
+    want = _tiled_k_order_matmul(a, b.T, 8, np.float16)
+    np.testing.assert_allclose(want, a.astype(np.float64) @ b.T.astype(np.float64), rtol=0, atol=2e-2)
+    checked = [st for st in hm.stages if st.changed and st.index < hm.packed_api_index]
+    assert len(checked) >= 6 and all(st.emulatable for st in checked), [(st.label, st.reason) for st in checked]
+    for st in checked:
+        for mode in ("exact", "fast"):
+            c, d = np.zeros((8, 8), np.float16), np.zeros((8, 8), np.float16)
+            hm.emulate(a, b, c, d, stage=st.index, mode=mode, check=True)
+            np.testing.assert_array_equal(c, want, err_msg=f"{st.label} {mode}")
+            np.testing.assert_array_equal(d, want.T, err_msg=f"{st.label} {mode}")
+    source = hm.stages[0].kernel("fast", False).source
+    assert FLOAT_MMA_NOTE in source and "simdgroup_r" in source and "wmma_" not in source
+
+
+@T.prim_func(s_tir=True)
+def prefill_matmul(var_x: T.handle, w: T.Buffer((128, 128), "float16"), var_y: T.handle):
+    T.func_attr({"tirx.noalias": True})
+    n = T.int64()
+    x = T.match_buffer(var_x, (T.int64(1), n, T.int64(128)), "float16")
+    y = T.match_buffer(var_y, (T.int64(1), n, T.int64(128)), "float16")
+    for b, i, j, k in T.grid(T.int64(1), n, T.int64(128), T.int64(128)):
+        with T.sblock("matmul"):
+            vb, vi, vj, vk = T.axis.remap("SSSR", [b, i, j, k])
+            with T.init():
+                y[vb, vi, vj] = T.float16(0)
+            y[vb, vi, vj] = y[vb, vi, vj] + x[vb, vi, vk] * w[vk, vj]
+
+
+def test_a_float16_matmul_dlight_tensorizes_for_metal_is_exact_at_every_stage():
+    # A symbolic sequence length, padded to whole 16 x 64 tiles (pad_einsum): rows 20.. of the last
+    # tile are computed and dropped.  Every stage, before and after LowerMatchBuffer, under the
+    # sanitizers too (the shared tiles, the simdgroups' barriers).
+    import tvm
+    from tvm.s_tir import dlight as dl
+
+    target = tvm.target.Target("metal")
+    with target:
+        mod = dl.ApplyDefaultSchedule(dl.gpu.Matmul())(tvm.IRModule({"main": prefill_matmul}))
+    assert "simdgroup_multiply_accumulate" in mod["main"].script()
+    hm = thn.build(mod, target=target)
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-1, 1, (1, 20, 128)).astype(np.float16)
+    w = rng.uniform(-1, 1, (128, 128)).astype(np.float16)
+    want = _tiled_k_order_matmul(x[0], w, 8, np.float16)
+    checked = [st for st in hm.stages if st.changed and st.index < hm.packed_api_index]
+    assert len(checked) > 12 and all(st.emulatable for st in checked), [(st.label, st.reason) for st in checked]
+    for st in checked:
+        y = np.zeros((1, 20, 128), np.float16)
+        hm.emulate(x, w, y, stage=st.index, mode="fast", check=st.index in (0, checked[-1].index))
+        np.testing.assert_array_equal(y[0], want, err_msg=st.label)
+
+
+def test_a_simdgroup_matrix_other_than_8x8_is_refused_by_name():
+    wide = one_simdgroup.script().replace("Cf.data, 0, T.float32(0.0), 8, 8)", "Cf.data, 0, T.float32(0.0), 16, 16)")
+    import tvm
+    from tvm_hybrid_nb.errors import HybridError
+
+    hm = thn.build(tvm.script.from_source(wide), target="metal", on_failure="keep")  # Metal's codegen refuses it too
+    with pytest.raises(HybridError, match="make_filled_simdgroup_matrix.*16x16 matrix"):
+        hm.stages[0].kernel("exact", False)

@@ -321,7 +321,7 @@ class Stage:
         with self._lock:
             if self._computed is None:
                 func, others = self.function, self.module_functions
-                if "_sync(" in self.script or "tvm_fill_fragment" in self.script:
+                if any(text in self.script for text in ("_sync(", "tvm_fill_fragment", "simdgroup_")):
                     func = None if func is None else wmma_as_computed(func)
                     others = {name: wmma_as_computed(f) for name, f in others.items()}
                 target = getattr(self._owner, "target", None)

@@ -224,11 +224,16 @@ def allocations_in(body) -> dict[int, object]:
     return found
 
 
+#: The memory scopes of a warp's matrix fragments: CUDA's tensor-core ``wmma.*`` and Metal's
+#: ``metal.simdgroup`` (only the intrinsics :mod:`.tensorcore` rewrites touch them).
+FRAGMENT_SCOPES = ("wmma.", "metal.simdgroup")
+
+
 def block_scoped_allocations(func) -> dict[int, object]:
     """The function's allocations that belong to one GPU block: shared memory (``shared*``) and
-    per-thread memory (``local*``, a warp's ``wmma.*`` fragments), by buffer key."""
+    per-thread memory (``local*``, a warp's fragments, :data:`FRAGMENT_SCOPES`), by buffer key."""
     return {key: buf for key, buf in allocations_in(func.body).items()
-            if str(buf.scope()).startswith(("shared", "local", "wmma."))}
+            if str(buf.scope()).startswith(("shared", "local", *FRAGMENT_SCOPES))}
 
 
 def per_block_memory(shared: dict[int, object], loop_body, counts: dict[int, int]) -> dict[int, object]:

@@ -8,7 +8,8 @@ from tvm import tirx
 import tvm
 
 from ..errors import UnsupportedConstructError
-from .analysis import _contiguous_strides, _injective, launch_extents_touching, match_layout, walk_typed
+from .analysis import (FRAGMENT_SCOPES, _contiguous_strides, _injective, launch_extents_touching, match_layout,
+                       walk_typed)
 from .names import (Value, _BufferInfo, _CannotVectorize, _dtype, _is_zero, _key, _lanes, _name, _scalar_dtype,
     _store_name, _type_key, _varying)
 
@@ -27,11 +28,12 @@ class BuffersMixin:
         info = self.scope.buffers[_key(buf)]
         # Per-thread memory gets one copy per thread of the block (wherever it is allocated), an
         # allocation inside a loop that runs as lanes one copy per lane; shared memory is one copy.
-        info.per_thread = (scope.startswith(("local", "wmma.")) or
+        info.per_thread = (scope.startswith(("local", *FRAGMENT_SCOPES)) or
                            (scope == "global" and any(ax.is_thread for ax in self.lanes.axes)))
-        # A warp's tensor-core fragments (``wmma.*``, only touched by the loops :mod:`.tensorcore`
-        # rewrites its intrinsics into): one copy per warp, the threads of a warp computing alike.
-        info.per_warp = scope.startswith("wmma.")
+        # A warp's matrix fragments (``wmma.*``, ``metal.simdgroup``, only touched by the loops
+        # :mod:`.tensorcore` rewrites their intrinsics into): one copy per warp, its threads
+        # computing alike.
+        info.per_warp = scope.startswith(FRAGMENT_SCOPES)
         if info.per_warp and launch_extents_touching(self.func.body, buf) - {None, 32}:
             raise UnsupportedConstructError("tensor-core fragment", f"{buf.name} in a block whose threadIdx.x "
                                             f"extent is not one warp (32)")

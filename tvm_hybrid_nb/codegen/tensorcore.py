@@ -1,14 +1,18 @@
-"""Tensor-core (WMMA) intrinsics as the loads, multiply-adds and stores they perform (TIR to TIR).
+"""Warp matrix intrinsics (CUDA's tensor-core WMMA, Metal's simdgroup matrices) as the loads,
+multiply-adds and stores they perform (TIR to TIR).
 
 dlight's ``Matmul`` rule tensorizes a float16 or int8 matmul for cuda from sm_70 on when no fixed
 extent is 64 or less (a symbolic sequence length, a 128-wide layer): its kernels move 16x16 tiles
 with ``tvm_load_matrix_sync``, multiply them with ``tvm_mma_sync`` and write them back with
-``tvm_store_matrix_sync``, warp by warp.  :func:`wmma_as_computed` rewrites each call into the loop
-nest of loads and stores it means, so that the emulator (lanes, per-thread memory, sanitizers)
-handles it as any other code:
+``tvm_store_matrix_sync``, warp by warp.  For metal the same rule tries ``MetalMatmul`` first, which
+tensorizes every float16 matmul into Metal's 8x8 simdgroup matrices (``make_filled_simdgroup_matrix``,
+``simdgroup_load``, ``simdgroup_multiply_accumulate``, ``simdgroup_store``; a transposed load or
+store is WMMA's ``col_major``).  :func:`wmma_as_computed` rewrites each call into the loop nest of
+loads and stores it means, so that the emulator (lanes, per-thread memory, sanitizers) handles it
+as any other code:
 
-- A fragment buffer (scope ``wmma.matrix_a``, ``wmma.matrix_b``, ``wmma.accumulator``) is an array
-  of fragments; the call's index picks fragment ``index``, elements ``[index * size, (index + 1) *
+- A fragment buffer (scope ``wmma.matrix_a``, ``wmma.matrix_b``, ``wmma.accumulator``,
+  ``metal.simdgroup``) is an array of fragments; the call's index picks fragment ``index``, elements ``[index * size, (index + 1) *
   size)`` of the buffer in row-major order, holding its matrix (``m x k``, ``k x n``, ``m x n``) row
   by row.  Only these intrinsics touch fragments, so that layout is the emulator's own choice.
   Fragments belong to a warp; the emulator gives every thread its copy (as ``local`` memory), and
@@ -16,10 +20,10 @@ handles it as any other code:
 - ``load``/``store``: element ``(r, c)`` of the matrix is at ``pointer[r * ldm + c]`` (``row_major``)
   or ``pointer[c * ldm + r]`` (``col_major``), the pointer a ``tvm_access_ptr`` into a buffer.
 - ``mma``: ``D = A @ B + C``, each element summed in ``k`` order: for int8 in int32 (exact, wrapping);
-  for float16 in float32 (products of float16 are exact there) and rounded once to the
-  accumulator's dtype.  The hardware does not specify its float accumulation order or internal
-  precision, so a float ``mma_sync`` is exact to this order, not bit-exact to every GPU
-  (:data:`FLOAT_MMA_NOTE`).
+  for float16 (and bfloat16) in float32 (products of float16 are exact there) and rounded once to
+  the accumulator's dtype.  The hardware does not specify its float accumulation order or internal
+  precision, so a float ``mma_sync`` or ``simdgroup_multiply_accumulate`` is exact to this order,
+  not bit-exact to every GPU (:data:`FLOAT_MMA_NOTE`).
 
 Before ``LowerMatchBuffer`` the calls address their fragments and tiles through ``match_buffer``
 views of a block (``C.data``, ``C.elem_offset // C.strides[0] // 16 * ...``): the views' layout
@@ -38,24 +42,32 @@ from .names import _buffer_of, _key, _type_key
 #: The WMMA intrinsics (``tirx.`` op names) and what :func:`wmma_as_computed` makes of them.
 WMMA_CALLS = ("tirx.tvm_fill_fragment", "tirx.tvm_load_matrix_sync", "tirx.tvm_store_matrix_sync",
               "tirx.tvm_mma_sync")
+#: Metal's simdgroup matrix intrinsics, rewritten alike.
+SIMDGROUP_CALLS = ("tirx.make_filled_simdgroup_matrix", "tirx.simdgroup_load", "tirx.simdgroup_store",
+                   "tirx.simdgroup_multiply_accumulate")
+MATRIX_CALLS = WMMA_CALLS + SIMDGROUP_CALLS
+#: The multiply-adds: ``(d, d_index, a, a_index, b, b_index, c, c_index)`` in both.
+MMA_CALLS = ("tirx.tvm_mma_sync", "tirx.simdgroup_multiply_accumulate")
+SIMDGROUP_SCOPE = "metal.simdgroup"
 
 #: The attribute :func:`wmma_as_computed` puts on a function whose float fragments it multiplies.
 FLOAT_MMA_ATTR = "tvm_hybrid_nb.float_mma"
 
-#: Said wherever a float ``tvm_mma_sync`` is emulated (the generated script's header).
-FLOAT_MMA_NOTE = ("tensor-core mma_sync on floats is summed in k order in float32 and rounded once to the "
-                  "accumulator's dtype: the GPU does not specify its own order, so results may differ from "
-                  "a GPU in the last bits")
+#: Said wherever a float ``tvm_mma_sync`` or ``simdgroup_multiply_accumulate`` is emulated (the
+#: generated script's header).
+FLOAT_MMA_NOTE = ("tensor-core mma_sync (Metal: simdgroup_multiply_accumulate) on floats is summed in k order "
+                  "in float32 and rounded once to the accumulator's dtype: the GPU does not specify its own "
+                  "order, so results may differ from a GPU in the last bits")
 
 _INDEX = "int64"
 
 
 def has_wmma(func) -> bool:
-    """Whether ``func`` calls a WMMA intrinsic."""
+    """Whether ``func`` calls a warp matrix intrinsic (:data:`MATRIX_CALLS`)."""
     found = []
 
     def visit(node):
-        if not found and _type_key(node) == "ir.Call" and getattr(node.op, "name", "") in WMMA_CALLS:
+        if not found and _type_key(node) == "ir.Call" and getattr(node.op, "name", "") in MATRIX_CALLS:
             found.append(node)
         return True
 
@@ -70,9 +82,9 @@ def _i(expr):
     return expr if str(expr.ty) == _INDEX else tirx.Cast(_INDEX, expr)
 
 
-def _int(expr, what: str) -> int:
+def _int(expr, what: str, call: str = "tirx.tvm_mma_sync") -> int:
     if _type_key(expr) != "ir.IntImm":
-        raise UnsupportedConstructError("tirx.tvm_mma_sync", f"{what} {expr} that is not a constant")
+        raise UnsupportedConstructError(call, f"{what} {expr} that is not a constant")
     return int(expr.value)
 
 
@@ -129,21 +141,25 @@ class _Rewriter:
         #: Whether the function multiplies float fragments (see :data:`FLOAT_MMA_NOTE`).
         self.float_mma = False
         self.counter = 0
+        self.family = "wmma"
         self.calls: list = []
         tvm_ffi.structural_walk(func.body, self._collect, order="post")
         for call in self.calls:  # after the walk: the views of every block are known
-            if call.op.name == "tirx.tvm_mma_sync":
+            if call.op.name in MMA_CALLS:
                 a = _buffer_of(call.args[2])
                 self.float_mma |= a is not None and "float" in str(a.dtype)
                 continue
             frag = _buffer_of(call.args[0])
             if frag is not None:
                 frag = self.matches.get(_key(frag), frag)
-                shape = self.fragment_shape(frag, *(_int(x, "fragment size") for x in call.args[1:4]))
+                if call.op.name in SIMDGROUP_CALLS:
+                    shape = self.simdgroup_shape(frag, call)
+                else:
+                    shape = self.fragment_shape(frag, *(_int(x, "fragment size") for x in call.args[1:4]))
                 self.shapes.setdefault(_key(frag), set()).add(shape)
 
     def _collect(self, node):
-        if _type_key(node) == "ir.Call" and getattr(node.op, "name", "") in WMMA_CALLS:
+        if _type_key(node) == "ir.Call" and getattr(node.op, "name", "") in MATRIX_CALLS:
             self.calls.append(node)
         if _type_key(node) != "s_tir.SBlock":
             return True
@@ -186,7 +202,7 @@ class _Rewriter:
 
     def loop(self, name: str, extent: int, body_of):
         self.counter += 1
-        var = tirx.Var(f"wmma_{name}{self.counter}", _INDEX)
+        var = tirx.Var(f"{self.family}_{name}{self.counter}", _INDEX)
         return tirx.For(var, tirx.const(0, _INDEX), tirx.const(extent, _INDEX), tirx.ForKind.SERIAL, body_of(var))
 
     # ------------------------------------------------------------------ the calls
@@ -197,6 +213,19 @@ class _Rewriter:
         if scope not in shapes:
             raise UnsupportedConstructError("tirx.tvm_mma_sync", f"fragment {buf.name} in scope {scope!r}")
         return shapes[scope]
+
+    @staticmethod
+    def simdgroup_shape(buf, call) -> tuple[int, int]:
+        """A Metal fill, load or store's matrix: ``col`` rows of ``row`` elements (as TVM's
+        ``get_simdgroup_index`` counts them), 8x8 the only one Metal has."""
+        name = call.op.name
+        sizes = call.args[3:5] if name == "tirx.make_filled_simdgroup_matrix" else call.args[4:6]
+        col, row = (_int(x, "matrix size", name) for x in sizes)
+        if str(buf.scope()) != SIMDGROUP_SCOPE:
+            raise UnsupportedConstructError(name, f"on {buf.name} in scope {buf.scope()!r}")
+        if (col, row) != (8, 8):
+            raise UnsupportedConstructError(name, f"of a {col}x{row} matrix (Metal has 8x8 ones only)")
+        return col, row
 
     def slot(self, frag, index, rows: int, cols: int, r, c):
         """The element ``(r, c)`` of fragment ``index`` of ``frag``.  A buffer whose last two
@@ -224,28 +253,53 @@ class _Rewriter:
     def rewrite(self, call):
         name = call.op.name
         args = list(call.args)
-        if name == "tirx.tvm_mma_sync":
-            return self.mma(args)
+        self.family = "simdgroup" if name in SIMDGROUP_CALLS else "wmma"  # the loops' names say whose call
+        if name in MMA_CALLS:
+            return self.mma(args, name)
         frag = self.buffer(args[0], name)
+        if name in SIMDGROUP_CALLS:
+            return self.rewrite_simdgroup(call, frag)
         m, n, k = (_int(a, "fragment size") for a in args[1:4])
         rows, cols = self.fragment_shape(frag, m, n, k)
         index = self.value(args[4])
         if name == "tirx.tvm_fill_fragment":
-            value = tirx.Cast(str(frag.dtype), args[5]) if str(args[5].ty) != str(frag.dtype) else args[5]
-            return self.loop("r", rows, lambda r: self.loop("c", cols, lambda c: tirx.BufferStore(
-                frag, value, self.slot(frag, index, rows, cols, r, c))))
+            return self.fill(frag, index, rows, cols, args[5])
         memory, base = self.pointer(args[5], name)
         ldm = _i(self.value(args[6]))
         layout = str(args[7].value) if _type_key(args[7]) == "ir.StringImm" else str(args[7])
         if layout not in ("row_major", "col_major"):
             raise UnsupportedConstructError(name, f"layout {layout!r}")
+        return self.move(name == "tirx.tvm_load_matrix_sync", frag, index, rows, cols, memory, base, ldm, layout)
 
+    def rewrite_simdgroup(self, call, frag):
+        """Metal's ``make_filled_simdgroup_matrix(d, index, value, col, row)`` and
+        ``simdgroup_load``/``simdgroup_store(d, index, ptr, stride, col, row, transpose)``."""
+        name = call.op.name
+        args = list(call.args)
+        rows, cols = self.simdgroup_shape(frag, call)
+        index = self.value(args[1])
+        if name == "tirx.make_filled_simdgroup_matrix":
+            return self.fill(frag, index, rows, cols, args[2])
+        memory, base = self.pointer(args[2], name)
+        ldm = _i(self.value(args[3]))
+        layout = "col_major" if _int(args[6], "transpose flag", name) else "row_major"
+        return self.move(name == "tirx.simdgroup_load", frag, index, rows, cols, memory, base, ldm, layout)
+
+    def fill(self, frag, index, rows: int, cols: int, value):
+        value = tirx.Cast(str(frag.dtype), value) if str(value.ty) != str(frag.dtype) else value
+        return self.loop("r", rows, lambda r: self.loop("c", cols, lambda c: tirx.BufferStore(
+            frag, value, self.slot(frag, index, rows, cols, r, c))))
+
+    def move(self, load: bool, frag, index, rows: int, cols: int, memory, base, ldm, layout: str):
+        """A tile between memory and fragment ``index`` of ``frag`` (``load``: into the fragment);
+        element ``(r, c)`` of the fragment is ``memory[base + r * ldm + c]`` (``row_major``) or
+        ``memory[base + c * ldm + r]`` (``col_major``)."""
         def at(r, c):
             return _tile_element(memory, base, ldm, r, c) if layout == "row_major" else (
                 _tile_element(memory, base, ldm, c, r))
 
         def body(r, c):
-            if name == "tirx.tvm_load_matrix_sync":
+            if load:
                 value = tirx.BufferLoad(memory, at(r, c))
                 if str(memory.dtype) != str(frag.dtype):
                     value = tirx.Cast(str(frag.dtype), value)
@@ -257,13 +311,14 @@ class _Rewriter:
 
         return self.loop("r", rows, lambda r: self.loop("c", cols, lambda c: body(r, c)))
 
-    def mma(self, args):
-        d, a, b, c = (self.buffer(args[i], "tirx.tvm_mma_sync") for i in (0, 2, 4, 6))
+    def mma(self, args, name: str):
+        d, a, b, c = (self.buffer(args[i], name) for i in (0, 2, 4, 6))
         d_i, a_i, b_i, c_i = (self.value(args[i]) for i in (1, 3, 5, 7))
-        m, kk = self._attr_shape(a, "wmma.matrix_a")
-        k2, n = self._attr_shape(b, "wmma.matrix_b")
+        metal = name in SIMDGROUP_CALLS
+        m, kk = self._attr_shape(a, SIMDGROUP_SCOPE if metal else "wmma.matrix_a", name)
+        k2, n = self._attr_shape(b, SIMDGROUP_SCOPE if metal else "wmma.matrix_b", name)
         if kk != k2:
-            raise UnsupportedConstructError("tirx.tvm_mma_sync", f"fragments {a.name} and {b.name} of other k")
+            raise UnsupportedConstructError(name, f"fragments {a.name} and {b.name} of other k")
         in_dtype, acc_dtype = str(a.dtype), str(c.dtype)
         wide = "float32" if "float" in in_dtype else "int32"
 
@@ -280,13 +335,13 @@ class _Rewriter:
 
         return self.loop("i", m, lambda i: self.loop("j", n, lambda j: element(i, j)))
 
-    def _attr_shape(self, buf, scope: str) -> tuple[int, int]:
+    def _attr_shape(self, buf, scope: str, name: str) -> tuple[int, int]:
         """The matrix shape of the fragments of ``buf`` from the calls that fill, load or store them."""
         if str(buf.scope()) != scope:
-            raise UnsupportedConstructError("tirx.tvm_mma_sync", f"fragment {buf.name} in scope {buf.scope()}")
+            raise UnsupportedConstructError(name, f"fragment {buf.name} in scope {buf.scope()}")
         shapes = self.shapes.get(_key(buf), set())
         if len(shapes) != 1:
-            raise UnsupportedConstructError("tirx.tvm_mma_sync", f"fragment {buf.name} of unknown shape")
+            raise UnsupportedConstructError(name, f"fragment {buf.name} of unknown shape")
         return next(iter(shapes))
 
 
@@ -300,7 +355,7 @@ def wmma_as_computed(func):
 
     def evaluate(stmt):
         call = stmt.value
-        if _type_key(call) == "ir.Call" and getattr(call.op, "name", "") in WMMA_CALLS:
+        if _type_key(call) == "ir.Call" and getattr(call.op, "name", "") in MATRIX_CALLS:
             return rewriter.rewrite(call)
         return stmt
 
