@@ -51,6 +51,42 @@ SANITIZED_KERNELS = ("lm_head.fused_matmul1_add1", "lm_head.fused_matmul_silu_mu
                      "edge.fused_conv2d_add1")
 
 
+#: Kernels checked for metal (``dlight-metal``, opt-in): the float16 matmuls dlight's Matmul rule
+#: tensorizes into simdgroup matrices there, reductions, a GPU top-k, and a documented dlight finding.
+METAL_KERNELS = ("half_prefill.fused_matmul_add_silu", "lowprec.matmul", "norms.layer_norm", "sortscan.topk",
+                 "edge.fused_conv2d_add1")
+
+
+def test_dlight_metal_flavour_checks_the_simdgroup_matmuls_under_sanitizers(kernels):
+    chosen = [k for k in kernels if k.name in METAL_KERNELS and k.cuda is not None]
+    assert {k.name for k in chosen} == set(METAL_KERNELS)
+    assert "dlight-metal" not in zoo.FLAVOURS  # checked when asked for: the default zoo stays three flavours
+    tensorized = [k.name for k in chosen if "simdgroup_multiply_accumulate" in
+                  zoo.schedule(zoo._without_target(k.cuda), "dlight-metal")[1]["main"].script()]
+    assert tensorized == ["lowprec.matmul", "half_prefill.fused_matmul_add_silu"], tensorized
+    report = zoo.run_zoo(["dlight-metal"], mode="fast", kernels=chosen, check=True)
+    bad = [o for o in report.outcomes if o.outcome != "ok" and not zoo.tvm_finding(o)]
+    assert not bad, "\n".join(f"{o.kernel}: {o.outcome} at {o.stage}: {o.reason}" for o in bad)
+    ok = {o.kernel for o in report.outcomes if o.outcome == "ok"}
+    assert set(tensorized) | {"norms.layer_norm", "sortscan.topk"} <= ok, report.table()
+    assert all(o.stages_checked > 10 for o in report.outcomes if o.kernel in tensorized)
+
+
+def test_lift_thread_binding_running_an_80_thread_loop_on_128_threads_is_a_tvm_finding_on_metal():
+    # dlight's GEMV for metal binds threadIdx.x to 128 and to 80 in one kernel; LiftThreadBinding
+    # makes both one launch of 128 without a guard, so threads 80..127 write past the 80 outputs.
+    from tvm.relax.frontend.nn import op, spec
+
+    kernels = _nn_kernels("gemv80", lambda self, x, w: op.matmul(x, op.permute_dims(w, [1, 0])),
+                          {"x": spec.Tensor((1, 1, 128), "float16"), "w": spec.Tensor((80, 128), "float16")})
+    (gemv,) = [k for k in kernels if k.cuda is not None and "matmul" in k.name]
+    outcome = zoo.check_kernel(gemv.name, gemv.cuda, "dlight-metal", reference=gemv.reference)
+    assert outcome.outcome == "crash" and outcome.stage.endswith("LiftThreadBinding"), outcome
+    assert "out-of-bounds write of" in outcome.reason and "threadIdx.x=80" in outcome.reason, outcome.reason
+    assert "lift_thread_binding.cc" in zoo.tvm_finding(outcome)
+    assert outcome.stages_checked >= 4  # the stages before it emulate to the reference
+
+
 def test_zoo_under_sanitizers_has_no_false_alarms(kernels):
     chosen = [k for k in kernels if k.name in SANITIZED_KERNELS]
     assert {k.name for k in chosen} == set(SANITIZED_KERNELS), sorted(k.name for k in kernels)

@@ -55,6 +55,12 @@ OTHER_SYMBOLIC_SIZE = 4
 #: How each kernel is scheduled (see :func:`schedule`): unscheduled for llvm, dlight.cpu rules for llvm,
 #: dlight's GPU default rules for cuda.
 FLAVOURS = ("none", "dlight-cpu", "dlight-gpu")
+#: Flavours checked when asked for (``--flavour``): dlight's GPU default rules for metal, whose
+#: ``Matmul`` tensorizes float16 matmuls into simdgroup matrices.  The kernel is the one lowered for
+#: cuda (the Relax lowering is the same for GPU targets); dlight's findings hold for both targets.
+OPT_IN_FLAVOURS = ("dlight-metal",)
+#: The flavours that schedule the GPU lowering of a kernel.
+GPU_FLAVOURS = ("dlight-gpu", "dlight-metal")
 
 @dataclass
 class ZooReport:
@@ -255,12 +261,13 @@ def schedule(func, flavour: str):
     mod = tvm.IRModule({"main": func})
     if flavour == "none":
         return tvm.target.Target("llvm"), mod
-    if flavour in ("dlight-cpu", "dlight-gpu"):
-        target = tvm.target.Target("llvm") if flavour == "dlight-cpu" else cuda_target()
+    if flavour in ("dlight-cpu", *GPU_FLAVOURS):
+        target = {"dlight-cpu": lambda: tvm.target.Target("llvm"), "dlight-gpu": cuda_target,
+                  "dlight-metal": lambda: tvm.target.Target("metal")}[flavour]()
         with target:
             mod = dl.ApplyDefaultSchedule(*dlight_rules(target))(mod)
         return target, mod
-    raise ValueError(f"flavour must be one of {FLAVOURS}, got {flavour!r}")
+    raise ValueError(f"flavour must be one of {FLAVOURS + OPT_IN_FLAVOURS}, got {flavour!r}")
 
 
 def _sorted_cumsum_inputs(arrays: dict, rng) -> None:
@@ -565,7 +572,7 @@ def _undefined_llvm_kernel(func, flavour: str, reference, outcome: KernelOutcome
     (:data:`REFERENCE_UNDEFINED`) or the kernel is a GPU one; ``(None, None)`` for a numpy reference."""
     import tvm
 
-    if flavour != "dlight-gpu" and not outcome.reason.startswith(REFERENCE_UNDEFINED):
+    if flavour not in GPU_FLAVOURS and not outcome.reason.startswith(REFERENCE_UNDEFINED):
         return func, flavour
     unscheduled = func if reference is None else reference
     return (unscheduled, "none") if isinstance(unscheduled, tvm.tirx.PrimFunc) else (None, None)
@@ -656,7 +663,7 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
     if (outcome.outcome in ("crash", "wrong") and not outcome.tvm_failure and outcome.stage.startswith("0 ")
             and NEVER_WRITTEN in outcome.reason):
         # dlight's schedule may read another thread's local memory
-        outcome.tvm_failure = ((thread_local_evidence(mod["main"]) if flavour == "dlight-gpu" else None)
+        outcome.tvm_failure = ((thread_local_evidence(mod["main"]) if flavour in GPU_FLAVOURS else None)
                                or zero_trip_evidence(mod["main"], inputs, outcome.reason) or "")
     outcome.seconds = time.perf_counter() - start
     return outcome
@@ -670,7 +677,7 @@ def run_zoo(flavours=FLAVOURS, mode: str = "fast", progress: Callable[[KernelOut
     report = ZooReport()
     for kernel in kernels if kernels is not None else collect_kernels():
         for flavour in flavours:
-            func = kernel.cuda if flavour == "dlight-gpu" else kernel.llvm
+            func = kernel.cuda if flavour in GPU_FLAVOURS else kernel.llvm
             if func is None:
                 continue
             outcome = check_kernel(kernel.name, func, flavour, mode=mode, reference=kernel.reference, check=check)
@@ -725,7 +732,9 @@ def add_parser(sub, parents, formatter_class):
                                    "native llvm build.  Exit status 1 when a kernel crashes or is wrong.  With "
                                    "--tvm-tests PATH: the @T.prim_func definitions of a TVM checkout's tests "
                                    "instead, each against its own native build.")
-    p.add_argument("--flavour", action="append", choices=FLAVOURS, help="only this flavour (repeatable)")
+    p.add_argument("--flavour", action="append", choices=FLAVOURS + OPT_IN_FLAVOURS,
+                   help="only this flavour (repeatable); dlight-metal (dlight's GPU rules for metal) only when "
+                        "named")
     p.add_argument("--kernel", action="append", metavar="PREFIX",
                    help="only kernels whose name (model.function) starts with PREFIX (repeatable)")
     p.add_argument("--mode", choices=("fast", "exact"), default="fast", help="emulation mode (default fast)")
