@@ -12,9 +12,9 @@ loads and stores it means, so that the emulator (lanes, per-thread memory, sanit
 as any other code:
 
 - A fragment buffer (scope ``wmma.matrix_a``, ``wmma.matrix_b``, ``wmma.accumulator``,
-  ``metal.simdgroup``) is an array of fragments; the call's index picks fragment ``index``, elements ``[index * size, (index + 1) *
-  size)`` of the buffer in row-major order, holding its matrix (``m x k``, ``k x n``, ``m x n``) row
-  by row.  Only these intrinsics touch fragments, so that layout is the emulator's own choice.
+  ``metal.simdgroup``) is an array of fragments; the call's index picks fragment ``index``,
+  elements ``[index * size, (index + 1) * size)`` of the buffer in row-major order, holding its
+  matrix (``m x k``, ``k x n``, ``m x n``) row by row.  Only these intrinsics touch fragments, so that layout is the emulator's own choice.
   Fragments belong to a warp; the emulator gives every thread its copy (as ``local`` memory), and
   each thread of the warp performs the warp's operation on its own copy, with the same result.
 - ``load``/``store``: element ``(r, c)`` of the matrix is at ``pointer[r * ldm + c]`` (``row_major``)
