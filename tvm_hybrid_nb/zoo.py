@@ -262,8 +262,8 @@ def schedule(func, flavour: str):
     if flavour == "none":
         return tvm.target.Target("llvm"), mod
     if flavour in ("dlight-cpu", *GPU_FLAVOURS):
-        target = {"dlight-cpu": lambda: tvm.target.Target("llvm"), "dlight-gpu": cuda_target,
-                  "dlight-metal": lambda: tvm.target.Target("metal")}[flavour]()
+        target = cuda_target() if flavour == "dlight-gpu" else tvm.target.Target(
+            "metal" if flavour == "dlight-metal" else "llvm")
         with target:
             mod = dl.ApplyDefaultSchedule(*dlight_rules(target))(mod)
         return target, mod
