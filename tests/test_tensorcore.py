@@ -70,9 +70,7 @@ def test_a_float16_matmul_dlight_tensorizes_is_exact_at_every_stage():
     rng = np.random.default_rng(1)
     x = rng.uniform(-1, 1, (1, 4, 128)).astype(np.float16)
     w = rng.uniform(-1, 1, (128, 128)).astype(np.float16)
-    acc = np.zeros((4, 128), np.float16)
-    for k0 in range(0, 128, 16):
-        acc = _k_order_matmul(x[0, :, k0:k0 + 16], w[k0:k0 + 16], acc).astype(np.float16)
+    acc = _tiled_k_order_matmul(x[0], w, 16, np.float16)
     for stage in (0, hm.stage("s_tir.LowerMatchBuffer").index, hm.stage("tirx.ConvertSSA").index):
         out = np.zeros((1, 4, 128), np.float16)
         hm.emulate(x, w, out, stage=stage, mode="fast")
