@@ -165,7 +165,11 @@ class BuffersMixin:
                 ast.Constant(0), "py", "int32")
             value = self._view_call(storage.node, str(buf.dtype), self._view_shape(buf, storage.node, offset.node),
                                     offset.node)
-            return [ast.Assign([_store_name(name)], value)]
+            out = [ast.Assign([_store_name(name)], value)]
+            if self.check and _lanes(str(buf.dtype)) == 1:  # the host may pass one array as two pointers
+                out.append(ast.Expr(ast.Call(ast.Attribute(_name("race_log"), "alias_pointer", ast.Load()),
+                                             [ast.Constant(name), _name(name)], [])))
+            return out
         if (data is not None and _type_key(data) == "ir.Call" and data.op.name == "tirx.address_of"
                 and _type_key(data.args[0]) == "ir.TensorLoad"):
             return self._address_view(buf, data.args[0])
@@ -198,6 +202,7 @@ class BuffersMixin:
             value = self._view_call(_name(storage or source.name), str(buf.dtype), shape_nodes, offset_value.node,
                                     to_end=len(shape_nodes) == 1)
         out = [ast.Assign([_store_name(name)], value)]
+        out += self._race_alias(buf, name, source.dtype, source.name)
         if source.shadow is not None and str(buf.dtype) == source.dtype:
             info = self.scope.buffers[_key(buf)]
             info.shadow = self.namer.define_name(f"{name}_written")
@@ -241,6 +246,7 @@ class BuffersMixin:
                    ast.Constant(0))),
                ast.Assign([_store_name(name)], self._call("strided_view", _name(storage), ast.Constant(dtype), shape,
                                                           strides, offset_value.node))]
+        out += self._race_alias(buf, name, source.dtype, source.name)
         if source.shadow is not None:
             info = self.scope.buffers[_key(buf)]
             info.shadow = self.namer.define_name(f"{name}_written")
@@ -274,6 +280,7 @@ class BuffersMixin:
         shape_nodes = [v.node for v in shape_values]
         out = [ast.Assign([_store_name(name)], self._view_call(storage, str(buf.dtype), shape_nodes, offset.node,
                                                                to_end=len(shape_nodes) == 1))]
+        out += self._race_alias(buf, name, source.dtype, source.name)
         if source.shadow is not None:
             info = self.scope.buffers[_key(buf)]
             info.shadow = self.namer.define_name(f"{name}_written")
@@ -315,6 +322,16 @@ class BuffersMixin:
                 "rows_view", _name(source.shadow), lead, ast.Constant("bool"), ast.Tuple(shape_nodes, ast.Load()),
                 offset, kw=to_end)))
         return out
+
+    def _race_alias(self, buf, name: str, source_dtype: str, source: str) -> list[ast.stmt]:
+        """Sanitizer: ``race_log.alias(...)`` for a view ``name`` of ``source``'s memory, so that races
+        between the two names (or two views) are seen: the race records are kept per name.  Buffers
+        of vectors keep their own records."""
+        if not self.check or _lanes(str(buf.dtype)) > 1 or _lanes(source_dtype) > 1:
+            return []
+        call = ast.Call(ast.Attribute(_name("race_log"), "alias", ast.Load()),
+                        [ast.Constant(name), ast.Constant(source), _name(name), _name(source)], [])
+        return [ast.Expr(call)]
 
     def _view_call(self, storage: ast.expr, dtype: str, shape_nodes: list, offset: ast.expr,
                    to_end: bool = False) -> ast.expr:

@@ -101,6 +101,11 @@ class _DeferredRead:
         return (elems, ids, False, None, None)
 
 
+def _memory_root(name, array):
+    """A root of race records (:meth:`RaceLog.alias`): ``(name, shape, address, item size)``."""
+    return (name, array.shape or (1,), array.__array_interface__["data"][0], array.itemsize)
+
+
 class RaceLog:
     """Sanitizer: the elements each lane touched since the last barrier, per buffer.
 
@@ -117,6 +122,10 @@ class RaceLog:
 
     Blocks of a GPU grid never synchronise: between them, global memory is checked by the grid
     ledger (``new_grid``, ``at_block``, ``end_grid``) for the whole launch.
+
+    Records are kept per memory, not per name: a buffer declared over another's data
+    (``decl_buffer(data=buf.data)``, ``StorageRewrite``'s merged allocations) is declared with
+    :meth:`alias`, and its records are kept in its root's elements, so two names of one memory race.
     """
 
     #: Per allocation name: why an element of it holds an undefined value (an overflow that LLVM
@@ -127,7 +136,13 @@ class RaceLog:
         self.records = {}
         #: Global buffers that threads write (by name, from the script): their reads by GPU threads
         #: are kept until the barrier too, in ``read_ledger`` (a bit per warp that read each element).
-        self.watched = frozenset(watched)
+        self.watched = set(watched)
+        #: Per view name (:meth:`alias`): ``(root name, root shape, root address, item size, offset,
+        #: strides)``, offset and strides in the root's elements.
+        self.aliases = {}
+        #: Buffers declared over pointer parameters (:meth:`alias_pointer`): ``(weak reference to the
+        #: array owning the memory, root)``.
+        self.pointer_roots = []
         self.read_ledger = {}
         #: Per global buffer written by GPU threads since the last barrier: which warps wrote each
         #: element (:meth:`_warp_write`); None where no claim is made.
@@ -150,6 +165,68 @@ class RaceLog:
         self.block_axes = set()
         self._block_numbers = {}
         self._block_at = [0, 0, 0]
+
+    def alias(self, name, source, view, storage):
+        """``name`` (its array ``view``) is declared over the memory of ``source`` (its array
+        ``storage``): its records are kept as the root's elements (``source``'s, or its own root's
+        if ``source`` is a view too)."""
+        self.aliases.pop(name, None)
+        root = self.aliases.get(source)
+        if root is None:
+            if not storage.flags.c_contiguous:
+                return
+            root = _memory_root(source, storage)
+        self._alias_to(name, root[:4], view)
+
+    def alias_pointer(self, name, view):
+        """``name`` (its array ``view``) is declared over a kernel's pointer parameter: where the
+        memory of another such buffer, still alive, holds it (the host passed one array as two
+        parameters), it is that buffer's alias (see :meth:`alias`)."""
+        import weakref  # here: the helper's source is pasted into scripts, which import numpy and math only
+
+        self.aliases.pop(name, None)
+        owner = view
+        while isinstance(owner.base, np.ndarray):
+            owner = owner.base
+        self.pointer_roots = [entry for entry in self.pointer_roots if entry[0]() is not None]
+        for ref, root in self.pointer_roots:
+            if ref() is owner and self._alias_to(name, root, view):
+                return
+        if view.flags.c_contiguous:
+            self.pointer_roots.append((weakref.ref(owner), _memory_root(name, view)))
+
+    def _alias_to(self, name, root, view) -> bool:
+        """Keep ``name``'s records as elements of ``root`` (``(name, shape, address, item size)``)
+        where its array ``view`` lies in the root's memory in whole elements of the root's size (a
+        view of another element size keeps its own records: no claim between the two)."""
+        root_name, shape, address, item = root
+        offset = view.__array_interface__["data"][0] - address
+        if view.itemsize != item or offset % item or any(s % item for s in view.strides):
+            return False
+        strides = tuple(s // item for s in view.strides)
+        low = offset // item + sum(min(0, (d - 1) * s) for d, s in zip(view.shape, strides))
+        high = offset // item + sum(max(0, (d - 1) * s) for d, s in zip(view.shape, strides))
+        if view.size and (low < 0 or high >= int(np.prod(shape, dtype=np.int64))):
+            return False
+        self.aliases[name] = (*root, offset // item, strides)
+        if name in self.watched or root_name in self.watched:
+            self.watched |= {name, root_name}
+        return True
+
+    def _root_elements(self, alias, index):
+        """The root's flat element numbers of ``index`` (a view's, see :meth:`alias`)."""
+        offset, strides = alias[4], alias[5]
+        elems = np.int64(offset)
+        for i, stride in zip(index, strides):
+            elems = elems + np.asarray(i, np.int64) * stride
+        return elems
+
+    def ledgered(self, name) -> bool:
+        """Whether reads of ``name`` go to the warp ledgers (see :meth:`_warp_read`)."""
+        alias = self.aliases.get(name)
+        if alias is not None:
+            name = alias[0]
+        return name in self.warp_ledger or name in self.watched
 
     def new_grid(self):
         """A kernel launch begins: its blocks share nothing with the blocks of other launches."""
@@ -196,9 +273,14 @@ class RaceLog:
         in a later statement is ordered by the lockstep TVM's warp-synchronous code relies on); a
         read is checked against them: another warp's earlier write is a race
         (:meth:`_warp_read`)."""
+        alias = None if lead else self.aliases.get(name)
         if lead:
             self.leads[name] = lead
-        elems = np.ravel_multi_index(index, shape) if index else np.zeros(lane_ids.shape, np.int64)
+        if alias is not None:
+            name, shape = alias[0], alias[1]
+            elems = np.broadcast_to(self._root_elements(alias, index), lane_ids.shape)
+        else:
+            elems = np.ravel_multi_index(index, shape) if index else np.zeros(lane_ids.shape, np.int64)
         book = self.statement if statement else self.records
         entry = book.setdefault(name, (shape, lanes, []))
         item = (elems, lane_ids, write, values, previous)
@@ -216,9 +298,16 @@ class RaceLog:
     def record_read(self, name, shape, index, lanes, statement=False, lead=0, mask=None):
         """A read's record, as :meth:`record` keeps it (``statement``), deferred (:class:`_DeferredRead`);
         ``mask``: the lanes that read (a boolean lane array), None for all."""
+        alias = None if lead else self.aliases.get(name)
         if lead:
             self.leads[name] = lead
         book = self.statement if statement else self.records
+        if alias is not None:  # kept as the root's flat elements
+            name, shape = alias[0], alias[1]
+            flat = (int(np.prod(shape, dtype=np.int64)),)
+            book.setdefault(name, (shape, lanes, []))[2].append(
+                _DeferredRead((self._root_elements(alias, index),), lanes, flat, mask))
+            return
         book.setdefault(name, (shape, lanes, []))[2].append(_DeferredRead(index, lanes, shape, mask))
 
     def _warp_write(self, name, shape, elems, lane_ids, lanes, values, previous):
@@ -554,7 +643,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     in_bounds = all((0 <= i < n) if i.ndim == 0 else (i.size == 0 or (i.min() >= 0 and i.max() < n))
                     for i, n in zip(index, buffer.shape))  # every lane, kept or not
     if (log is not None and not write and in_bounds and not grid and lanes
-            and not (statement and region and (name in log.warp_ledger or name in log.watched))):
+            and not (statement and region and log.ledgered(name))):
         # A read whose record may never be needed: the record waits for a write (``_check``).
         done = _direct_access(buffer, index, False, None, mask, shadow, lanes, poison)
         if done is not NotImplemented:
