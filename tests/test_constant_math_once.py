@@ -32,19 +32,20 @@ def test_math_on_constants_is_assigned_once_before_the_loops_and_read_there():
     hm = thn.build(strided_by_log)
     a = np.arange(-32, 32, dtype=np.int64)
     want = a * 7 + 12
-    for mode in ("exact", "fast"):
-        source = hm.stage(0).kernel(mode).source
+    for mode, check in (("exact", False), ("fast", False), ("exact", True), ("fast", True)):
+        source = hm.stage(0).kernel(mode, check=check).source
         body = source[source.index(f"def {hm.name}("):]
         prologue, loops = body.split("for i", 1) if "for i" in body else (body, "")
         assert "libm('log2'" in prologue and "libm" not in loops, source
-        np.testing.assert_array_equal(hm.emulate(a, np.zeros(64, np.int64), mode=mode), want)
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros(64, np.int64), mode=mode, check=check), want)
 
 
 def test_constant_math_that_warns_stays_in_the_branch_that_may_never_run():
     hm = thn.build(guarded_log_of_negative)
     a = np.arange(8, dtype=np.float32)
-    for mode in ("exact", "fast"):
-        source = hm.stage(0).kernel(mode).source
+    for mode, check in (("exact", False), ("fast", False), ("exact", True), ("fast", True)):
+        source = hm.stage(0).kernel(mode, check=check).source
         body = source[source.index(f"def {hm.name}("):]
         assert "_once" not in body
-        np.testing.assert_array_equal(hm.emulate(a, np.zeros(8, np.int32), mode=mode), a.astype(np.int32))
+        np.testing.assert_array_equal(hm.emulate(a, np.zeros(8, np.int32), mode=mode, check=check),
+                                      a.astype(np.int32))

@@ -5,8 +5,8 @@ evaluated it at every use: a quarter of a GPU topk's run went to ``libm('log2', 
 
 The expression is evaluated once while generating: only one that gives a finite number without
 a warning is hoisted, so the function's prologue cannot raise where the inline expression (in a
-branch never taken) would not have run.  Not under the sanitizers (their records follow the
-statement that computes).
+branch never taken) would not have run.  Under the sanitizers too: an expression whose checks
+name the thread or a lane mask (names of the loop body) does not evaluate here, so it stays inline.
 """
 from __future__ import annotations
 

@@ -446,8 +446,7 @@ class HybridCodegen(ExpressionsMixin, ConstantsMixin, MemoryAccessMixin, Buffers
 
     def visit_expr(self, expr) -> Value:
         key = _type_key(expr)
-        if not self.check and not self.hoisting and key not in ("ir.IntImm", "ir.FloatImm") \
-                and self._constant_math(expr):
+        if not self.hoisting and key not in ("ir.IntImm", "ir.FloatImm") and self._constant_math(expr):
             self.hoisting = True
             try:
                 return self._hoisted_constant(expr, self.visit_expr)
