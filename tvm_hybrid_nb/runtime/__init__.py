@@ -26,7 +26,8 @@ import numpy as np  # noqa: F401  (used inside helpers copied into scripts)
 # isort: off
 from ._lanes import parallel, vectorized, unrolled
 from ._gpu import thread_binding, thread_lanes, barrier, _first_block, _barrier_threads
-from ._sanitizers import _lane_ids, _lane_text, _warp_numbers, _warp_bits, _distinct, _lanes_apart, _DeferredRead, _memory_root, RaceLog, _direct_access
+from ._race_log import _lane_ids, _lane_text, _warp_numbers, _warp_bits, _distinct, _lanes_apart, _DeferredRead, _memory_root, RaceLog
+from ._sanitizers import _direct_access
 from ._lanes import last_lane, last_lane_along
 from ._sanitizers import (_lane_note, _unwritten_message, access, read_written, read_logged,
                            read_or_taint, mark_written, write_where, host_device_access)
