@@ -98,10 +98,11 @@ class _DeferredRead:
     """A race record of a read, kept as its index arrays until a write to the same memory before
     the next barrier needs it (most reads meet none: shared-memory tiles read between barriers)."""
 
-    __slots__ = ("index", "lanes", "shape", "mask")
+    __slots__ = ("index", "lanes", "shape", "mask", "alias")
 
-    def __init__(self, index, lanes, shape, mask=None):
-        self.index, self.lanes, self.shape, self.mask = index, lanes, shape, mask
+    def __init__(self, index, lanes, shape, mask=None, alias=None):
+        """``alias``: the view's (:meth:`RaceLog.alias`) whose ``index`` it is; then ``shape`` is its root's."""
+        self.index, self.lanes, self.shape, self.mask, self.alias = index, lanes, shape, mask, alias
 
     def item(self):
         """The record as :meth:`RaceLog.record` keeps it: ``(elements, lane ids, False, None, None)``,
@@ -113,12 +114,24 @@ class _DeferredRead:
         if self.mask is not None:
             shapes.append(self.mask.shape)
         shape = np.broadcast_shapes(*shapes)
-        full = [np.broadcast_to(i, shape).reshape(-1) for i in self.index]
-        elems, ids = np.ravel_multi_index(full, self.shape), _lane_ids(self.lanes, shape).reshape(-1)
+        if self.alias is not None:
+            elems = np.broadcast_to(_root_elements(self.alias, self.index), shape).reshape(-1)
+        else:
+            elems = np.ravel_multi_index([np.broadcast_to(i, shape).reshape(-1) for i in self.index], self.shape)
+        ids = _lane_ids(self.lanes, shape).reshape(-1)
         if self.mask is not None:
             keep = np.broadcast_to(self.mask, shape).reshape(-1)
             elems, ids = elems[keep], ids[keep]
         return (elems, ids, False, None, None)
+
+
+def _root_elements(alias, index):
+    """The root's flat element numbers of a view's ``index`` (see :meth:`RaceLog.alias`)."""
+    offset, strides = alias[4], alias[5]
+    elems = np.int64(offset)
+    for i, stride in zip(index, strides):
+        elems = elems + np.asarray(i, np.int64) * stride
+    return elems
 
 
 def _memory_root(name, array):
@@ -233,14 +246,6 @@ class RaceLog:
             self.watched |= {name, root_name}
         return True
 
-    def _root_elements(self, alias, index):
-        """The root's flat element numbers of ``index`` (a view's, see :meth:`alias`)."""
-        offset, strides = alias[4], alias[5]
-        elems = np.int64(offset)
-        for i, stride in zip(index, strides):
-            elems = elems + np.asarray(i, np.int64) * stride
-        return elems
-
     def ledgered(self, name) -> bool:
         """Whether reads of ``name`` go to the warp ledgers (see :meth:`_warp_read`)."""
         alias = self.aliases.get(name)
@@ -298,7 +303,7 @@ class RaceLog:
             self.leads[name] = lead
         if alias is not None:
             name, shape = alias[0], alias[1]
-            elems = np.broadcast_to(self._root_elements(alias, index), lane_ids.shape)
+            elems = np.broadcast_to(_root_elements(alias, index), lane_ids.shape)
         else:
             elems = np.ravel_multi_index(index, shape) if index else np.zeros(lane_ids.shape, np.int64)
         book = self.statement if statement else self.records
@@ -322,11 +327,9 @@ class RaceLog:
         if lead:
             self.leads[name] = lead
         book = self.statement if statement else self.records
-        if alias is not None:  # kept as the root's flat elements
-            name, shape = alias[0], alias[1]
-            flat = (int(np.prod(shape, dtype=np.int64)),)
-            book.setdefault(name, (shape, lanes, []))[2].append(
-                _DeferredRead((self._root_elements(alias, index),), lanes, flat, mask))
+        if alias is not None:  # kept as the root's elements
+            read = _DeferredRead(index, lanes, alias[1], mask, alias)
+            book.setdefault(alias[0], (alias[1], lanes, []))[2].append(read)
             return
         book.setdefault(name, (shape, lanes, []))[2].append(_DeferredRead(index, lanes, shape, mask))
 
