@@ -165,11 +165,8 @@ class BuffersMixin:
                 ast.Constant(0), "py", "int32")
             value = self._view_call(storage.node, str(buf.dtype), self._view_shape(buf, storage.node, offset.node),
                                     offset.node)
-            out = [ast.Assign([_store_name(name)], value)]
-            if self.check and _lanes(str(buf.dtype)) == 1:  # the host may pass one array as two pointers
-                out.append(ast.Expr(ast.Call(ast.Attribute(_name("race_log"), "alias_pointer", ast.Load()),
-                                             [ast.Constant(name), _name(name)], [])))
-            return out
+            # The host may pass one array as two pointers: the race log matches them by memory.
+            return [ast.Assign([_store_name(name)], value)] + self._race_alias(buf, name, str(buf.dtype))
         if (data is not None and _type_key(data) == "ir.Call" and data.op.name == "tirx.address_of"
                 and _type_key(data.args[0]) == "ir.TensorLoad"):
             return self._address_view(buf, data.args[0])
@@ -323,15 +320,18 @@ class BuffersMixin:
                 offset, kw=to_end)))
         return out
 
-    def _race_alias(self, buf, name: str, source_dtype: str, source: str) -> list[ast.stmt]:
-        """Sanitizer: ``race_log.alias(...)`` for a view ``name`` of ``source``'s memory, so that races
-        between the two names (or two views) are seen: the race records are kept per name.  Buffers
-        of vectors keep their own records."""
+    def _race_alias(self, buf, name: str, source_dtype: str, source: str | None = None) -> list[ast.stmt]:
+        """Sanitizer: ``race_log.alias(...)`` for a view ``name`` of ``source``'s memory (without
+        ``source``, a buffer over a pointer parameter: ``alias_pointer``), so that races between two
+        names of one memory are seen: the race records are kept per name.  Buffers of vectors keep
+        their own records."""
         if not self.check or _lanes(str(buf.dtype)) > 1 or _lanes(source_dtype) > 1:
             return []
-        call = ast.Call(ast.Attribute(_name("race_log"), "alias", ast.Load()),
-                        [ast.Constant(name), ast.Constant(source), _name(name), _name(source)], [])
-        return [ast.Expr(call)]
+        if source is None:
+            method, args = "alias_pointer", [ast.Constant(name), _name(name)]
+        else:
+            method, args = "alias", [ast.Constant(name), ast.Constant(source), _name(name), _name(source)]
+        return [ast.Expr(ast.Call(ast.Attribute(_name("race_log"), method, ast.Load()), args, []))]
 
     def _view_call(self, storage: ast.expr, dtype: str, shape_nodes: list, offset: ast.expr,
                    to_end: bool = False) -> ast.expr:
