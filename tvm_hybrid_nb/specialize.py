@@ -1,4 +1,6 @@
-"""Making a TE op from a kernel (``HybridModule.as_op``): its symbolic sizes from the inputs' shapes.
+"""Binding a kernel's symbolic sizes: for a TE op made from it (``HybridModule.as_op``), its sizes
+from the inputs' shapes; for an emulation planned per call, the sizes of the call's arguments
+(:func:`with_sizes`).
 
 :func:`_bind_sizes` binds each size variable to the input tensors' dimensions (solving a linear
 dimension such as ``n + 2`` for its one unknown, :func:`_solve_size`, and checking the rest);
@@ -97,6 +99,33 @@ def _specialized(func, sizes: dict, name: str):
         return func.specialize(param_map)
     except Exception as exc:
         raise BuildError(f"could not make an op from {name}: {_capture.short_tvm_message(exc)}") from exc
+
+
+def with_sizes(func, sizes: dict):
+    """``func`` (a PrimFunc) with the symbolic sizes named in ``sizes`` (name -> int) bound: in its
+    parameter buffers' plain dimensions and its integer scalar parameters of those names (a device
+    kernel's, which its launch passes the sizes).  None when TVM's ``PrimFunc.specialize`` refuses."""
+    from .codegen.names import _dtype
+
+    param_map = {}
+    for p in func.params:
+        if not tvm.tirx.is_buffer_var(p):
+            if str(p.name) in sizes and "int" in _dtype(p):
+                param_map[p] = tvm.tirx.const(int(sizes[str(p.name)]), _dtype(p))
+            continue
+        if not any(isinstance(d, tvm.tirx.Var) and str(d.name) in sizes for d in p.shape):
+            continue
+        shape = [tvm.tirx.const(int(sizes[str(d.name)]), _dtype(d))
+                 if isinstance(d, tvm.tirx.Var) and str(d.name) in sizes else d for d in p.shape]
+        param_map[p] = tvm.tirx.decl_buffer(shape, p.dtype, name=p.name, data_alignment=p.data_alignment,
+                                            offset_factor=p.offset_factor, elem_offset=p.elem_offset,
+                                            strides=p.strides, scope=p.scope())
+    if not param_map:
+        return func
+    try:
+        return func.specialize(param_map)
+    except Exception:  # e.g. a dimension bound in another buffer's strides: the generic plan then
+        return None
 
 
 def _same_dim(got, want) -> bool:

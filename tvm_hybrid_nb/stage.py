@@ -23,13 +23,14 @@ import tvm_ffi
 
 from . import capture as _capture
 from .codegen import generate_kernel
-from .codegen.cost import exact_plan_reason, lanes_lose_reason, serial_cost
+from .codegen.cost import exact_plan_reason, lanes_lose_reason, min_max_nodes, serial_cost, sizes_specialize_reason
 from .codegen.names import GeneratedKernel, _dtype
 from .codegen.tensorcore import FLOAT_MMA_ATTR, wmma_as_computed
 from .errors import (EmulationError, HybridError, InsufficientMemoryError, StageNotEmulatableError,
                      UnsupportedConstructError)
 from .loader import hybrid_line, load_kernel
 from .runtime import OUT_OF_RANGE_CONVERSIONS
+from .specialize import with_sizes
 
 EMULATION_MODES = ("exact", "fast")
 #: The name under which a script calls its progress hook (a dunder: user names never are one).
@@ -244,6 +245,8 @@ class Stage:
         self._kernels: dict[str, Callable] = {}
         self._fast = None
         self._symbolic_cost: bool | None = None
+        self._sizes_reason: str | None = None  # see _planned_per_sizes
+        self._min_max: int | None = None
         #: Fast mode's decision per binding of the symbolic sizes: why it runs the exact plan ("" for lanes).
         self._exact_reasons: dict[tuple, str] = {}
         self._computed: tuple | None = None  # (computed_function, computed_module_functions)
@@ -334,23 +337,34 @@ class Stage:
                 self._computed = (func, others)
             return self._computed
 
-    def _generate_kernel(self, **options) -> GeneratedKernel:
-        """:func:`~tvm_hybrid_nb.codegen.generate_kernel` of this stage with ``options``.  A stage whose
+    def _generate_kernel(self, bound_sizes: tuple = (), **options) -> GeneratedKernel:
+        """:func:`~tvm_hybrid_nb.codegen.generate_kernel` of this stage with ``options``; with
+        ``bound_sizes`` ((name, value) pairs), of its functions with those symbolic sizes bound
+        (:func:`_planned_per_sizes`).  A stage whose
         module differs from an earlier stage's only in function attributes that the code generator does
         not read (BindTarget's target, AnnotateEntryFunc's entry mark) gets that stage's script under its
         own label: code generation is most of a stage's cost."""
         generated_by_program = getattr(self._owner, "_generated_by_program", None)
         key = None
         if generated_by_program is not None:
-            key = (self._program_key(), tuple(sorted((name, tuple(sorted(value.items())) if isinstance(value, dict)
-                                                      else value) for name, value in options.items())))
+            key = (self._program_key(), bound_sizes,
+                   tuple(sorted((name, tuple(sorted(value.items())) if isinstance(value, dict)
+                                 else value) for name, value in options.items())))
             earlier = generated_by_program.get(key)
             if earlier is not None:
                 label, generated = earlier
                 return dataclasses.replace(generated, source=generated.source.replace(
                     f" at stage {label}.", f" at stage {self.label}.", 1))
-        generated = generate_kernel(self.computed_function, self._owner.name, stage=self.label,
-                                    module_functions=self.computed_module_functions, **options)
+        func, others = self.computed_function, self.computed_module_functions
+        if bound_sizes:
+            sizes = dict(bound_sizes)
+            func, others = with_sizes(func, sizes), {name: with_sizes(f, sizes) for name, f in others.items()}
+            if func is None or None in others.values():
+                raise _SizesNotBound(bound_sizes)
+        generated = generate_kernel(func, self._owner.name, stage=self.label, module_functions=others, **options)
+        if bound_sizes:
+            generated.plan.per_call = ("planned for this call's sizes " + ", ".join(
+                f"{name} = {value}" for name, value in bound_sizes) + ": " + self._sizes_reason.split(": ")[0])
         if key is not None:
             generated_by_program[key] = (self.label, generated)
         return generated
@@ -461,6 +475,22 @@ class Stage:
     def _kernel(self, mode: str, check: bool, sizes: dict | None) -> Callable:
         key: tuple = (mode, check)
         reason = ""
+        if mode == "fast" and self._planned_per_sizes():
+            if sizes:
+                bound = tuple(sorted((str(k), int(v)) for k, v in sizes.items()))
+                with self._lock:
+                    try:
+                        if (mode, check, "sizes", bound) not in self._kernels:
+                            self._kernels[mode, check, "sizes", bound] = self._load_kernel(mode, check,
+                                                                                           bound_sizes=bound)
+                        return self._kernels[mode, check, "sizes", bound]
+                    except _SizesNotBound:  # TVM's specialize refused them: the script for every size
+                        pass
+            if not check:  # the script for every size: the exact plan, its analysis could not end
+                with self._lock:
+                    if key not in self._kernels:
+                        self._kernels[key] = self._load_kernel(mode, check, exact_reason=self._sizes_reason)
+                    return self._kernels[key]
         if sizes and mode == "fast" and not check and self._cost_is_symbolic():
             sizes = {str(k): int(v) for k, v in sizes.items()}
             bound = tuple(sorted(sizes.items()))
@@ -482,6 +512,22 @@ class Stage:
                 self._kernels[key] = self._load_kernel(mode, check, sizes, reason)
         return self._kernels[key]
 
+    def _planned_per_sizes(self) -> bool:
+        """Whether fast mode plans this stage for the sizes of each call (symbolic sizes in too many
+        nested mins and maxes to plan for every size: :func:`~.codegen.cost.sizes_specialize_reason`)."""
+        with self._lock:
+            if self._sizes_reason is None:
+                stages = getattr(self._owner, "stages", None) or [self]
+                nodes = max(stage._min_max_nodes() for stage in stages[:self.index + 1] if stage.function is not None)
+                self._sizes_reason = sizes_specialize_reason(self.computed_function, self.computed_module_functions,
+                                                             nodes)
+        return bool(self._sizes_reason)
+
+    def _min_max_nodes(self) -> int:
+        if self._min_max is None:
+            self._min_max = min_max_nodes(self.function, self.module_functions)
+        return self._min_max
+
     def _cost_is_symbolic(self) -> bool:
         """Whether the serial run's cost depends on symbolic sizes (unknown without them)."""
         with self._lock:
@@ -489,10 +535,11 @@ class Stage:
                 self._symbolic_cost = serial_cost(self.computed_function, self.computed_module_functions) is None
         return self._symbolic_cost
 
-    def _load_kernel(self, mode: str, check: bool, sizes: dict | None = None, exact_reason: str = "") -> Callable:
+    def _load_kernel(self, mode: str, check: bool, sizes: dict | None = None, exact_reason: str = "",
+                     bound_sizes: tuple = ()) -> Callable:
         synced = any(st.name == "s_tir.ThreadSync" for st in self._owner.stages[:self.index + 1])
         gen = self._generate_kernel(mode=mode, progress=True, check=check, synced=synced, sizes=sizes,
-                                    exact_reason=exact_reason)
+                                    exact_reason=exact_reason, bound_sizes=bound_sizes)
         # One callback per calling thread, so that threads emulating this stage at once each get
         # their own reports.  Chunks of a parallel loop run on other threads (no callback there)
         # and progress alike; the caller's chunk reports.
@@ -567,6 +614,10 @@ class Stage:
     def __repr__(self) -> str:
         return f"<Stage {self.index} {self.name} changed={self.changed} {self.seconds * 1e3:.2f} ms>"
 
+
+
+class _SizesNotBound(Exception):
+    """TVM's ``PrimFunc.specialize`` refused to bind a stage's symbolic sizes (see :func:`with_sizes`)."""
 
 
 class _ProgressCallbackError(Exception):

@@ -54,6 +54,14 @@ SERIAL_SECONDS_PER_OPERATION = 0.15e-6
 #: The lanes analysis and emission walk every expression node: past a statement's median count, 20 µs
 #: a node (measured: 16-28 µs on a bicubic resize of 1,069 nodes and a bicubic ``grid_sample`` of 11,257).
 ANALYSIS_SECONDS_PER_NODE = 20e-6
+#: Min and max nodes past which a stage with symbolic sizes is planned for the sizes of each call
+#: (:func:`sizes_specialize_reason`).  TVM's simplifier explores nested mins and maxes of symbolic
+#: sizes combinatorially: dlight.cpu's causal attention over a symbolic batch and length (its
+#: ``compute_at`` regions: ``T.min(T.int64(1) - n, n - T.int64(1))`` nested hundreds deep in every
+#: loop extent) has 22,490 such nodes, and one simplification of its indices took 22 ms on average
+#: (0.05-0.2 ms with a few): 18-38 s of analysis a stage.  The zoo's most (dlight's GPU attention over
+#: a symbolic length) has 952 and plans in 0.3 s a stage.
+MIN_MAX_NODES_PER_CALL_SIZES = 4096
 #: One combine step of a ``tvm_thread_allreduce`` (a call of the reducer on the lanes), measured at
 #: 0.8-1.8 µs for a sum and 3.9-6.2 µs for TIR's ``Max`` (a select) over 32 to 1,024 threads.
 FOLD_SECONDS = 3e-6
@@ -410,7 +418,8 @@ def exact_plan_decision(func, module_functions: dict | None = None,
     extents (:func:`serial_cost`; ``sizes`` binds symbolic extents), would take less time
     than the lanes analysis and emission alone, estimated from the program's size.  Then even lanes
     that ran in no time would lose, and fast mode runs the exact plan.  An unknown cost (a symbolic
-    extent, a ``while`` loop) is assumed large: the analysis runs.
+    extent, a ``while`` loop) is assumed large: the analysis runs (unless the stage is planned for
+    the sizes of each call, :func:`sizes_specialize_reason`, a decision of the caller).
 
     The constants (:data:`SERIAL_SECONDS_PER_STATEMENT`, :data:`SERIAL_SECONDS_PER_LANES_STATEMENT`,
     :data:`ANALYSIS_SECONDS_PER_STATEMENT`) come from 772 stages of the model zoo, timed one by one:
@@ -499,3 +508,32 @@ def per_call_rule(func, module_functions: dict | None = None) -> str:
         return ""
     return ("this plan is for large sizes: each call decides with the sizes of its arguments, and runs the "
             "exact plan where its serial run costs less than the lanes analysis or than the lanes")
+
+
+def min_max_nodes(func, module_functions: dict | None = None) -> int:
+    """The ``Min`` and ``Max`` nodes in ``func`` and the kernels it launches."""
+    nodes = [0]
+
+    def count(_node):
+        nodes[0] += 1
+
+    for f in (func, *(module_functions or {}).values()):
+        if f is not None:
+            walk_typed(f.body, (tirx.Min, tirx.Max), count)
+    return nodes[0]
+
+
+def sizes_specialize_reason(func, module_functions: dict | None = None, nodes: int | None = None) -> str:
+    """Why fast mode plans ``func`` for the sizes of each call rather than once for every size ("" when
+    it does not): its loop extents are symbolic, and its symbolic sizes sit in more than
+    :data:`MIN_MAX_NODES_PER_CALL_SIZES` nested mins and maxes (``nodes``, by default
+    :func:`min_max_nodes` of ``func``; the caller may count the kernel's earlier stages too, since
+    ``CommonSubexprElim`` names the repeated ones and the analysis expands them again), which the
+    dependence tests cannot reason about in reasonable time, while with the sizes bound they fold to
+    constants.  Without a size to bind, fast mode runs the exact plan for this reason."""
+    if nodes is None:
+        nodes = min_max_nodes(func, module_functions)
+    if nodes <= MIN_MAX_NODES_PER_CALL_SIZES or serial_cost(func, module_functions) is not None:
+        return ""
+    return (f"its symbolic sizes sit in {nodes} nested mins and maxes (more than "
+            f"{MIN_MAX_NODES_PER_CALL_SIZES}): each call is planned for the sizes of its arguments")
