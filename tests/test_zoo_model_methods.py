@@ -102,3 +102,20 @@ def test_a_model_tvm_cannot_export_is_a_build_error_that_names_it(tmp_path, caps
     script.write_text(SCRIPT.replace("spec.Tensor((3, 16)", "spec.Tensor((3, 15)"))
     assert cli.main(["zoo", "--models", str(script)]) == cli.EXIT_USAGE
     assert "zoo model 'mine': export_tvm raised" in capsys.readouterr().err
+
+
+class _KVAttention(nn.Module):
+    def forward(self, q, past_k, past_v):
+        k, v = op.concat([past_k, q], dim=1), op.concat([past_v, q], dim=1)  # m + n positions
+        return op.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def test_a_model_tvm_cannot_lower_is_a_build_error_that_names_it():
+    """TVM's attention legalization asserts on a query of ``n`` positions over ``m + n`` keys (topi's
+    batch_matmul compares the two ``m + n`` by identity): the zoo names the model and the lowering."""
+    from tvm_hybrid_nb.errors import BuildError
+
+    specs = {"q": spec.Tensor((1, "n", 2, 8), "float32"), "past_k": spec.Tensor((1, "m", 2, 8), "float32"),
+             "past_v": spec.Tensor((1, "m", 2, 8), "float32")}
+    with pytest.raises(BuildError, match="zoo model 'kv': TVM's lowering for llvm raised AssertionError"):
+        zoo.collect_kernels([("kv", _KVAttention(), specs)])

@@ -182,7 +182,11 @@ def collect_kernels(models: list | None = None) -> list[ZooKernel]:
         named: dict[str, dict[str, ZooKernel]] = {"llvm": {}, "cuda": {}}
         calls: dict[str, list[str]] = {}
         for target, attr in ((tvm.target.Target("llvm"), "llvm"), (cuda_target(), "cuda")):
-            funcs, calls[attr] = _lower(mod, target)
+            try:
+                funcs, calls[attr] = _lower(mod, target)
+            except Exception as exc:  # TVM's Relax pipeline (a legalization's assert) cannot lower it
+                raise BuildError(f"zoo model {model_name!r}: TVM's lowering for {attr} raised "
+                                 f"{crash_reason(exc)}") from exc
             for name, func in funcs:
                 func = func.with_attr("global_symbol", "main")
                 known = next((k for k in kernels + own if any(
