@@ -72,11 +72,13 @@ def test_below_the_threshold_one_plan_serves_every_size():
     assert "planned for this call's sizes" not in plan.per_call and "nested mins" not in plan.exact_reason
 
 
-def test_with_sizes_binds_buffer_dimensions_and_scalar_parameters():
-    bound = with_sizes(scaled, {"n": 6})
-    assert [int(d) for d in bound.params[0].shape] == [6] and len(bound.params) == 2
-    assert "T.int32(6)" not in str(scaled) and "range(6)" in str(bound).replace("T.int32(6)", "6")
-    assert with_sizes(scaled, {"m": 6}) is scaled  # nothing of that name: unchanged
+def test_with_sizes_binds_buffer_dimensions_and_keeps_the_signature():
+    bound = with_sizes(clamped_rows, {"n": 6})
+    assert [int(d) for d in bound.params[0].shape] == [6, 4] and len(bound.params) == 2
+    assert "T.int64(6)" in str(bound) and " n " not in str(bound) and " n " in str(clamped_rows)
+    # n is also a scalar parameter: bound, TVM's specialize would drop it from the signature.
+    assert with_sizes(scaled, {"n": 6}) is scaled and len(scaled.params) == 3
+    assert with_sizes(clamped_rows, {"m": 6}) is clamped_rows  # nothing of that name: unchanged
     hm = thn.build(scaled)
     a = np.arange(6, dtype=np.int32) - 3
     np.testing.assert_array_equal(hm.emulate(a, 6, np.zeros(6, np.int32), mode="fast"), a * 6)

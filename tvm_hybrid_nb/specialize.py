@@ -79,19 +79,8 @@ def _solve_size(want, got, sizes: dict) -> None:
 
 
 def _specialized(func, sizes: dict, name: str):
-    """``func`` with its symbolic sizes replaced by ``sizes`` (through parameters whose dimensions are
-    plain sizes, which is how ``PrimFunc.specialize`` binds them)."""
-    param_map, covered = {}, set()
-    for p in func.params:
-        if not tvm.tirx.is_buffer_var(p) or not any(isinstance(d, tvm.tirx.Var) and d in sizes for d in p.shape):
-            continue
-        if all(isinstance(d, (tvm.tirx.Var, tvm.tirx.IntImm)) for d in p.shape):
-            shape = [sizes.get(d, d) if isinstance(d, tvm.tirx.Var) else d for d in p.shape]
-            # The parameter's own alignment and offset: PrimFunc.specialize refuses a buffer that
-            # differs there (topi's sort and scan buffers are aligned to 8, at offset 0).
-            param_map[p] = tvm.tirx.decl_buffer(shape, p.dtype, name=p.name, data_alignment=p.data_alignment,
-                                                offset_factor=p.offset_factor, elem_offset=p.elem_offset)
-            covered |= {d for d in p.shape if isinstance(d, tvm.tirx.Var)}
+    """``func`` with its symbolic sizes replaced by ``sizes`` (see :func:`_size_param_map`)."""
+    param_map, covered = _size_param_map(func, sizes.get)
     missing = [str(v) for v in sizes if v not in covered]
     if missing:
         raise BuildError(f"could not make an op from {name}: size {missing[0]} is no parameter's plain dimension")
@@ -102,30 +91,46 @@ def _specialized(func, sizes: dict, name: str):
 
 
 def with_sizes(func, sizes: dict):
-    """``func`` (a PrimFunc) with the symbolic sizes named in ``sizes`` (name -> int) bound: in its
-    parameter buffers' plain dimensions and its integer scalar parameters of those names (a device
-    kernel's, which its launch passes the sizes).  None when TVM's ``PrimFunc.specialize`` refuses."""
+    """``func`` (a PrimFunc) with the symbolic sizes named in ``sizes`` (name -> int) bound where its
+    parameter buffers' dimensions are plain sizes (see :func:`_size_param_map`); its parameters stay
+    as they are: a size that is also a scalar parameter stays unbound (``specialize`` would drop the
+    parameter from the signature; its value comes with each call).  None when TVM's
+    ``PrimFunc.specialize`` refuses."""
     from .codegen.names import _dtype
 
-    param_map = {}
-    for p in func.params:
-        if not tvm.tirx.is_buffer_var(p):
-            if str(p.name) in sizes and "int" in _dtype(p):
-                param_map[p] = tvm.tirx.const(int(sizes[str(p.name)]), _dtype(p))
-            continue
-        if not any(isinstance(d, tvm.tirx.Var) and str(d.name) in sizes for d in p.shape):
-            continue
-        shape = [tvm.tirx.const(int(sizes[str(d.name)]), _dtype(d))
-                 if isinstance(d, tvm.tirx.Var) and str(d.name) in sizes else d for d in p.shape]
-        param_map[p] = tvm.tirx.decl_buffer(shape, p.dtype, name=p.name, data_alignment=p.data_alignment,
-                                            offset_factor=p.offset_factor, elem_offset=p.elem_offset,
-                                            strides=p.strides, scope=p.scope())
+    scalars = {str(p.name) for p in func.params if not tvm.tirx.is_buffer_var(p)}  # specialize drops them
+
+    def value_of(var):
+        name = str(var.name)
+        return tvm.tirx.const(int(sizes[name]), _dtype(var)) if name in sizes and name not in scalars else None
+
+    param_map, _ = _size_param_map(func, value_of)
     if not param_map:
         return func
     try:
         return func.specialize(param_map)
-    except Exception:  # e.g. a dimension bound in another buffer's strides: the generic plan then
+    except Exception:  # e.g. a compacted buffer's old form used undeclared: the plan for every size then
         return None
+
+
+def _size_param_map(func, value_of) -> tuple[dict, set]:
+    """``PrimFunc.specialize``'s map binding the size variables that ``value_of`` gives a value
+    (None: unbound), and the variables it covers: through parameters whose dimensions are plain sizes,
+    which is how ``PrimFunc.specialize`` binds them."""
+    param_map, covered = {}, set()
+    for p in func.params:
+        if not tvm.tirx.is_buffer_var(p) or not all(isinstance(d, (tvm.tirx.Var, tvm.tirx.IntImm)) for d in p.shape):
+            continue
+        values = [value_of(d) if isinstance(d, tvm.tirx.Var) else None for d in p.shape]
+        if all(v is None for v in values):
+            continue
+        shape = [d if v is None else v for d, v in zip(p.shape, values)]
+        # The parameter's own alignment and offset: PrimFunc.specialize refuses a buffer that
+        # differs there (topi's sort and scan buffers are aligned to 8, at offset 0).
+        param_map[p] = tvm.tirx.decl_buffer(shape, p.dtype, name=p.name, data_alignment=p.data_alignment,
+                                            offset_factor=p.offset_factor, elem_offset=p.elem_offset)
+        covered |= {d for d in p.shape if isinstance(d, tvm.tirx.Var)}
+    return param_map, covered
 
 
 def _same_dim(got, want) -> bool:

@@ -364,7 +364,7 @@ class Stage:
         generated = generate_kernel(func, self._owner.name, stage=self.label, module_functions=others, **options)
         if bound_sizes:
             generated.plan.per_call = ("planned for this call's sizes " + ", ".join(
-                f"{name} = {value}" for name, value in bound_sizes) + ": " + self._sizes_reason.split(": ")[0])
+                f"{name} = {value}" for name, value in bound_sizes) + ": " + self._sizes_reason)
         if key is not None:
             generated_by_program[key] = (self.label, generated)
         return generated
@@ -478,19 +478,13 @@ class Stage:
         if mode == "fast" and self._planned_per_sizes():
             if sizes:
                 bound = tuple(sorted((str(k), int(v)) for k, v in sizes.items()))
-                with self._lock:
-                    try:
-                        if (mode, check, "sizes", bound) not in self._kernels:
-                            self._kernels[mode, check, "sizes", bound] = self._load_kernel(mode, check,
-                                                                                           bound_sizes=bound)
-                        return self._kernels[mode, check, "sizes", bound]
-                    except _SizesNotBound:  # TVM's specialize refused them: the script for every size
-                        pass
+                try:
+                    return self._cached_kernel((mode, check, "sizes", bound), mode, check, bound_sizes=bound)
+                except _SizesNotBound:  # TVM's specialize refused them: the script for every size
+                    pass
             if not check:  # the script for every size: the exact plan, its analysis could not end
-                with self._lock:
-                    if key not in self._kernels:
-                        self._kernels[key] = self._load_kernel(mode, check, exact_reason=self._sizes_reason)
-                    return self._kernels[key]
+                return self._cached_kernel(key, mode, check, exact_reason=(
+                    self._sizes_reason + ": each call is planned for the sizes of its arguments"))
         if sizes and mode == "fast" and not check and self._cost_is_symbolic():
             sizes = {str(k): int(v) for k, v in sizes.items()}
             bound = tuple(sorted(sizes.items()))
@@ -507,10 +501,14 @@ class Stage:
                 sizes = None
         else:
             sizes = None
+        return self._cached_kernel(key, mode, check, sizes, reason)
+
+    def _cached_kernel(self, key: tuple, *load_args, **load_options) -> Callable:
+        """The kernel under ``key``, loaded once (:func:`_load_kernel` with these arguments)."""
         with self._lock:
             if key not in self._kernels:
-                self._kernels[key] = self._load_kernel(mode, check, sizes, reason)
-        return self._kernels[key]
+                self._kernels[key] = self._load_kernel(*load_args, **load_options)
+            return self._kernels[key]
 
     def _planned_per_sizes(self) -> bool:
         """Whether fast mode plans this stage for the sizes of each call (symbolic sizes in too many

@@ -535,5 +535,4 @@ def sizes_specialize_reason(func, module_functions: dict | None = None, nodes: i
         nodes = min_max_nodes(func, module_functions)
     if nodes <= MIN_MAX_NODES_PER_CALL_SIZES or serial_cost(func, module_functions) is not None:
         return ""
-    return (f"its symbolic sizes sit in {nodes} nested mins and maxes (more than "
-            f"{MIN_MAX_NODES_PER_CALL_SIZES}): each call is planned for the sizes of its arguments")
+    return f"its symbolic sizes sit in {nodes} nested mins and maxes (more than {MIN_MAX_NODES_PER_CALL_SIZES})"
