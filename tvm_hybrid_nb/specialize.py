@@ -13,6 +13,7 @@ import tvm
 import tvm_ffi
 
 from . import capture as _capture
+from .codegen.names import _dtype
 from .errors import ArgumentShapeError, BuildError
 
 
@@ -96,8 +97,6 @@ def with_sizes(func, sizes: dict):
     as they are: a size that is also a scalar parameter stays unbound (``specialize`` would drop the
     parameter from the signature; its value comes with each call).  None when TVM's
     ``PrimFunc.specialize`` refuses."""
-    from .codegen.names import _dtype
-
     scalars = {str(p.name) for p in func.params if not tvm.tirx.is_buffer_var(p)}  # specialize drops them
 
     def value_of(var):

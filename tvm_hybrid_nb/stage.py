@@ -475,9 +475,9 @@ class Stage:
     def _kernel(self, mode: str, check: bool, sizes: dict | None) -> Callable:
         key: tuple = (mode, check)
         reason = ""
+        bound = tuple(sorted((str(k), int(v)) for k, v in sizes.items())) if sizes else ()
         if mode == "fast" and self._planned_per_sizes():
-            if sizes:
-                bound = tuple(sorted((str(k), int(v)) for k, v in sizes.items()))
+            if bound:
                 try:
                     return self._cached_kernel((mode, check, "sizes", bound), mode, check, bound_sizes=bound)
                 except _SizesNotBound:  # TVM's specialize refused them: the script for every size
@@ -485,9 +485,8 @@ class Stage:
             if not check:  # the script for every size: the exact plan, its analysis could not end
                 return self._cached_kernel(key, mode, check, exact_reason=(
                     self._sizes_reason + ": each call is planned for the sizes of its arguments"))
-        if sizes and mode == "fast" and not check and self._cost_is_symbolic():
-            sizes = {str(k): int(v) for k, v in sizes.items()}
-            bound = tuple(sorted(sizes.items()))
+        if bound and mode == "fast" and not check and self._cost_is_symbolic():
+            sizes = dict(bound)
             reason = self._exact_reasons.get(bound)
             if reason is None:  # decided once per binding: the cost walks take up to 60 ms a call
                 func, functions = self.computed_function, self.computed_module_functions

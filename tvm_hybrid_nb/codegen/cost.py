@@ -523,16 +523,14 @@ def min_max_nodes(func, module_functions: dict | None = None) -> int:
     return nodes[0]
 
 
-def sizes_specialize_reason(func, module_functions: dict | None = None, nodes: int | None = None) -> str:
+def sizes_specialize_reason(func, module_functions: dict | None, nodes: int) -> str:
     """Why fast mode plans ``func`` for the sizes of each call rather than once for every size ("" when
     it does not): its loop extents are symbolic, and its symbolic sizes sit in more than
-    :data:`MIN_MAX_NODES_PER_CALL_SIZES` nested mins and maxes (``nodes``, by default
-    :func:`min_max_nodes` of ``func``; the caller may count the kernel's earlier stages too, since
-    ``CommonSubexprElim`` names the repeated ones and the analysis expands them again), which the
+    :data:`MIN_MAX_NODES_PER_CALL_SIZES` nested mins and maxes (``nodes``: :func:`min_max_nodes` of the
+    kernel at this stage and the earlier ones, since ``CommonSubexprElim`` names the repeated ones
+    and the analysis expands them again), which the
     dependence tests cannot reason about in reasonable time, while with the sizes bound they fold to
     constants.  Without a size to bind, fast mode runs the exact plan for this reason."""
-    if nodes is None:
-        nodes = min_max_nodes(func, module_functions)
     if nodes <= MIN_MAX_NODES_PER_CALL_SIZES or serial_cost(func, module_functions) is not None:
         return ""
     return f"its symbolic sizes sit in {nodes} nested mins and maxes (more than {MIN_MAX_NODES_PER_CALL_SIZES})"
