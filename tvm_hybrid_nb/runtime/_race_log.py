@@ -134,9 +134,33 @@ def _root_elements(alias, index):
     return elems
 
 
-def _memory_root(name, array):
-    """A root of race records (:meth:`RaceLog.alias`): ``(name, shape, address, item size)``."""
-    return (name, array.shape or (1,), array.__array_interface__["data"][0], array.itemsize)
+def _memory_root(name, array, unit=None):
+    """A root of race records (:meth:`RaceLog.alias`): ``(name, shape, address, item size)``.  With
+    ``unit`` (an item size other than the array's), the array's memory as elements of ``unit`` bytes,
+    named ``name@unit``: the root that views of that element size share (:func:`_race_element`)."""
+    address = array.__array_interface__["data"][0]
+    if unit is not None:
+        return (f"{name}@{unit}", (array.nbytes // unit,), address, unit)
+    return (name, array.shape or (1,), address, array.itemsize)
+
+
+def _race_element(name, shape, element, lead=0, aliases=None):
+    """How a race message names flat element ``element`` of records ``name`` (of ``shape``): its index,
+    without the ``lead`` copy axes.  A root of ``unit``-byte elements (``name@unit``) is named by its
+    bytes, after the first contiguous view in ``aliases`` (:meth:`RaceLog.alias`) that holds them."""
+    if "@" not in name:
+        return f"{name}{[int(i) for i in np.unravel_index(int(element), shape)[lead:]]}"
+    base, unit = name.rsplit("@", 1)
+    first = int(element) * int(unit)
+    where = f"bytes {first}-{first + int(unit) - 1} of {base}"
+    for view, alias in (aliases or {}).items():
+        if alias[0] != name or len(alias) < 7:
+            continue
+        view_shape, inner = alias[6], int(element) - alias[4]
+        contiguous = tuple(int(np.prod(view_shape[k + 1:], dtype=np.int64)) for k in range(len(view_shape)))
+        if alias[5] == contiguous and 0 <= inner < int(np.prod(view_shape, dtype=np.int64)):
+            return f"{view}{[int(i) for i in np.unravel_index(inner, view_shape)]} ({where})"
+    return where
 
 
 class RaceLog:
@@ -171,7 +195,7 @@ class RaceLog:
         #: are kept until the barrier too, in ``read_ledger`` (a bit per warp that read each element).
         self.watched = set(watched)
         #: Per view name (:meth:`alias`): ``(root name, root shape, root address, item size, offset,
-        #: strides)``, offset and strides in the root's elements.
+        #: strides, view shape)``, offset and strides in the root's elements.
         self.aliases = {}
         #: Buffers declared over pointer parameters (:meth:`alias_pointer`): ``(weak reference to the
         #: array owning the memory, root)``.
@@ -208,7 +232,11 @@ class RaceLog:
         if root is None:
             if not storage.flags.c_contiguous:
                 return
-            root = _memory_root(source, storage)
+            # A view of another element size (StorageRewrite's and MergeSharedMemoryAllocations'
+            # uint8 pools) shares the records of every view of its size over that memory.
+            unit = view.itemsize if view.itemsize != storage.itemsize and storage.nbytes % view.itemsize == 0 \
+                else None
+            root = _memory_root(source, storage, unit)
         self._alias_to(name, root[:4], view)
 
     def alias_pointer(self, name, view):
@@ -241,7 +269,7 @@ class RaceLog:
         high = offset // item + sum(max(0, (d - 1) * s) for d, s in zip(view.shape, strides))
         if view.size and (low < 0 or high >= int(np.prod(shape, dtype=np.int64))):
             return False
-        self.aliases[name] = (*root, offset // item, strides)
+        self.aliases[name] = (*root, offset // item, strides, view.shape)
         if name in self.watched or root_name in self.watched:
             self.watched |= {name, root_name}
         return True
@@ -358,10 +386,10 @@ class RaceLog:
                 k = int(bad[0])
                 element, writer = int(elems[k]), int(numbers[k])
                 reader = next(w for w in range(32) if (int(read[1][element]) >> w) & 1 and w != writer)
-                where_index = [int(i) for i in np.unravel_index(element, shape)]
                 raise RuntimeError(
-                    f"data race on {name}{where_index}: read by a thread of warp {reader} and overwritten in a "
-                    f"later statement by thread ({_lane_text(lanes, int(np.ravel(lane_ids)[k]))}) of warp {writer}, "
+                    f"data race on {_race_element(name, shape, element, 0, self.aliases)}: read by a thread of "
+                    f"warp {reader} and overwritten in a later statement by thread "
+                    f"({_lane_text(lanes, int(np.ravel(lane_ids)[k]))}) of warp {writer}, "
                     f"with no barrier in between: warps do not run in lockstep")
         if name not in self.warp_ledger:
             size = int(np.prod(shape))
@@ -400,11 +428,11 @@ class RaceLog:
                 element, reader = int(elems[k]), int(numbers[k])
                 writer_warp = next(w for w in range(32) if (int(changers[element]) >> w) & 1 and w != reader)
                 writer = self._warp_writer(name, element, writer_warp, lanes)
-                where_index = [int(i) for i in np.unravel_index(element, shape)]
                 thread = f"thread ({_lane_text(lanes, writer)})" if writer is not None else "a thread"
                 raise RuntimeError(
-                    f"data race on {name}{where_index}: written by {thread} of warp {writer_warp} and read in a "
-                    f"later statement by thread ({_lane_text(lanes, int(np.ravel(lane_ids)[k]))}) of warp {reader}, "
+                    f"data race on {_race_element(name, shape, element, 0, self.aliases)}: written by {thread} of "
+                    f"warp {writer_warp} and read in a later statement by thread "
+                    f"({_lane_text(lanes, int(np.ravel(lane_ids)[k]))}) of warp {reader}, "
                     f"with no barrier in between: warps do not run in lockstep")
         if name not in self.watched or numbers.size and numbers.max() >= 32:
             return
@@ -476,10 +504,10 @@ class RaceLog:
 
     def _block_race(self, name, shape, elems, clash, other, how):
         k = int(np.flatnonzero(clash)[0])
-        where_index = [int(i) for i in np.unravel_index(int(elems[k]), shape)]
         them = "another block" if other[k] < 0 else f"block ({self._block_text(other[k])})"
         raise RuntimeError(
-            f"data race on {name}{where_index}: {how} {them} and accessed by block ({self._block_text(self.block)}) "
+            f"data race on {_race_element(name, shape, elems[k], 0, self.aliases)}: {how} {them} and accessed by block "
+            f"({self._block_text(self.block)}) "
             f"of the same launch, at least one writing; blocks run in no fixed order and never synchronise")
 
     def flush(self, where="end of the parallel region"):
@@ -563,8 +591,8 @@ class RaceLog:
         bad = np.flatnonzero(conflict)
         if bad.size:
             k = starts[bad[0]]
-            where_index = np.unravel_index(elems[k], shape)[self.leads.get(name, 0):]
             raise RuntimeError(
-                f"data race on {name}{[int(i) for i in where_index]}: lanes ({_lane_text(lanes, int(low[bad[0]]))}) "
+                f"data race on {_race_element(name, shape, elems[k], self.leads.get(name, 0), self.aliases)}: "
+                f"lanes ({_lane_text(lanes, int(low[bad[0]]))}) "
                 f"and ({_lane_text(lanes, int(high[bad[0]]))}) both access it, at least one writing, with no "
                 f"barrier in between (checked at {where})")
