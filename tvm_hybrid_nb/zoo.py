@@ -39,7 +39,7 @@ from .zoo_outcomes import (ALLOWED_REFUSALS, FLAGGED_AS_WRITTEN, FUSE_TIR_FINDIN
                            TVM_PASS_FINDINGS, TVM_SCHEDULE_FINDINGS, UNDEFINED_NOT_COMPARED,
                            UNWRITTEN_NOT_COMPARED, KernelOutcome, codegen_finding, finding_matches, kernel_op,
                            refusal_allowed, schedule_failure, tvm_compile_failure, tvm_finding)
-from .zoo_reference import (CUDA_REFERENCE, _arithmetic_eps, _bf16_native, _expected_on_cuda,  # noqa: F401
+from .zoo_reference import (GPU_REFERENCE, _arithmetic_eps, _bf16_native, _expected_on_gpu,  # noqa: F401
                             _no_native_reference, _outputs_equal, _reference_run, _rounding_noise,
                             _unwritten_elements)
 from .zoo_thread_local import HOST_ACCESS, host_access_evidence, thread_local_evidence  # noqa: F401
@@ -636,10 +636,11 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
             inputs = _in_parameter_order(hm.params, native.params, inputs)
         emulate_stages(hm, inputs, expected, outcome, mode=mode, check=check, unwritten=unwritten,
                        find_noise=find_noise)
-        if (outcome.outcome == "wrong" and flavour == "dlight-gpu" and unwritten is not None
-                and (on_cuda := _expected_on_cuda(native_func, target, reference_inputs, expected)) is not None):
-            outcome = KernelOutcome(flavour, name, "ok", reason=CUDA_REFERENCE)
-            emulate_stages(hm, inputs, on_cuda, outcome, mode=mode, check=check, unwritten=unwritten,
+        if (outcome.outcome == "wrong" and flavour in GPU_FLAVOURS and unwritten is not None
+                and (on_gpu := _expected_on_gpu(native_func, target, reference_inputs, expected)) is not None):
+            outcome = KernelOutcome(flavour, name, "ok",
+                                    reason=GPU_REFERENCE.format(target="CUDA" if flavour == "dlight-gpu" else "Metal"))
+            emulate_stages(hm, inputs, on_gpu, outcome, mode=mode, check=check, unwritten=unwritten,
                            find_noise=find_noise)
         if outcome.outcome == "wrong" and unwritten is not None and outcome.stage == hm.stages[0].label:
             alarm = reference_undefined(native, reference_inputs, mode) if check else None

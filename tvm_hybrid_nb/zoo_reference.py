@@ -327,16 +327,19 @@ def _no_native_reference(reference, func) -> str | None:
     return None
 
 
-#: Notes a dlight-gpu outcome whose reference is the unscheduled kernel's meaning on CUDA (see
-#: :func:`_expected_on_cuda`).
-CUDA_REFERENCE = ("reference: the exact emulation of the unscheduled kernel on CUDA, which differs from its llvm "
-                  "build here (NaN in a float min/max, which CUDA's fminf/fmaxf ignore and llvm's select picks "
-                  "as the second operand, or in a float !=, true in C and false in llvm's fcmp one)")
+#: Notes a GPU-flavour outcome whose reference is the unscheduled kernel's meaning on its GPU target
+#: (see :func:`_expected_on_gpu`); ``{target}``: CUDA or Metal.
+GPU_REFERENCE = ("reference: the exact emulation of the unscheduled kernel on {target}, which differs from its "
+                 "llvm build here (NaN in a float min/max, which CUDA's fminf/fmaxf ignore and llvm's select "
+                 "picks as the second operand, or in a float !=, true in C and false in llvm's fcmp one; or an "
+                 "intrinsic such as tanh that TVM's llvm lowering computes as a formula in its dtype, "
+                 "(1 - exp(-2x)) / (1 + exp(-2x)) in float16, where the GPU calls its math library)")
+CUDA_REFERENCE = GPU_REFERENCE.format(target="CUDA")
 
 
-def _nan_meaning_differs(func) -> bool:
-    """Whether ``func`` takes an operation whose value on NaN differs between CUDA and llvm code: a
-    float32/float64 ``Min``/``Max`` (CUDA's fminf/fmaxf) or a float ``NE`` (C's ``!=``)."""
+def _nan_meaning_differs(func, kind: str = "cuda") -> bool:
+    """Whether ``func`` takes an operation whose value on NaN differs between target ``kind``'s code
+    and llvm code: a float32/float64 ``Min``/``Max`` (CUDA's fminf/fmaxf) or a float ``NE`` (C's ``!=``)."""
     from .codegen.analysis import _contains
     from .codegen.names import _dtype, _is_float, _type_key
     from .codegen.targets import min_max_ignores_nan
@@ -344,22 +347,37 @@ def _nan_meaning_differs(func) -> bool:
     def differs(node) -> bool:
         key = _type_key(node)
         if key in ("prim.Min", "prim.Max"):
-            return min_max_ignores_nan("cuda", _dtype(node))
+            return min_max_ignores_nan(kind, _dtype(node))
         return key == "prim.NE" and _is_float(_dtype(node.a))
 
     return _contains(func.body, differs)
 
 
-def _expected_on_cuda(func, target, inputs: list, expected: list) -> list | None:
-    """What the unscheduled ``func`` computes on ``inputs`` on CUDA (``target``), by its exact emulation
+def _formula_meaning_differs(func) -> bool:
+    """Whether ``func`` calls an intrinsic that TVM lowers for llvm as a formula of other operations
+    in its dtype (:data:`~tvm_hybrid_nb.stage.LLVM_FORMULA_INTRINSICS`: ``tanh`` as
+    ``(1 - exp(-2x)) / (1 + exp(-2x))``, 1-2 ulps off in float16) where CUDA calls the math library
+    (``htanh``: ``tanhf`` of the value as float32, rounded once)."""
+    import tvm
+    import tvm_ffi
+
+    from .stage import intrinsics_as_computed
+
+    return not tvm_ffi.structural_equal(intrinsics_as_computed(func, tvm.target.Target("llvm")), func)
+
+
+def _expected_on_gpu(func, target, inputs: list, expected: list) -> list | None:
+    """What the unscheduled ``func`` computes on ``inputs`` on a GPU (``target``: CUDA, Metal), by its exact emulation
     there, where that differs from ``expected``, its llvm build; else None.  TIR's float ``Min``/``Max``
     ignore a NaN operand on CUDA (fminf/fmaxf) and pick the second operand in llvm code (a select), so a
     row max over NaN is NaN on a CPU and the largest number (or the reduction's initial value) on a GPU;
-    a float ``!=`` of NaN is true in CUDA's C and false in llvm's ``fcmp one``.  The GPU kernel is then
-    compared with the unscheduled kernel's meaning on the GPU."""
+    a float ``!=`` of NaN is true in CUDA's C and false in llvm's ``fcmp one``; a float16 ``tanh`` is
+    rounded from float32 on CUDA and computed as a formula in float16 by llvm code
+    (:func:`_formula_meaning_differs`).  The GPU kernel is then compared with the unscheduled kernel's
+    meaning on the GPU."""
     from . import module as hmodule
 
-    if not _nan_meaning_differs(func):
+    if not (_nan_meaning_differs(func, str(target.kind.name)) or _formula_meaning_differs(func)):
         return None
     unscheduled = hmodule.build(func.with_attr("target", target), target=target, on_failure="keep")
     args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
