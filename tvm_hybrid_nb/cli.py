@@ -90,6 +90,19 @@ def _run_script(path: Path, run_name: str) -> dict:
 ZOO_MODELS_FUNCTION = "models"
 
 
+def _zoo_models(args) -> list | None:
+    """The models ``zoo`` checks: ``--models SCRIPT.py``'s, ``--random N`` chains, or the zoo's (None)."""
+    if args.random is not None and args.models:
+        raise CliError("zoo: --random and --models are exclusive: give one")
+    if args.random is not None:
+        if args.random < 1:
+            raise CliError(f"zoo: --random wants a number of models of 1 or more, got {args.random}")
+        from .zoo_random import random_models
+
+        return random_models(args.random, seed=args.seed, dtype=args.dtype)
+    return load_zoo_models(args.models)
+
+
 def load_zoo_models(script: str | None) -> list | None:
     """The ``(name, nn.Module, spec)`` list that ``script``'s ``models()`` returns (None without a
     script: the zoo's own models); a script without it, or a list of another form, is a :class:`CliError`."""
@@ -356,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     # ``zoo --tvm-tests PATH``: the TIR of a TVM checkout's tests instead of the model zoo.
     tvm_corpus.add_arguments(zoo_parser)
     zoo_parser.set_defaults(func=lambda args: tvm_corpus.cli_main(args) if args.tvm_tests
-                            else zoo.cli_main(args, models=load_zoo_models(args.models)))
+                            else zoo.cli_main(args, models=_zoo_models(args)))
     return parser
 
 

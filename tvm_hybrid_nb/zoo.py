@@ -747,6 +747,13 @@ def add_parser(sub, parents, formatter_class):
     p.add_argument("--models", metavar="SCRIPT.py",
                    help="your own models instead of the zoo's: SCRIPT.py defines models() returning "
                         "[(name, nn.Module, spec), ...], spec as zoo.collect_kernels takes it")
+    p.add_argument("--random", type=int, metavar="N",
+                   help="N random chains of nn operators instead of the zoo's models (zoo_random: fused "
+                        "combinations no single-operator model makes); model rSEED replays with --random 1 "
+                        "--seed SEED")
+    p.add_argument("--seed", type=int, default=0, help="the first random chain's seed (default 0)")
+    p.add_argument("--dtype", choices=("float32", "float16"), default="float32",
+                   help="the random chains' dtype (default float32)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each kernel as it finishes")
     p.set_defaults(func=cli_main)
     return p

@@ -1,0 +1,158 @@
+"""Random models for the zoo: chains of ``tvm.relax.frontend.nn`` operators (``zoo --random N``).
+
+The zoo's own models cover each operator kind; real models combine them, and ``FuseOps``/``FuseTIR``
+fuse the combinations into kernels no single-operator model makes (a softmax over a middle axis fused
+with a float16 round trip and a transpose, a reduction broadcast back into an activation).  Each model
+here is drawn from a seed: an input of shape ``(batch, length, width)`` (a third of them over a
+symbolic length ``n``), then 3 to 6 steps, each one of :data:`STEPS`, then a tail (:data:`TAILS`).
+A model is plain data first (:class:`ChainPlan`, so that a failing seed can be printed and replayed),
+then the ``nn.Module`` that runs it (:func:`chain_module`).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+#: The steps a chain draws from (unary activations twice as often).
+STEPS = ("unary", "unary", "param", "reduce_bcast", "softmax", "norm", "linear", "transpose", "cumsum",
+         "half_round_trip", "scale", "concat", "split_gate", "leaky", "soft_abs")
+#: How a chain ends: as it is, a sum over the length, the chain and its row max, or self-attention
+#: (``softmax(x @ x^T * 0.3) @ x``).
+TAILS = ("none", "none", "sum_length", "and_row_max", "self_attention")
+UNARY = ("tanh", "sigmoid", "silu", "gelu", "relu", "negative")
+
+
+@dataclass
+class ChainPlan:
+    """One random model as data: ``shape`` of its input, ``steps`` as ``(kind, choice)`` pairs (the
+    choice: an operator name, an axis or a width), ``tail`` (one of :data:`TAILS`) and ``dtype``."""
+
+    name: str
+    shape: tuple
+    steps: list = field(default_factory=list)
+    tail: str = "none"
+    dtype: str = "float32"
+
+    def describe(self) -> str:
+        steps = ", ".join(f"{kind}({choice})" if choice is not None else kind for kind, choice in self.steps)
+        return f"{self.name}: {self.dtype}{list(self.shape)} -> {steps} -> {self.tail}"
+
+
+def chain_plan(seed: int, dtype: str = "float32") -> ChainPlan:
+    """The chain that ``seed`` draws (the same for every run and platform: Python's ``random``)."""
+    rng = random.Random(seed)
+    length = "n" if rng.random() < 1 / 3 else rng.choice([4, 5, 7])
+    width = rng.choice([6, 8, 12, 16])
+    plan = ChainPlan(f"r{seed}", (rng.choice([2, 3]), length, width), dtype=dtype)
+    for _ in range(rng.randint(3, 6)):
+        kind = rng.choice(STEPS)
+        choice = None
+        if kind == "unary":
+            choice = rng.choice(UNARY)
+        elif kind == "param":
+            choice = rng.choice(["add", "gate"])
+        elif kind == "reduce_bcast":
+            choice = f"{rng.choice(['sum', 'max', 'min'])}:{rng.choice([0, 1, 2])}:{rng.choice(['sub', 'tanh'])}"
+        elif kind == "softmax":
+            choice = rng.choice([0, 1, 2])
+        elif kind == "norm":
+            choice = rng.choice(["layer", "rms"])
+        elif kind == "linear":
+            choice = f"{rng.choice([4, 8, 10, 16])}:{rng.choice(['bias', 'nobias'])}"
+        elif kind == "cumsum":
+            choice = rng.choice([1, 2])
+        elif kind == "scale":
+            choice = f"{rng.choice([0.5, 2.0, -1.5])}:{rng.choice([0.0, 1.0])}"
+        elif kind == "split_gate" and width % 2:
+            kind, choice = "unary", rng.choice(UNARY)
+        width = width * 2 if kind == "concat" else width // 2 if kind == "split_gate" else width
+        if kind == "linear":
+            width = int(choice.split(":")[0])
+        plan.steps.append((kind, choice))
+    plan.tail = rng.choice(TAILS)
+    return plan
+
+
+def chain_module(plan: ChainPlan):
+    """The ``nn.Module`` that runs ``plan`` (its parameters made in step order)."""
+    from tvm.relax.frontend import nn
+    from tvm.relax.frontend.nn import op
+
+    dtype = plan.dtype
+    other = "float16" if dtype == "float32" else "float32"
+
+    class Chain(nn.Module):
+        def __init__(self):
+            self.layers = nn.ModuleList([])
+            width = plan.shape[2]
+            for kind, choice in plan.steps:
+                if kind in ("param", "norm") and (kind == "param" or choice == "layer"):
+                    self.layers.append(nn.LayerNorm(width, dtype=dtype))
+                elif kind == "norm":
+                    self.layers.append(nn.RMSNorm(width, axes=-1, dtype=dtype))
+                elif kind == "linear":
+                    out, bias = choice.split(":")
+                    self.layers.append(nn.Linear(width, int(out), bias=bias == "bias", dtype=dtype))
+                width = width * 2 if kind == "concat" else width // 2 if kind == "split_gate" else width
+                width = int(choice.split(":")[0]) if kind == "linear" else width
+
+        def forward(self, x):
+            layers = iter(self.layers)
+            transposed = False
+            for kind, choice in plan.steps:
+                if kind in ("norm", "linear") and transposed:  # their weights belong to the width axis
+                    x, transposed = op.permute_dims(x, [1, 0, 2]), False
+                if kind == "unary":
+                    x = getattr(op, choice)(x)
+                elif kind == "param":
+                    layer = next(layers)
+                    x = layer(x) if choice == "add" else x * op.sigmoid(layer(x))
+                elif kind == "reduce_bcast":
+                    reduce, axis, combine = choice.split(":")
+                    r = getattr(op, reduce)(x, axis=int(axis), keepdims=True)
+                    x = x - r if combine == "sub" else x * op.tanh(r)
+                elif kind == "softmax":
+                    x = op.softmax(x, axis=choice)
+                elif kind in ("norm", "linear"):
+                    x = next(layers)(x)
+                elif kind == "transpose":
+                    x, transposed = op.permute_dims(x, [1, 0, 2]), not transposed
+                elif kind == "cumsum":
+                    x = op.cumsum(x, axis=choice)
+                elif kind == "half_round_trip":
+                    x = op.astype(op.tanh(op.astype(x, other)), dtype)
+                elif kind == "scale":
+                    factor, shift = (float(v) for v in choice.split(":"))
+                    x = x * factor + shift
+                elif kind == "concat":
+                    x = op.concat([x, op.tanh(x)], dim=2)
+                elif kind == "split_gate":
+                    a, b = op.split(x, 2, axis=2)
+                    x = a * op.sigmoid(b)
+                elif kind == "leaky":
+                    x = op.maximum(x, x * 0.1)
+                elif kind == "soft_abs":
+                    x = op.sqrt(op.square(x) + 1.0) - 1.0
+            if transposed:
+                x = op.permute_dims(x, [1, 0, 2])
+            if plan.tail == "sum_length":
+                return op.sum(x, axis=1)
+            if plan.tail == "and_row_max":
+                return x, op.max(x, axis=2)
+            if plan.tail == "self_attention":
+                return op.matmul(op.softmax(op.matmul(x, op.permute_dims(x, [0, 2, 1])) * 0.3, axis=-1), x)
+            return x
+
+    return Chain()
+
+
+def random_models(count: int, seed: int = 0, dtype: str = "float32") -> list:
+    """``count`` random chains from seeds ``seed, seed + 1, ...`` as ``(name, nn.Module, spec)``, the
+    form :func:`~tvm_hybrid_nb.zoo.collect_kernels` takes."""
+    from tvm.relax.frontend.nn import spec
+
+    models = []
+    for s in range(seed, seed + count):
+        plan = chain_plan(s, dtype)
+        models.append((plan.name, chain_module(plan), {"x": spec.Tensor(plan.shape, dtype)}))
+    return models
