@@ -42,7 +42,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     # dump_write (save) < module (HybridModule.save calls it) < dump (load/resume build DumpedModule)
     ("module and dumps (persistence)", {"stage", "dump_write", "module", "bisect", "dump"}),
     ("presentation (pygments, difflib: strings in, HTML out)", {"presentation", "html_report", "verify_report"}),
-    ("tools over modules (thn.verify, fuzzing, model zoo)", {"verification", "fuzz", "zoo", "zoo_outcomes", "zoo_reference", "zoo_undefined", "zoo_thread_local", "zoo_diagnosis", "zoo_models", "tvm_corpus"}),
+    ("tools over modules (thn.verify, fuzzing, model zoo)", {"verification", "fuzz", "zoo", "zoo_outcomes", "zoo_reference", "zoo_undefined", "zoo_thread_local", "zoo_diagnosis", "zoo_models",
+                                                             "zoo_random", "tvm_corpus"}),
     ("UI (ipywidgets)", {"ui"}),
     ("magic (the only IPython glue)", {"magic"}),
     ("entry points", {"__init__", "__main__", "cli", "demo"}),
