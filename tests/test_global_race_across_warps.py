@@ -14,6 +14,7 @@ from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb.errors import EmulationError
+from stage_helpers import device_stages
 
 
 def _reversed_through_global(threads: int, barrier: bool = False):
@@ -39,10 +40,6 @@ def _every_thread_stores_one_value(x: T.Buffer((64,), "float32"), s: T.Buffer((1
         y[tx] = x[tx] + s[0]
 
 
-def _device_stages(hm):
-    return [s for s in hm.stages[:hm.packed_api_index] if s.emulatable and (s.changed or s.index == 0)]
-
-
 def _inputs(threads):
     x = np.random.default_rng(threads).standard_normal((2, threads)).astype(np.float32)
     return x, np.zeros_like(x), np.zeros_like(x)
@@ -50,7 +47,7 @@ def _inputs(threads):
 
 def test_a_read_of_another_warps_write_races_at_every_stage():
     hm = thn.build(_reversed_through_global(128), target="cuda")
-    stages = _device_stages(hm)
+    stages = device_stages(hm)
     assert len(stages) > 5
     for stage in stages:
         x, tmp, y = _inputs(128)
@@ -66,7 +63,7 @@ def test_a_read_of_another_warps_write_races_at_every_stage():
 @pytest.mark.parametrize("threads, barrier", [(32, False), (128, True)])
 def test_one_warp_or_a_barrier_orders_the_read(threads, barrier):
     hm = thn.build(_reversed_through_global(threads, barrier), target="cuda")
-    for stage in _device_stages(hm):
+    for stage in device_stages(hm):
         for mode in ("exact", "fast"):
             x, tmp, y = _inputs(threads)
             hm.emulate(x, tmp, y, stage=stage.index, mode=mode, check=True)
@@ -76,7 +73,7 @@ def test_one_warp_or_a_barrier_orders_the_read(threads, barrier):
 def test_warps_that_all_store_one_value_then_read_it_do_not_race():
     hm = thn.build(_every_thread_stores_one_value, target="cuda")
     x = np.random.default_rng(1).standard_normal(64).astype(np.float32)
-    for stage in _device_stages(hm):
+    for stage in device_stages(hm):
         for mode in ("exact", "fast"):
             y = np.zeros(64, np.float32)
             hm.emulate(x, np.zeros(1, np.float32), y, stage=stage.index, mode=mode, check=True)
@@ -97,7 +94,7 @@ def _overwrite_what_another_warp_read(threads: int):
 def test_overwriting_what_another_warp_read_races(threads):
     hm = thn.build(_overwrite_what_another_warp_read(threads), target="cuda")
     x = np.arange(1, threads + 1, dtype=np.float32)
-    for stage in _device_stages(hm):
+    for stage in device_stages(hm):
         for mode in ("exact", "fast"):
             y = np.zeros(threads, np.float32)
             args = (x.copy(), y)

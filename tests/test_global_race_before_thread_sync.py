@@ -13,6 +13,7 @@ from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb.errors import EmulationError
+from stage_helpers import device_stages
 
 
 @T.prim_func(s_tir=True)
@@ -45,14 +46,10 @@ def own_elements(a: T.Buffer((64,), "float32"), out: T.Buffer((64,), "float32"))
                 out[v] = out[v] + T.float32(1)
 
 
-def _device_stages(hm):
-    return [s for s in hm.stages[:hm.packed_api_index] if s.emulatable and (s.changed or s.index == 0)]
-
-
 def test_two_threads_writing_one_global_element_from_two_branches_race_at_every_stage():
     hm = thn.build(racy_branches, target="cuda")
     a = np.array([1.0, -1.0], np.float32)
-    stages = _device_stages(hm)
+    stages = device_stages(hm)
     assert any(s.name == "s_tir.ThreadSync" for s in hm.stages)
     assert len(stages) > 5
     for stage in stages:
@@ -67,7 +64,7 @@ def test_threads_writing_their_own_global_elements_in_two_loops_pass_and_match_n
     hm = thn.build(own_elements, target="cuda")
     a = np.random.default_rng(0).standard_normal(64).astype(np.float32)
     expected = np.where(a > 0, a, a * np.float32(2)) + np.float32(1)
-    for stage in _device_stages(hm):
+    for stage in device_stages(hm):
         for mode in ("exact", "fast"):
             out = hm.emulate(a, np.zeros(64, np.float32), stage=stage.index, mode=mode, check=True)
             np.testing.assert_array_equal(out, expected, err_msg=f"{stage.label} {mode}")

@@ -13,6 +13,7 @@ from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb.errors import EmulationError
+from stage_helpers import device_stages
 
 
 @T.prim_func
@@ -64,14 +65,10 @@ def racy_parameter_view(A: T.Buffer((32,), "float32"), B: T.Buffer((32,), "float
     B[tx] = v[(tx + 1) % 32] + T.float32(1)  # after SplitHostDevice: B passed to the kernel twice
 
 
-def _device_stages(hm):
-    return [s for s in hm.stages[:hm.packed_api_index] if s.emulatable and (s.changed or s.index == 0)]
-
-
 def test_a_race_through_two_views_of_one_allocation_is_reported_at_every_stage():
     hm = thn.build(racy_views, target="cuda")
     a = np.arange(32, dtype=np.float32)
-    stages = _device_stages(hm)
+    stages = device_stages(hm)
     assert any(s.name == "tirx.StorageRewrite" for s in stages)
     for stage in stages:
         for mode in ("exact", "fast"):
@@ -82,7 +79,7 @@ def test_a_race_through_two_views_of_one_allocation_is_reported_at_every_stage()
 def test_views_of_different_elements_of_one_allocation_do_not_race_and_match_numpy():
     hm = thn.build(views_in_turn, target="cuda")
     a = np.arange(32, dtype=np.float32)
-    for stage in _device_stages(hm):
+    for stage in device_stages(hm):
         for mode in ("exact", "fast"):
             out = hm.emulate(a, np.zeros(32, np.float32), stage=stage.index, mode=mode, check=True)
             np.testing.assert_array_equal(out, np.roll(a, -1) * np.float32(2), err_msg=f"{stage.label} {mode}")
@@ -100,7 +97,7 @@ def test_a_race_between_the_allocation_and_an_offset_view_names_the_element():
 def test_a_race_through_a_view_of_a_parameter_is_reported_after_the_host_passes_it_twice():
     hm = thn.build(racy_parameter_view, target="cuda")
     a = np.arange(32, dtype=np.float32)
-    stages = _device_stages(hm)
+    stages = device_stages(hm)
     assert "def main_kernel(" in stages[-1].source  # the device kernel takes B as two pointers
     for stage in stages:
         with pytest.raises(EmulationError, match=r"data race on B(_\d+)?\[\d+\]: lanes \(threadIdx.x="):

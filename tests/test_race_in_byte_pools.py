@@ -18,6 +18,7 @@ from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb.errors import EmulationError
+from stage_helpers import device_stages
 
 
 @T.prim_func
@@ -50,14 +51,10 @@ def pool_in_turn(A: T.Buffer((32,), "float16"), B: T.Buffer((32,), "float16")):
     B[tx] = b[tx + 32]
 
 
-def _device_stages(hm):
-    return [s for s in hm.stages[:hm.packed_api_index] if s.emulatable and (s.changed or s.index == 0)]
-
-
 def test_two_views_of_a_byte_pool_race_at_every_stage_and_the_message_names_the_bytes():
     hm = thn.build(racy_pool, target="cuda")
     a = np.arange(32, dtype=np.float16)
-    for stage in _device_stages(hm):
+    for stage in device_stages(hm):
         for mode in ("exact", "fast"):
             # StorageRewrite retypes the pool as float16 (its own elements then).
             with pytest.raises(EmulationError,
@@ -68,7 +65,7 @@ def test_two_views_of_a_byte_pool_race_at_every_stage_and_the_message_names_the_
 def test_views_of_separate_bytes_of_a_pool_do_not_race_and_match_numpy():
     hm = thn.build(pool_in_turn, target="cuda")
     a = np.arange(32, dtype=np.float16)
-    for stage in _device_stages(hm):
+    for stage in device_stages(hm):
         for mode in ("exact", "fast"):
             out = hm.emulate(a, np.zeros(32, np.float16), stage=stage.index, mode=mode, check=True)
             np.testing.assert_array_equal(out, np.roll(a, -1) * np.float16(2), err_msg=f"{stage.label} {mode}")
