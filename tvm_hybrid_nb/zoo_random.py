@@ -33,6 +33,13 @@ class ChainPlan:
     tail: str = "none"
     dtype: str = "float32"
 
+    def widths(self) -> list:
+        """The width (last axis) of the value each step takes."""
+        widths = [self.shape[2]]
+        for kind, choice in self.steps[:-1]:
+            widths.append(_next_width(widths[-1], kind, choice))
+        return widths
+
     def describe(self) -> str:
         steps = ", ".join(f"{kind}({choice})" if choice is not None else kind for kind, choice in self.steps)
         return f"{self.name}: {self.dtype}{list(self.shape)} -> {steps} -> {self.tail}"
@@ -65,12 +72,17 @@ def chain_plan(seed: int, dtype: str = "float32") -> ChainPlan:
             choice = f"{rng.choice([0.5, 2.0, -1.5])}:{rng.choice([0.0, 1.0])}"
         elif kind == "split_gate" and width % 2:
             kind, choice = "unary", rng.choice(UNARY)
-        width = width * 2 if kind == "concat" else width // 2 if kind == "split_gate" else width
-        if kind == "linear":
-            width = int(choice.split(":")[0])
+        width = _next_width(width, kind, choice)
         plan.steps.append((kind, choice))
     plan.tail = rng.choice(TAILS)
     return plan
+
+
+def _next_width(width: int, kind: str, choice) -> int:
+    """The width after step ``(kind, choice)`` of a value of ``width``."""
+    if kind == "linear":
+        return int(choice.split(":")[0])
+    return width * 2 if kind == "concat" else width // 2 if kind == "split_gate" else width
 
 
 def chain_module(plan: ChainPlan):
@@ -84,8 +96,7 @@ def chain_module(plan: ChainPlan):
     class Chain(nn.Module):
         def __init__(self):
             self.layers = nn.ModuleList([])
-            width = plan.shape[2]
-            for kind, choice in plan.steps:
+            for (kind, choice), width in zip(plan.steps, plan.widths()):
                 if kind in ("param", "norm") and (kind == "param" or choice == "layer"):
                     self.layers.append(nn.LayerNorm(width, dtype=dtype))
                 elif kind == "norm":
@@ -93,8 +104,6 @@ def chain_module(plan: ChainPlan):
                 elif kind == "linear":
                     out, bias = choice.split(":")
                     self.layers.append(nn.Linear(width, int(out), bias=bias == "bias", dtype=dtype))
-                width = width * 2 if kind == "concat" else width // 2 if kind == "split_gate" else width
-                width = int(choice.split(":")[0]) if kind == "linear" else width
 
         def forward(self, x):
             layers = iter(self.layers)
