@@ -5,7 +5,9 @@
 allocation used to keep its own race records, so two views of one pool never raced: a software
 pipeline's missing barrier between its tile buffers went unreported.  Views of one element size over
 a pool now share its memory as elements of that size (``RaceLog.alias``); a race names a view's element
-and the pool's bytes.
+and the pool's bytes.  Views of two element sizes over one pool (a ``float32`` output tile over the
+bytes where the ``float16`` input tiles were) keep apart records and are compared with each other
+(``RaceLog._check_across_sizes``).
 """
 from __future__ import annotations
 
@@ -51,6 +53,36 @@ def pool_in_turn(A: T.Buffer((32,), "float16"), B: T.Buffer((32,), "float16")):
     B[tx] = b[tx + 32]
 
 
+@T.prim_func
+def racy_sizes(A: T.Buffer((32,), "float32"), B: T.Buffer((32,), "float16")):
+    T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+    bx = T.launch_thread("blockIdx.x", 1)
+    tx = T.launch_thread("threadIdx.x", 32)
+    pool = T.alloc_buffer((256,), "uint8", scope="shared")
+    f = T.decl_buffer((32,), "float32", data=pool.data, scope="shared")
+    h = T.decl_buffer((128,), "float16", data=pool.data, scope="shared")
+    f[tx] = A[tx]
+    T.tvm_storage_sync("shared")
+    h[tx * 2] = T.Cast("float16", f[(tx + 1) % 32])  # thread tx + 1 reads the bytes that thread tx writes
+    T.tvm_storage_sync("shared")
+    B[tx] = h[tx * 2]
+
+
+@T.prim_func
+def sizes_apart(A: T.Buffer((32,), "float32"), B: T.Buffer((32,), "float16")):
+    T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+    bx = T.launch_thread("blockIdx.x", 1)
+    tx = T.launch_thread("threadIdx.x", 32)
+    pool = T.alloc_buffer((256,), "uint8", scope="shared")
+    f = T.decl_buffer((32,), "float32", data=pool.data, scope="shared")
+    h = T.decl_buffer((128,), "float16", data=pool.data, scope="shared")
+    f[tx] = A[tx]
+    T.tvm_storage_sync("shared")
+    h[64 + tx] = T.Cast("float16", f[(tx + 1) % 32])  # the bytes after f's: no race
+    T.tvm_storage_sync("shared")
+    B[tx] = h[64 + tx]
+
+
 def test_two_views_of_a_byte_pool_race_at_every_stage_and_the_message_names_the_bytes():
     hm = thn.build(racy_pool, target="cuda")
     a = np.arange(32, dtype=np.float16)
@@ -71,9 +103,29 @@ def test_views_of_separate_bytes_of_a_pool_do_not_race_and_match_numpy():
             np.testing.assert_array_equal(out, np.roll(a, -1) * np.float16(2), err_msg=f"{stage.label} {mode}")
 
 
-def _tensorized_prefill():
+def test_views_of_two_element_sizes_over_one_pool_race_at_every_stage():
+    hm = thn.build(racy_sizes, target="cuda")
+    a = np.arange(32, dtype=np.float32)
+    for stage in device_stages(hm):
+        for mode in ("exact", "fast"):
+            with pytest.raises(EmulationError, match=r"data race on (f|pool_\d+)\[0\] \(bytes 0-3 of pool\): lanes "
+                               r"\(threadIdx.x=0\) and \(threadIdx.x=31\) .* through views of 2- and 4-byte elements"):
+                hm.emulate(a, np.zeros(32, np.float16), stage=stage.index, mode=mode, check=True)
+
+
+def test_views_of_two_element_sizes_over_separate_bytes_do_not_race_and_match_numpy():
+    hm = thn.build(sizes_apart, target="cuda")
+    a = np.arange(32, dtype=np.float32) - 7.25
+    for stage in device_stages(hm):
+        for mode in ("exact", "fast"):
+            out = hm.emulate(a, np.zeros(32, np.float16), stage=stage.index, mode=mode, check=True)
+            np.testing.assert_array_equal(out, np.roll(a, -1).astype(np.float16), err_msg=f"{stage.label} {mode}")
+
+
+def _tensorized_prefill(out_dtype):
     """dlight's tensor-core schedule of a float16 projection of n tokens (sm_80): its A and B tiles,
-    double-buffered, and the output tile live in one ``uint8`` pool of dynamic shared memory."""
+    double-buffered, and the output tile (``out_dtype``: a float32 tile reuses the float16 tiles'
+    bytes in another element size) live in one ``uint8`` pool of dynamic shared memory."""
     from tvm.relax.frontend import nn
     from tvm.relax.frontend.nn import op, spec
 
@@ -81,7 +133,7 @@ def _tensorized_prefill():
 
     class Prefill(nn.Module):
         def __init__(self):
-            self.proj = nn.Linear(128, 128, bias=True, dtype="float16")
+            self.proj = nn.Linear(128, 128, bias=True, dtype="float16", out_dtype=out_dtype)
 
         def forward(self, x):
             return op.silu(self.proj(x))
@@ -103,11 +155,12 @@ def _without_barrier_before_the_tile_store(stmt):
     return stmt
 
 
-def test_a_missing_barrier_before_a_real_kernel_reuses_its_pool_is_reported_and_the_kernel_is_clean():
-    target, mod = _tensorized_prefill()
+@pytest.mark.parametrize("out_dtype", ["float16", "float32"])
+def test_a_missing_barrier_before_a_real_kernel_reuses_its_pool_is_reported_and_the_kernel_is_clean(out_dtype):
+    target, mod = _tensorized_prefill(out_dtype)
     rng = np.random.default_rng(0)
     args = [rng.standard_normal((1, 40, 128)).astype(np.float16), rng.standard_normal((128, 128)).astype(np.float16),
-            rng.standard_normal((128,)).astype(np.float16), np.zeros((1, 40, 128), np.float16)]
+            rng.standard_normal((128,)).astype(out_dtype), np.zeros((1, 40, 128), out_dtype)]
     hm = thn.build(mod["main"], target=target)
     last = hm.packed_api_index - 1
     assert "buf_dyn_shmem" in hm.stages[last].script

@@ -200,6 +200,10 @@ class RaceLog:
         #: Buffers declared over pointer parameters (:meth:`alias_pointer`): ``(weak reference to the
         #: array owning the memory, root)``.
         self.pointer_roots = []
+        #: Per root of views (:meth:`_alias_to`): its element size; the roots of one memory in views of
+        #: several element sizes (``pool``, ``pool@2``, ``pool@4``) are checked against each other too
+        #: (:meth:`_check_across_sizes`).
+        self.root_units = {}
         self.read_ledger = {}
         #: Per global buffer written by GPU threads since the last barrier: which warps wrote each
         #: element (:meth:`_warp_write`); None where no claim is made.
@@ -270,6 +274,7 @@ class RaceLog:
         if view.size and (low < 0 or high >= int(np.prod(shape, dtype=np.int64))):
             return False
         self.aliases[name] = (*root, offset // item, strides, view.shape)
+        self.root_units[root_name] = item
         if name in self.watched or root_name in self.watched:
             self.watched |= {name, root_name}
         return True
@@ -340,6 +345,8 @@ class RaceLog:
         entry[2].append(item)
         if write:
             self._check(name, shape, lanes, entry[2] if statement else [item])
+            if statement and alias is not None:
+                self._check_across_sizes(self.statement, "one statement", only=name)
         if write and statement and region:
             self.records.setdefault(name, (shape, lanes, []))[2].append(item)
             self._warp_write(name, shape, elems, lane_ids, lanes, values, previous)
@@ -514,6 +521,7 @@ class RaceLog:
         try:
             for name, (shape, lanes, items) in self.records.items():
                 self._check(name, shape, lanes, items, where)
+            self._check_across_sizes(self.records, where)
         finally:
             self.records = {}
             self.warp_ledger = {}
@@ -596,3 +604,63 @@ class RaceLog:
                 f"lanes ({_lane_text(lanes, int(low[bad[0]]))}) "
                 f"and ({_lane_text(lanes, int(high[bad[0]]))}) both access it, at least one writing, with no "
                 f"barrier in between (checked at {where})")
+
+    def _check_across_sizes(self, book, where, only=None):
+        """Races between views of one memory in different element sizes (a ``float32`` output tile over
+        the bytes where ``float16`` input tiles were: ``MergeSharedMemoryAllocations`` reuses its pool):
+        their records are kept apart (one root per element size), so each pair of roots with records in
+        ``book`` is compared here, in the larger element size (``only``: just the pairs of that root)."""
+        groups = {}
+        for root, unit in self.root_units.items():
+            if root in book:
+                groups.setdefault(root.rsplit("@", 1)[0], []).append((unit, root))
+        for roots in groups.values():
+            if len(roots) < 2 or (only is not None and only not in [root for _, root in roots]):
+                continue
+            roots.sort()
+            for i, small in enumerate(roots):
+                for large in roots[i + 1:]:
+                    if only is None or only in (small[1], large[1]):
+                        self._check_size_pair(book, small, large, where)
+
+    def _check_size_pair(self, book, small, large, where):
+        """:meth:`_check_across_sizes` of two roots ``(unit, name)``, ``small`` of the smaller unit: a race
+        is a lane writing bytes that another lane touches through the other root (no same-value pardon:
+        the two views read the bytes as different values)."""
+        (unit_s, name_s), (unit_l, name_l) = small, large
+        shape_s, lanes_s, items_s = book[name_s]
+        shape_l, lanes_l, items_l = book[name_l]
+        if lanes_s != lanes_l or unit_s == unit_l or unit_l % unit_s:
+            return  # lanes numbered differently: no claim
+        sides = []
+        for items, ratio in ((items_s, unit_l // unit_s), (items_l, 1)):
+            items = [item.item() if type(item) is _DeferredRead else item for item in items]
+            if not items:
+                return
+            sides.append((np.concatenate([np.ravel(item[0]) for item in items]) // ratio,
+                          np.concatenate([np.ravel(item[1]) for item in items]),
+                          np.concatenate([np.full(np.size(item[0]), bool(item[2])) for item in items])))
+        if not (sides[0][2].any() or sides[1][2].any()):
+            return
+        size = int(max(sides[0][0].max(initial=-1), sides[1][0].max(initial=-1))) + 1
+        big, ranges = np.iinfo(np.int64).max, []
+        for elems, ids, writes in sides:
+            bounds = []
+            for pick in (writes, slice(None)):  # the lanes that write each element, then all that touch it
+                low, high = np.full(size, big), np.full(size, -1)
+                np.minimum.at(low, elems[pick], ids[pick])
+                np.maximum.at(high, elems[pick], ids[pick])
+                bounds += [low, high]
+            ranges.append(bounds)
+        for (w_low, w_high, _, _), (_, _, a_low, a_high) in ((ranges[0], ranges[1]), (ranges[1], ranges[0])):
+            clash = (w_high >= 0) & (a_high >= 0) & ~((w_low == w_high) & (a_low == w_low) & (a_high == w_low))
+            if clash.any():
+                e = int(np.flatnonzero(clash)[0])
+                writer = int(w_low[e]) if int(a_low[e]) != int(w_low[e]) or int(a_high[e]) != int(w_low[e]) \
+                    else int(w_high[e])
+                other = int(a_low[e]) if int(a_low[e]) != writer else int(a_high[e])
+                raise RuntimeError(
+                    f"data race on {_race_element(name_l, shape_l, e, 0, self.aliases)}: lanes "
+                    f"({_lane_text(lanes_l, writer)}) and ({_lane_text(lanes_l, other)}) both access it, at "
+                    f"least one writing, through views of {unit_s}- and {unit_l}-byte elements, with no barrier "
+                    f"in between (checked at {where})")
