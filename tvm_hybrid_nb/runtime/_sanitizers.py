@@ -179,6 +179,14 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
         rest = ~keep if in_bounds else ~keep & ok
         if rest.any():
             out[rest] = buffer[tuple(f[rest] for f in full)]
+    if lanes:
+        # Along the lane axes of the race record that neither the index nor the mask follows, every
+        # lane reads the same element: one value, the shape the read has without the sanitizer (a
+        # fragment that all threads load alike is one copy, written through a view without them).
+        own = np.broadcast_shapes(*[i.shape for i in index], *([np.shape(mask)] if mask is not None else []))
+        own = (1,) * (len(shape) - len(own)) + tuple(own)
+        if own != shape:
+            out = out[tuple(slice(0, 1) if extent == 1 else slice(None) for extent in own)]
     return out[()] if out.ndim == 0 else out
 
 
