@@ -13,6 +13,7 @@ from .analysis import block_scoped_allocations, grid_loop, walk_typed
 from .plan import LANES, PARALLEL_CHUNKS, emit_with_plan
 from .control import _FEW_OUTER_ITERATIONS
 from .state import ProgressLevel
+from .tensorcore import WARP_STORE_ATTR
 from .names import Value, _python_name, _Axis, _BufferInfo, _CannotVectorize, _dtype, _is_true, _key, _name, _store_name, _type_key, thread_key
 
 
@@ -76,6 +77,12 @@ class GpuMixin:
             zero = tirx.const(0, _dtype(iv.var))
             return self._thread_lanes(iv.var, zero, Value(ast.Constant(0), "py", _dtype(iv.var)), node.value,
                                       str(iv.thread_tag), node.body)
+        if node.attr_key == WARP_STORE_ATTR:
+            self.gpu.warp_store += 1
+            try:
+                return self.visit_stmt(node.body)
+            finally:
+                self.gpu.warp_store -= 1
         if node.attr_key == "reduce_scope":
             self.gpu.reducers.append(node.node)
             try:

@@ -183,6 +183,8 @@ class SanitizerMixin:
                         self.gpu.region_written.add(info.name)
             if self.gpu.serial_blocks and info.scope == "global":
                 record["grid"] = True
+            if write and self.gpu.warp_store:
+                record["warp_store"] = True
             record["lanes"] = lanes
         keywords.update(self._record_keywords(record))
         index = ast.Tuple(prefix + [v.node for v in values], ast.Load())

@@ -18,7 +18,8 @@ as any other code:
   Fragments belong to a warp; the emulator gives every thread its copy (as ``local`` memory), and
   each thread of the warp performs the warp's operation on its own copy, with the same result.
 - ``load``/``store``: element ``(r, c)`` of the matrix is at ``pointer[r * ldm + c]`` (``row_major``)
-  or ``pointer[c * ldm + r]`` (``col_major``), the pointer a ``tvm_access_ptr`` into a buffer.
+  or ``pointer[c * ldm + r]`` (``col_major``), the pointer a ``tvm_access_ptr`` into a buffer.  A
+  store's nest is marked (:data:`WARP_STORE_ATTR`) for the race sanitizer.
 - ``mma``: ``D = A @ B + C``, each element summed in ``k`` order: for int8 in int32 (exact, wrapping);
   for float16 (and bfloat16) in float32 (products of float16 are exact there) and rounded once to
   the accumulator's dtype.  The hardware does not specify its float accumulation order or internal
@@ -49,6 +50,12 @@ MATRIX_CALLS = WMMA_CALLS + SIMDGROUP_CALLS
 #: The multiply-adds: ``(d, d_index, a, a_index, b, b_index, c, c_index)`` in both.
 MMA_CALLS = ("tirx.tvm_mma_sync", "tirx.simdgroup_multiply_accumulate")
 SIMDGROUP_SCOPE = "metal.simdgroup"
+
+#: The ``AttrStmt`` key around the loop nest of a warp's store of a fragment into memory: the warp
+#: stores the tile together, each element by one lane (which one is unspecified), so the race
+#: sanitizer records each element as written by one lane of the warp (``access(warp_store=True)``),
+#: not by every lane that runs the nest; a lane reading the tile back needs a barrier first.
+WARP_STORE_ATTR = "tvm_hybrid_nb.warp_store"
 
 #: The attribute :func:`wmma_as_computed` puts on a function whose float fragments it multiplies.
 FLOAT_MMA_ATTR = "tvm_hybrid_nb.float_mma"
@@ -309,7 +316,8 @@ class _Rewriter:
                 value = tirx.Cast(str(memory.dtype), value)
             return tirx.BufferStore(memory, value, at(r, c))
 
-        return self.loop("r", rows, lambda r: self.loop("c", cols, lambda c: body(r, c)))
+        nest = self.loop("r", rows, lambda r: self.loop("c", cols, lambda c: body(r, c)))
+        return nest if load else tirx.AttrStmt(memory.data, WARP_STORE_ATTR, tirx.const(1, "int32"), nest)
 
     def mma(self, args, name: str):
         d, a, b, c = (self.buffer(args[i], name) for i in (0, 2, 4, 6))

@@ -26,7 +26,7 @@ import numpy as np  # noqa: F401  (used inside helpers copied into scripts)
 # isort: off
 from ._lanes import parallel, vectorized, unrolled
 from ._gpu import thread_binding, thread_lanes, barrier, _first_block, _barrier_threads
-from ._race_log import _lane_ids, _lane_text, _warp_numbers, _warp_bits, _distinct, _lanes_apart, _root_elements, _DeferredRead, _memory_root, _race_element, RaceLog
+from ._race_log import _lane_ids, _lane_text, _thread_numbers, _warp_store_ids, _warp_numbers, _warp_bits, _distinct, _lanes_apart, _root_elements, _DeferredRead, _memory_root, _race_element, RaceLog
 from ._sanitizers import _direct_access
 from ._lanes import last_lane, last_lane_along
 from ._sanitizers import (_lane_note, _unwritten_message, access, read_written, read_logged,
@@ -74,10 +74,12 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "power_in_double": ("libm",),
     "libm_float32": ("_c_math", "_c_name"),
     "_threads_first": ("_lane_array",),
-    "RaceLog": ("_lane_text", "_warp_bits", "_DeferredRead", "_distinct", "_lanes_apart", "_memory_root", "_root_elements",
+    "RaceLog": ("_lane_text", "_thread_numbers", "_warp_store_ids", "_warp_bits", "_DeferredRead", "_distinct", "_lanes_apart", "_memory_root", "_root_elements",
                 "_race_element"),
     "_DeferredRead": ("_lane_ids", "_root_elements"),
     "_warp_bits": ("_warp_numbers",),
+    "_warp_numbers": ("_thread_numbers",),
+    "_warp_store_ids": ("_thread_numbers",),
     "access": ("_lane_ids", "_direct_access", "_unwritten_message", "_lane_note"),
     "read_written": ("_unwritten_message", "_lane_note"),
     "read_logged": ("read_written",),

@@ -23,11 +23,46 @@ def _lane_ids(lanes, shape):
 
 
 def _lane_text(lanes, lane):
+    span = int(np.prod([int(extent) for _axis, extent, _tag in lanes]))
+    if lane >= span:  # a warp's tile store (:func:`_warp_store_ids`)
+        warp, lane = divmod(lane, span)
+        others = [part for part in _lane_text(lanes, lane).split(", ") if not part.startswith("threadIdx.")]
+        store = f"the warp of threads {32 * (warp - 1)}-{32 * warp - 1}, storing a tensor-core tile"
+        return ", ".join(others + [store])
     parts = []
     for _axis, extent, tag in reversed(lanes):
         parts.append(f"{tag}={lane % extent}")
         lane //= extent
     return ", ".join(reversed(parts))
+
+
+def _thread_numbers(lanes, ids):
+    """Each lane's thread number in its block (``threadIdx.x`` fastest, then ``.y``, ``.z``: CUDA's
+    linear order, which cuts the block into warps), from lane numbers ``ids`` (:func:`_lane_ids` of
+    ``lanes``); the threads that are no lane axis count as thread 0 of their axis."""
+    extents = {tag: int(extent) for _axis, extent, tag in lanes if tag.startswith("threadIdx.")}
+    coords = {}
+    ids = np.asarray(ids, np.int64)
+    for _axis, extent, tag in reversed(lanes):
+        coords[tag] = ids % int(extent)
+        ids = ids // int(extent)
+    x, y = extents.get("threadIdx.x", 1), extents.get("threadIdx.y", 1)
+    return coords.get("threadIdx.x", 0) + x * (coords.get("threadIdx.y", 0) + y * coords.get("threadIdx.z", 0))
+
+
+def _warp_store_ids(lanes, ids):
+    """The race-record lane of a warp's store of a tensor-core tile (``RaceLog.record(warp_store=True)``):
+    the warp stores the tile together, each element by one lane, which one unspecified, so no thread
+    owns the element: one number per warp (and per lane of the other axes, GPU blocks), none a
+    thread's: ``span * (1 + warp)`` plus the lane's number with its thread coordinates 0."""
+    span = int(np.prod([int(extent) for _axis, extent, _tag in lanes]))
+    ids = np.asarray(ids, np.int64)
+    rest, left, weight = np.zeros_like(ids), ids, 1
+    for _axis, extent, tag in reversed(lanes):
+        if not tag.startswith("threadIdx."):
+            rest = rest + left % int(extent) * weight
+        left, weight = left // int(extent), weight * int(extent)
+    return span * (1 + _thread_numbers(lanes, ids) // 32) + rest
 
 
 def _warp_numbers(lanes):
@@ -38,21 +73,9 @@ def _warp_numbers(lanes):
     if not tags or any(tag not in ("threadIdx.x", "threadIdx.y", "threadIdx.z") for tag in tags) \
             or len(set(tags)) != len(tags):
         return None
-    extents = {tag: int(extent) for _axis, extent, tag in lanes}
-    if int(np.prod(list(extents.values()))) <= 32:
+    if int(np.prod([int(extent) for _axis, extent, _tag in lanes])) <= 32:
         return None
-    x, y = extents.get("threadIdx.x", 1), extents.get("threadIdx.y", 1)
-
-    def warp_of(ids):
-        ids = np.asarray(ids, np.int64)
-        coords = {}
-        for _axis, extent, tag in reversed(lanes):
-            coords[tag] = ids % int(extent)
-            ids = ids // int(extent)
-        linear = coords.get("threadIdx.x", 0) + x * (coords.get("threadIdx.y", 0) + y * coords.get("threadIdx.z", 0))
-        return np.asarray(linear // 32, np.int64)
-
-    return warp_of
+    return lambda ids: np.asarray(_thread_numbers(lanes, ids) // 32, np.int64)
 
 
 def _warp_bits(lanes, lane_ids):
@@ -323,14 +346,17 @@ class RaceLog:
         self.statement = {}
 
     def record(self, name, shape, index, lane_ids, write, lanes, values=None, statement=False, previous=None,
-               grid=False, region=False, lead=0):
+               grid=False, region=False, lead=0, warp_store=False):
         """``values``: what a write stores; ``previous``: what the elements held before it;
         ``grid``: global memory, also checked against the other blocks of the grid; ``region``
         (with ``statement``): writes are also kept until the threads end (global memory before
         ThreadSync: no barrier orders two threads' writes, while a read before another thread's write
         in a later statement is ordered by the lockstep TVM's warp-synchronous code relies on); a
         read is checked against them: another warp's earlier write is a race
-        (:meth:`_warp_read`)."""
+        (:meth:`_warp_read`); ``warp_store``: a warp's store of a tensor-core tile, which the warp
+        performs together, each element by a lane of its own, unspecified: recorded as written by the
+        warp (:func:`_warp_store_ids`), not by each lane that runs the emulated store, so a lane that
+        reads the tile back before a barrier races with it."""
         alias = None if lead else self.aliases.get(name)
         if lead:
             self.leads[name] = lead
@@ -339,6 +365,12 @@ class RaceLog:
             elems = np.broadcast_to(_root_elements(alias, index), lane_ids.shape)
         else:
             elems = np.ravel_multi_index(index, shape) if index else np.zeros(lane_ids.shape, np.int64)
+        ledger = (elems, lane_ids, values, previous)  # the warp ledgers count real threads
+        if warp_store and any(tag.startswith("threadIdx.") for _axis, _extent, tag in lanes):
+            first = _thread_numbers(lanes, lane_ids) % 32 == 0  # one record a warp
+            elems, lane_ids = elems[first], _warp_store_ids(lanes, lane_ids[first])
+            values = None if values is None else values[first]
+            previous = None if previous is None else previous[first]
         book = self.statement if statement else self.records
         entry = book.setdefault(name, (shape, lanes, []))
         item = (elems, lane_ids, write, values, previous)
@@ -349,7 +381,7 @@ class RaceLog:
                 self._check_across_sizes(self.statement, "one statement", only=name)
         if write and statement and region:
             self.records.setdefault(name, (shape, lanes, []))[2].append(item)
-            self._warp_write(name, shape, elems, lane_ids, lanes, values, previous)
+            self._warp_write(name, shape, ledger[0], ledger[1], lanes, ledger[2], ledger[3])
         elif statement and region and (name in self.warp_ledger or name in self.watched):
             self._warp_read(name, shape, elems, lane_ids, lanes)
         if grid and self.block is not None:

@@ -71,7 +71,7 @@ def _direct_access(buffer, index, write, value, mask, shadow, lanes, poison):
 
 
 def access(buffer, index, name, write=False, value=None, mask=None, shadow=None, log=None, lanes=(),
-           statement=False, poison=None, grid=False, region=False, lead=0, at=()):
+           statement=False, poison=None, grid=False, region=False, lead=0, at=(), warp_store=False):
     """Sanitizer access (``check=True``): bounds, reads of never-written allocation elements, and
     the per-lane record for race detection; then the read (returned) or write itself.
 
@@ -80,7 +80,7 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     ``RaceLog.record``; ``lead``: how many leading entries of ``index`` pick the emulator's copy
     of the buffer (per thread, per block lane), left out of the element that errors name;
     ``at``: the GPU (or parallel) loops around it, by which errors name the thread (see
-    :func:`_lane_note`).
+    :func:`_lane_note`); ``warp_store``: a warp's store of a tensor-core tile (see ``RaceLog.record``).
 
     ``poison`` (a :class:`RaceLog`) follows MemorySanitizer's rule for a thread's registers: a
     never-written element read into a value that is only stored to thread-local memory is no error
@@ -151,7 +151,8 @@ def access(buffer, index, name, write=False, value=None, mask=None, shadow=None,
     written = np.broadcast_to(np.asarray(value).astype(buffer.dtype, copy=False), shape + extra)[keep] if write else None
     if log is not None and lanes:
         log.record(name, buffer.shape[:len(index)], sel, _lane_ids(lanes, shape)[keep], write, lanes, written,
-                   statement, previous=buffer[sel] if write else None, grid=grid, region=region, lead=lead)
+                   statement, previous=buffer[sel] if write else None, grid=grid, region=region, lead=lead,
+                   warp_store=warp_store)
     if write:
         buffer[sel] = written
         if shadow is not None:
