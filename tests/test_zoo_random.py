@@ -1,5 +1,6 @@
 """``zoo --random N``: random chains of ``nn`` operators, fused by TVM's Relax pipeline into kernels
-that no single-operator model makes, each checked as the zoo checks its own models."""
+that no single-operator model makes, and (``--family decoder``) random decoder layers, each checked as
+the zoo checks its own models."""
 from __future__ import annotations
 
 import subprocess
@@ -8,7 +9,7 @@ import sys
 import pytest
 
 from tvm_hybrid_nb import zoo
-from tvm_hybrid_nb.zoo_random import chain_plan, random_models
+from tvm_hybrid_nb.zoo_random import chain_plan, decoder_plan, random_models, random_plans
 
 
 def test_a_seed_draws_the_same_chain_and_widths_follow_the_steps():
@@ -32,6 +33,42 @@ def test_the_command_line_takes_random_models_and_refuses_them_with_a_script():
                           "--flavour", "none"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| none |" in run.stdout and " 0 | 0 | 0 |" in run.stdout
+    decoder = subprocess.run([sys.executable, "-m", "tvm_hybrid_nb", "zoo", "--random", "1", "--family", "decoder",
+                              "--seed", "2", "--flavour", "none", "-v"], capture_output=True, text=True, timeout=600)
+    assert decoder.returncode == 0, decoder.stderr[-2000:]
+    assert "d2.fused_matmul" in decoder.stdout and " 0 | 0 | 0 |" in decoder.stdout
     both = subprocess.run([sys.executable, "-m", "tvm_hybrid_nb", "zoo", "--random", "1", "--models", "x.py"],
                           capture_output=True, text=True, timeout=600)
     assert both.returncode != 0 and "--random and --models are exclusive" in both.stderr
+
+
+def test_decoder_plans_cover_grouped_heads_caches_rope_and_symbolic_lengths():
+    assert decoder_plan(23).describe() == decoder_plan(23).describe() != decoder_plan(24).describe()
+    plans = random_plans(40, family="decoder")
+    assert all(p.heads % p.kv_heads == 0 for p in plans)
+    for feature in (lambda p: p.kv_heads < p.heads, lambda p: p.past, lambda p: p.rope, lambda p: p.gated,
+                    lambda p: p.length == "n", lambda p: p.length == 1, lambda p: p.norm == "layer"):
+        assert any(feature(p) for p in plans) and not all(feature(p) for p in plans)
+    with pytest.raises(ValueError, match="family must be one of"):
+        random_plans(1, family="encoder")
+
+
+def test_a_random_decoder_layer_emulates_exactly_unscheduled_and_under_dlights_gpu_rules():
+    """d23: two query heads sharing one key/value head, rotary embedding, a past cache of m positions
+    before n new tokens under a causal mask, layer norms and biases."""
+    (name, module, spec), = random_models(1, seed=23, family="decoder")
+    assert "2 heads (1 kv)" in decoder_plan(23).describe() and "past cache" in decoder_plan(23).describe()
+    kernels = zoo.collect_kernels([(name, module, spec)])
+    names = [k.name for k in kernels]
+    assert any("repeat" in n for n in names) and any("triu" in n for n in names), names
+    for kernel in kernels:
+        if kernel.llvm is not None:
+            outcome = zoo.check_kernel(kernel.name, kernel.llvm, "none", reference=kernel.reference)
+            assert outcome.outcome == "ok", outcome
+    # The attention's own kernels under dlight's GPU rules: scores with the mask over cache and tokens,
+    # the grouped heads' repeat, the softmax (the projections are the zoo's Linear layers).
+    attention = [k for k in kernels if k.cuda is not None and any(w in k.name for w in ("triu", "repeat", "softmax"))]
+    assert len(attention) >= 3, [k.name for k in kernels]
+    for kernel in attention:
+        outcome = zoo.check_kernel(kernel.name, kernel.cuda, "dlight-gpu", reference=kernel.reference)
+        assert outcome.outcome == "ok", outcome

@@ -99,7 +99,7 @@ def _zoo_models(args) -> list | None:
             raise CliError(f"zoo: --random wants a number of models of 1 or more, got {args.random}")
         from .zoo_random import random_models
 
-        return random_models(args.random, seed=args.seed, dtype=args.dtype)
+        return random_models(args.random, seed=args.seed, dtype=args.dtype, family=args.family)
     return load_zoo_models(args.models)
 
 

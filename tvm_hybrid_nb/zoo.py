@@ -729,6 +729,8 @@ def cli_main(args, models: list | None = None) -> int:
 
 def add_parser(sub, parents, formatter_class):
     """The ``zoo`` subcommand of the command line."""
+    from .zoo_random import FAMILIES
+
     p = sub.add_parser("zoo", parents=parents, formatter_class=formatter_class,
                        help="emulate every kernel of the real-model zoo at every stage",
                        description="Lower small tvm.relax.frontend.nn models as TVM's backends do, schedule "
@@ -748,12 +750,15 @@ def add_parser(sub, parents, formatter_class):
                    help="your own models instead of the zoo's: SCRIPT.py defines models() returning "
                         "[(name, nn.Module, spec), ...], spec as zoo.collect_kernels takes it")
     p.add_argument("--random", type=int, metavar="N",
-                   help="N random chains of nn operators instead of the zoo's models (zoo_random: fused "
-                        "combinations no single-operator model makes); model rSEED replays with --random 1 "
-                        "--seed SEED")
-    p.add_argument("--seed", type=int, default=0, help="the first random chain's seed (default 0)")
+                   help="N random models instead of the zoo's (zoo_random): chains of nn operators (fused "
+                        "combinations no single-operator model makes) or, with --family decoder, decoder layers; "
+                        "model rSEED (dSEED) replays with --random 1 --seed SEED")
+    p.add_argument("--family", choices=FAMILIES, default="chain",
+                   help="what --random draws: chains of operators (default) or decoder layers (heads, grouped "
+                        "kv heads, rope, norms, gated MLPs, a past cache, static or symbolic length)")
+    p.add_argument("--seed", type=int, default=0, help="the first random model's seed (default 0)")
     p.add_argument("--dtype", choices=("float32", "float16"), default="float32",
-                   help="the random chains' dtype (default float32)")
+                   help="the random models' dtype (default float32)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each kernel as it finishes")
     p.set_defaults(func=cli_main)
     return p

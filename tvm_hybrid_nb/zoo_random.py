@@ -7,6 +7,12 @@ here is drawn from a seed: an input of shape ``(batch, length, width)`` (a third
 symbolic length ``n``), then 3 to 6 steps, each one of :data:`STEPS`, then a tail (:data:`TAILS`).
 A model is plain data first (:class:`ChainPlan`, so that a failing seed can be printed and replayed),
 then the ``nn.Module`` that runs it (:func:`chain_module`).
+
+The ``decoder`` family (``zoo --random N --family decoder``) draws Llama- and GPT-style decoder layers
+instead (:class:`DecoderPlan`, :func:`decoder_module`): heads and grouped key/value heads, head size,
+rotary embedding or none, RMS or layer norm, a gated or plain MLP with SiLU, GELU or ReLU, biases,
+a causal mask, a past key/value cache of symbolic length ``m``, a static or symbolic length ``n``:
+the shapes dlight's rules pick different schedules for (GEMV for one token, Matmul otherwise).
 """
 from __future__ import annotations
 
@@ -155,13 +161,137 @@ def chain_module(plan: ChainPlan):
     return Chain()
 
 
-def random_models(count: int, seed: int = 0, dtype: str = "float32") -> list:
-    """``count`` random chains from seeds ``seed, seed + 1, ...`` as ``(name, nn.Module, spec)``, the
-    form :func:`~tvm_hybrid_nb.zoo.collect_kernels` takes."""
+@dataclass
+class DecoderPlan:
+    """One random decoder layer as data (see the module docstring); ``length``: tokens, an int or
+    ``"n"``; ``ffn``: the MLP's hidden width."""
+
+    name: str
+    dtype: str
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    length: object
+    rope: bool
+    norm: str
+    act: str
+    gated: bool
+    bias: bool
+    past: bool
+    causal: bool
+
+    @property
+    def width(self) -> int:
+        return self.heads * self.head_dim
+
+    def describe(self) -> str:
+        parts = [f"{self.heads} heads ({self.kv_heads} kv) of {self.head_dim}", f"ffn {self.ffn}",
+                 f"{self.norm} norm", f"{'gated ' if self.gated else ''}{self.act}"]
+        parts += [flag for flag, on in (("rope", self.rope), ("bias", self.bias), ("past cache", self.past),
+                                        ("causal", self.causal)) if on]
+        return f"{self.name}: {self.dtype}[1, {self.length}, {self.width}] decoder, " + ", ".join(parts)
+
+
+def decoder_plan(seed: int, dtype: str = "float32") -> DecoderPlan:
+    """The decoder layer that ``seed`` draws."""
+    rng = random.Random(seed)
+    heads = rng.choice([1, 2, 4])
+    kv_heads = rng.choice([h for h in (1, 2, 4) if h <= heads and heads % h == 0])
+    head_dim = rng.choice([8, 16, 32])
+    width = heads * head_dim
+    return DecoderPlan(
+        f"d{seed}", dtype, heads, kv_heads, head_dim, ffn=rng.choice([2 * width, 3 * width, 40]),
+        length="n" if rng.random() < 0.6 else rng.choice([1, 3, 6]), rope=rng.random() < 0.6,
+        norm=rng.choice(["rms", "layer"]), act=rng.choice(["silu", "gelu", "relu"]), gated=rng.random() < 0.6,
+        bias=rng.random() < 0.4, past=rng.random() < 0.5, causal=rng.random() < 0.7)
+
+
+def decoder_module(plan: DecoderPlan):
+    """The ``nn.Module`` of ``plan``: ``forward(x, cos, sin, past_k, past_v)`` (the inputs a plan
+    without rotary embedding or cache leaves unused)."""
+    from tvm.relax.frontend import nn
+    from tvm.relax.frontend.nn import op
+
+    dt, hd, nh, kvh, width = plan.dtype, plan.head_dim, plan.heads, plan.kv_heads, plan.width
+
+    def norm():
+        return nn.RMSNorm(width, -1, dtype=dt, bias=False) if plan.norm == "rms" else nn.LayerNorm(width, dtype=dt)
+
+    def rotate(t, cos, sin):
+        t1, t2 = op.split(t, 2, axis=-1)
+        return t * cos + op.concat([op.negative(t2), t1], dim=-1) * sin
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            self.attn_norm, self.mlp_norm = norm(), norm()
+            self.q = nn.Linear(width, nh * hd, bias=plan.bias, dtype=dt)
+            self.kv = nn.Linear(width, 2 * kvh * hd, bias=plan.bias, dtype=dt)
+            self.o = nn.Linear(nh * hd, width, bias=plan.bias, dtype=dt)
+            self.up = nn.Linear(width, 2 * plan.ffn if plan.gated else plan.ffn, bias=plan.bias, dtype=dt)
+            self.down = nn.Linear(plan.ffn, width, bias=plan.bias, dtype=dt)
+
+        def forward(self, x, cos, sin, past_k, past_v):
+            b, n, _ = x.shape
+            h = self.attn_norm(x)
+            q = op.reshape(self.q(h), (b, n, nh, hd))
+            k, v = op.split(op.reshape(self.kv(h), (b, n, 2 * kvh, hd)), 2, axis=2)
+            if plan.rope:
+                q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+            if plan.past:
+                k, v = op.concat([past_k, k], dim=1), op.concat([past_v, v], dim=1)
+            if kvh != nh:
+                k, v = op.repeat(k, nh // kvh, axis=2), op.repeat(v, nh // kvh, axis=2)
+            q, k, v = (op.permute_dims(t, [0, 2, 1, 3]) for t in (q, k, v))
+            scores = op.matmul(q, op.permute_dims(k, [0, 1, 3, 2])) * (1.0 / hd ** 0.5)
+            if plan.causal:  # a token sees the cache and the tokens up to itself
+                total = k.shape[2]
+                scores = scores + op.triu(op.full((n, total), -1e4, dt), total - n + 1 if plan.past else 1)
+            probs = op.astype(op.softmax(op.astype(scores, "float32"), axis=-1), dt)
+            x = x + self.o(op.reshape(op.permute_dims(op.matmul(probs, v), [0, 2, 1, 3]), (b, n, nh * hd)))
+            u = self.up(self.mlp_norm(x))
+            if plan.gated:
+                gate, u = op.split(u, 2, axis=-1)
+                u = getattr(op, plan.act)(gate) * u
+            else:
+                u = getattr(op, plan.act)(u)
+            return x + self.down(u)
+
+    return Decoder()
+
+
+def decoder_spec(plan: DecoderPlan) -> dict:
+    """The input specs of :func:`decoder_module`'s ``forward``."""
+    from tvm.relax.frontend.nn import spec
+
+    n, dt = plan.length, plan.dtype
+    return {"x": spec.Tensor((1, n, plan.width), dt), "cos": spec.Tensor((n, 1, plan.head_dim), dt),
+            "sin": spec.Tensor((n, 1, plan.head_dim), dt),
+            "past_k": spec.Tensor((1, "m", plan.kv_heads, plan.head_dim), dt),
+            "past_v": spec.Tensor((1, "m", plan.kv_heads, plan.head_dim), dt)}
+
+
+#: ``zoo --random N --family F``: what each family draws.
+FAMILIES = ("chain", "decoder")
+
+
+def random_plans(count: int, seed: int = 0, dtype: str = "float32", family: str = "chain") -> list:
+    """The plans of ``count`` random models of ``family`` from seeds ``seed, seed + 1, ...``."""
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    draw = chain_plan if family == "chain" else decoder_plan
+    return [draw(s, dtype) for s in range(seed, seed + count)]
+
+
+def random_models(count: int, seed: int = 0, dtype: str = "float32", family: str = "chain") -> list:
+    """``count`` random models of ``family`` (:data:`FAMILIES`) from seeds ``seed, seed + 1, ...`` as
+    ``(name, nn.Module, spec)``, the form :func:`~tvm_hybrid_nb.zoo.collect_kernels` takes."""
     from tvm.relax.frontend.nn import spec
 
     models = []
-    for s in range(seed, seed + count):
-        plan = chain_plan(s, dtype)
-        models.append((plan.name, chain_module(plan), {"x": spec.Tensor(plan.shape, dtype)}))
+    for plan in random_plans(count, seed, dtype, family):
+        if isinstance(plan, DecoderPlan):
+            models.append((plan.name, decoder_module(plan), decoder_spec(plan)))
+        else:
+            models.append((plan.name, chain_module(plan), {"x": spec.Tensor(plan.shape, dtype)}))
     return models
