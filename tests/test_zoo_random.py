@@ -1,6 +1,6 @@
 """``zoo --random N``: random chains of ``nn`` operators, fused by TVM's Relax pipeline into kernels
-that no single-operator model makes, and (``--family decoder``) random decoder layers, each checked as
-the zoo checks its own models."""
+that no single-operator model makes, and (``--family``) random decoder layers and conv nets, each
+checked as the zoo checks its own models."""
 from __future__ import annotations
 
 import subprocess
@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tvm_hybrid_nb import zoo
-from tvm_hybrid_nb.zoo_random import chain_plan, decoder_plan, random_models, random_plans
+from tvm_hybrid_nb.zoo_random import chain_plan, decoder_plan, image_plan, random_models, random_plans
 
 
 def test_a_seed_draws_the_same_chain_and_widths_follow_the_steps():
@@ -72,3 +72,36 @@ def test_a_random_decoder_layer_emulates_exactly_unscheduled_and_under_dlights_g
     for kernel in attention:
         outcome = zoo.check_kernel(kernel.name, kernel.cuda, "dlight-gpu", reference=kernel.reference)
         assert outcome.outcome == "ok", outcome
+
+
+def test_image_plans_never_pool_an_image_away_and_cover_symbolic_sizes():
+    plans = random_plans(60, family="image")
+    assert any(p.shape[2] == "h" for p in plans) and any(p.shape[2] != "h" for p in plans)
+    kinds = {kind for p in plans for kind, _ in p.steps}
+    assert {"conv", "dwconv", "maxpool", "avgpool", "group_norm", "upsample", "concat"} <= kinds
+    for plan in plans:
+        size = 4 if plan.shape[2] == "h" else plan.shape[2]
+        for kind, choice in plan.steps:
+            if kind == "conv":
+                _, kernel, stride, _ = (int(v) if v.isdigit() else v for v in choice.split(":"))
+                size = (size + 2 * (kernel // 2) - kernel) // stride + 1
+            elif kind == "maxpool":
+                size = -(-size // 2) if choice == "ceil" else size // 2
+            elif kind == "upsample":
+                assert plan.shape[2] != "h", plan.describe()
+                size *= 2
+            assert size >= 1, plan.describe()
+
+
+def test_a_random_conv_net_emulates_exactly_unscheduled_and_under_dlights_gpu_rules():
+    """i4: a depthwise and a 1x1 convolution, average pooling counting the padding, floor-mode max pooling,
+    over a symbolic h x w image."""
+    assert image_plan(4).shape[2:] == ("h", "w")
+    kernels = zoo.collect_kernels(random_models(1, seed=4, family="image"))
+    names = [k.name for k in kernels]
+    assert any("conv2d" in n for n in names) and any("pool" in n for n in names), names
+    for kernel in kernels:
+        for flavour, func in (("none", kernel.llvm), ("dlight-gpu", kernel.cuda)):
+            if func is not None:
+                outcome = zoo.check_kernel(kernel.name, func, flavour, reference=kernel.reference)
+                assert outcome.outcome == "ok", outcome

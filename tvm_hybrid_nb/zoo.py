@@ -751,11 +751,12 @@ def add_parser(sub, parents, formatter_class):
                         "[(name, nn.Module, spec), ...], spec as zoo.collect_kernels takes it")
     p.add_argument("--random", type=int, metavar="N",
                    help="N random models instead of the zoo's (zoo_random): chains of nn operators (fused "
-                        "combinations no single-operator model makes) or, with --family decoder, decoder layers; "
-                        "model rSEED (dSEED) replays with --random 1 --seed SEED")
+                        "combinations no single-operator model makes), decoder layers or conv nets (--family); "
+                        "model rSEED (dSEED, iSEED) replays with --random 1 --seed SEED")
     p.add_argument("--family", choices=FAMILIES, default="chain",
-                   help="what --random draws: chains of operators (default) or decoder layers (heads, grouped "
-                        "kv heads, rope, norms, gated MLPs, a past cache, static or symbolic length)")
+                   help="what --random draws: chains of operators (default), decoder layers (heads, grouped "
+                        "kv heads, rope, norms, gated MLPs, a past cache, static or symbolic length) or image "
+                        "conv nets (convolutions, pooling, group norm, upsampling, static or symbolic size)")
     p.add_argument("--seed", type=int, default=0, help="the first random model's seed (default 0)")
     p.add_argument("--dtype", choices=("float32", "float16"), default="float32",
                    help="the random models' dtype (default float32)")

@@ -13,6 +13,11 @@ instead (:class:`DecoderPlan`, :func:`decoder_module`): heads and grouped key/va
 rotary embedding or none, RMS or layer norm, a gated or plain MLP with SiLU, GELU or ReLU, biases,
 a causal mask, a past key/value cache of symbolic length ``m``, a static or symbolic length ``n``:
 the shapes dlight's rules pick different schedules for (GEMV for one token, Matmul otherwise).
+The ``image`` family draws small conv nets (:class:`ImagePlan`, :func:`image_module`): 2 to 5 steps
+among convolutions (1x1 or 3x3, strides 1 and 2, biases), depthwise convolutions, max pooling (ceil or
+floor mode), average pooling (with or without the padding counted), group norm, activations, residual
+adds, nearest or bilinear upsampling, a softmax over channels, centring over the image, concatenation
+of channels; a quarter over a symbolic image size ``h x w``.
 """
 from __future__ import annotations
 
@@ -271,15 +276,125 @@ def decoder_spec(plan: DecoderPlan) -> dict:
             "past_v": spec.Tensor((1, "m", plan.kv_heads, plan.head_dim), dt)}
 
 
+#: The steps an image plan draws from (convolutions twice as often).
+IMAGE_STEPS = ("conv", "conv", "dwconv", "maxpool", "avgpool", "group_norm", "unary", "residual", "upsample",
+               "channel_softmax", "center", "concat")
+
+
+@dataclass
+class ImagePlan:
+    """One random conv net as data: ``shape`` ``(batch, channels, h, w)`` of its input (``h`` and ``w``
+    names for a symbolic image), ``steps`` as ``(kind, choice)`` pairs."""
+
+    name: str
+    shape: tuple
+    steps: list = field(default_factory=list)
+    dtype: str = "float32"
+
+    def channels(self) -> list:
+        """The channels of the value each step takes."""
+        channels = [self.shape[1]]
+        for kind, choice in self.steps[:-1]:
+            channels.append(int(choice.split(":")[0]) if kind == "conv" else
+                            channels[-1] * 2 if kind == "concat" else channels[-1])
+        return channels
+
+    def describe(self) -> str:
+        steps = ", ".join(f"{kind}({choice})" if choice is not None else kind for kind, choice in self.steps)
+        return f"{self.name}: {self.dtype}{list(self.shape)} -> {steps}"
+
+
+def image_plan(seed: int, dtype: str = "float32") -> ImagePlan:
+    """The conv net that ``seed`` draws.  The image size is tracked (a symbolic one as the zoo binds it,
+    4) so that no pooling empties it; upsampling only a fixed size."""
+    rng = random.Random(seed)
+    symbolic = rng.random() < 0.25
+    size = 4 if symbolic else rng.choice([8, 9, 12])
+    shape = (rng.choice([1, 2]), rng.choice([3, 4]), "h" if symbolic else size, "w" if symbolic else size)
+    plan = ImagePlan(f"i{seed}", shape, dtype=dtype)
+    channels = shape[1]
+    for _ in range(rng.randint(2, 5)):
+        kind, choice = rng.choice(IMAGE_STEPS), None
+        if kind == "conv":
+            kernel, stride = rng.choice([1, 3]), rng.choice([1, 1, 2])
+            choice = f"{rng.choice([4, 6, 8])}:{kernel}:{stride}:{rng.choice(['bias', 'bias', 'nobias'])}"
+            size = (size + 2 * (kernel // 2) - kernel) // stride + 1
+            channels = int(choice.split(":")[0])
+        elif kind == "maxpool" and size >= 2:
+            choice = rng.choice(["ceil", "floor"])
+            size = -(-size // 2) if choice == "ceil" else size // 2
+        elif kind == "avgpool":
+            choice = rng.choice(["count_pad", "no_pad"])
+        elif kind == "upsample" and not symbolic:
+            choice = rng.choice(["nearest", "bilinear"])
+            size *= 2
+        elif kind == "concat":
+            channels *= 2
+        elif kind in ("unary", "maxpool", "upsample"):
+            kind, choice = "unary", rng.choice(["relu", "silu", "gelu", "sigmoid"])
+        plan.steps.append((kind, choice))
+    return plan
+
+
+def image_module(plan: ImagePlan):
+    """The ``nn.Module`` that runs ``plan`` (its parameters made in step order)."""
+    from tvm import relax
+    from tvm.relax.frontend import nn
+    from tvm.relax.frontend.nn import op
+    from tvm.relax.frontend.nn.op import wrap_nested
+
+    dt = plan.dtype
+
+    class ConvNet(nn.Module):
+        def __init__(self):
+            self.layers = nn.ModuleList([])
+            for (kind, choice), channels in zip(plan.steps, plan.channels()):
+                if kind == "conv":
+                    out, kernel, stride, bias = choice.split(":")
+                    self.layers.append(nn.Conv2D(channels, int(out), int(kernel), stride=int(stride),
+                                                 padding=int(kernel) // 2, bias=bias == "bias", dtype=dt))
+                elif kind == "dwconv":
+                    self.layers.append(nn.Conv2D(channels, channels, 3, padding=1, groups=channels, dtype=dt))
+                elif kind == "group_norm":
+                    self.layers.append(nn.GroupNorm(2 if channels % 2 == 0 else 1, channels, dtype=dt))
+
+        def forward(self, x):
+            layers = iter(self.layers)
+            for kind, choice in plan.steps:
+                if kind in ("conv", "dwconv", "group_norm"):
+                    x = next(layers)(x)
+                elif kind == "maxpool":
+                    x = wrap_nested(relax.op.nn.max_pool2d(x._expr, (2, 2), (2, 2), ceil_mode=choice == "ceil"),
+                                    "maxpool")
+                elif kind == "avgpool":
+                    x = wrap_nested(relax.op.nn.avg_pool2d(x._expr, (3, 3), (1, 1), padding=(1, 1),
+                                                           count_include_pad=choice == "count_pad"), "avgpool")
+                elif kind == "unary":
+                    x = getattr(op, choice)(x)
+                elif kind == "residual":
+                    x = x + op.tanh(x)
+                elif kind == "upsample":
+                    x = op.interpolate(x, scale_factor=2, mode=choice)
+                elif kind == "channel_softmax":
+                    x = op.softmax(x, axis=1)
+                elif kind == "center":
+                    x = x - wrap_nested(relax.op.mean(x._expr, axis=[2, 3], keepdims=True), "mean_hw")
+                elif kind == "concat":
+                    x = op.concat([x, op.relu(x)], dim=1)
+            return x
+
+    return ConvNet()
+
+
 #: ``zoo --random N --family F``: what each family draws.
-FAMILIES = ("chain", "decoder")
+FAMILIES = ("chain", "decoder", "image")
 
 
 def random_plans(count: int, seed: int = 0, dtype: str = "float32", family: str = "chain") -> list:
     """The plans of ``count`` random models of ``family`` from seeds ``seed, seed + 1, ...``."""
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
-    draw = chain_plan if family == "chain" else decoder_plan
+    draw = {"chain": chain_plan, "decoder": decoder_plan, "image": image_plan}[family]
     return [draw(s, dtype) for s in range(seed, seed + count)]
 
 
@@ -292,6 +407,8 @@ def random_models(count: int, seed: int = 0, dtype: str = "float32", family: str
     for plan in random_plans(count, seed, dtype, family):
         if isinstance(plan, DecoderPlan):
             models.append((plan.name, decoder_module(plan), decoder_spec(plan)))
+        elif isinstance(plan, ImagePlan):
+            models.append((plan.name, image_module(plan), {"x": spec.Tensor(plan.shape, dtype)}))
         else:
             models.append((plan.name, chain_module(plan), {"x": spec.Tensor(plan.shape, dtype)}))
     return models
