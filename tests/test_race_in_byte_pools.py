@@ -14,13 +14,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tvm
-import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import tirx
 from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb.errors import EmulationError
-from stage_helpers import device_stages
+from stage_helpers import built_with_thread_sync_followed_by, device_stages
 
 
 @T.prim_func
@@ -168,17 +167,8 @@ def test_a_missing_barrier_before_a_real_kernel_reuses_its_pool_is_reported_and_
     h = args[0].astype(np.float32) @ args[1].astype(np.float32) + args[2].astype(np.float32)
     np.testing.assert_allclose(clean.astype(np.float32), h / (1 + np.exp(-h)), rtol=2e-2, atol=2e-2)
 
-    @tirx.transform.prim_func_pass(opt_level=0, name="DropTileStoreBarrier")
-    def drop(func, _mod, _ctx):
-        return tvm_ffi.structural_map(func, (tirx.SeqStmt, _without_barrier_before_the_tile_store))
-
-    thread_sync = s_tir.transform.ThreadSync
-    s_tir.transform.ThreadSync = lambda scope: (tvm.transform.Sequential([thread_sync(scope), drop])
-                                                if scope == "shared.dyn" else thread_sync(scope))
-    try:
-        broken = thn.build(mod["main"], target=target)
-    finally:
-        s_tir.transform.ThreadSync = thread_sync
+    broken = built_with_thread_sync_followed_by(mod["main"], target, "shared.dyn",
+                                                _without_barrier_before_the_tile_store, "DropTileStoreBarrier")
     assert broken.stages[last].script.count("tvm_storage_sync") == hm.stages[last].script.count("tvm_storage_sync") - 1
     with pytest.raises(EmulationError, match=r"data race on \w+\[\d+\] \(bytes \d+-\d+ of buf_dyn_shmem\): lanes"):
         broken.emulate(*args, stage=last, mode="fast", check=True)

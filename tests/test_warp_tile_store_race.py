@@ -12,13 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tvm
-import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import tirx
 from tvm.script import tirx as T
 
 import tvm_hybrid_nb as thn
 from tvm_hybrid_nb.errors import EmulationError
-from stage_helpers import device_stages
+from stage_helpers import built_with_thread_sync_followed_by, device_stages
 
 
 @T.prim_func
@@ -48,17 +47,8 @@ def _drop_barrier_after_tile_store(stmt):
 
 
 def _built_without_that_barrier(func, target, scope):
-    @tirx.transform.prim_func_pass(opt_level=0, name="DropBarrierAfterTileStore")
-    def drop(f, _mod, _ctx):
-        return tvm_ffi.structural_map(f, (tirx.SeqStmt, _drop_barrier_after_tile_store))
-
-    thread_sync = s_tir.transform.ThreadSync
-    s_tir.transform.ThreadSync = lambda sc: (tvm.transform.Sequential([thread_sync(sc), drop])
-                                             if sc == scope else thread_sync(sc))
-    try:
-        return thn.build(func, target=target)
-    finally:
-        s_tir.transform.ThreadSync = thread_sync
+    return built_with_thread_sync_followed_by(func, target, scope, _drop_barrier_after_tile_store,
+                                              "DropBarrierAfterTileStore")
 
 
 def test_a_tile_read_back_after_its_barrier_is_clean_and_right_at_every_stage():
