@@ -147,7 +147,7 @@ class GpuState:
     launched_plans: dict = field(default_factory=dict)
     reducers: list = field(default_factory=list)
     #: Sanitizer: how many warp stores of a tensor-core tile (``tensorcore.WARP_STORE_ATTR``) enclose
-    #: the point being generated: their writes are recorded as one lane's per element.
+    #: the point being generated: their writes are recorded as the warp's, no thread's.
     warp_store: int = 0
     #: Thread tag -> loop variable of a thread run serially (inside a cross-thread reduction block),
     #: and the per-thread buffers that block reduces into -> the tags it reduces across.

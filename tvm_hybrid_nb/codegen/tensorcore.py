@@ -52,9 +52,9 @@ MMA_CALLS = ("tirx.tvm_mma_sync", "tirx.simdgroup_multiply_accumulate")
 SIMDGROUP_SCOPE = "metal.simdgroup"
 
 #: The ``AttrStmt`` key around the loop nest of a warp's store of a fragment into memory: the warp
-#: stores the tile together, each element by one lane (which one is unspecified), so the race
-#: sanitizer records each element as written by one lane of the warp (``access(warp_store=True)``),
-#: not by every lane that runs the nest; a lane reading the tile back needs a barrier first.
+#: stores the tile together, each element by one of its lanes (which one is unspecified), so the race
+#: sanitizer records the tile as written by the warp, no thread of it (``access(warp_store=True)``),
+#: not by every lane that runs the nest: a lane reading the tile back needs a barrier first.
 WARP_STORE_ATTR = "tvm_hybrid_nb.warp_store"
 
 #: The attribute :func:`wmma_as_computed` puts on a function whose float fragments it multiplies.

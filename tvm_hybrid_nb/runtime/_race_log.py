@@ -660,9 +660,9 @@ class RaceLog:
         is a lane writing bytes that another lane touches through the other root (no same-value pardon:
         the two views read the bytes as different values)."""
         (unit_s, name_s), (unit_l, name_l) = small, large
-        shape_s, lanes_s, items_s = book[name_s]
+        _, lanes_s, items_s = book[name_s]
         shape_l, lanes_l, items_l = book[name_l]
-        if lanes_s != lanes_l or unit_s == unit_l or unit_l % unit_s:
+        if lanes_s != lanes_l or unit_l % unit_s:
             return  # lanes numbered differently: no claim
         sides = []
         for items, ratio in ((items_s, unit_l // unit_s), (items_l, 1)):
