@@ -63,3 +63,39 @@ def test_a_race_under_shared_record_keywords_names_both_threads(mode):
     with pytest.raises(EmulationError, match=r"data race on b(_\d+)?\[0\]: lanes \(threadIdx.x=0\) and "
                                              r"\(threadIdx.x=1\) both access it"):
         hm.emulate(a, np.zeros(64, np.float32), mode=mode, check=True)
+
+
+def _nested_int64_arithmetic(depth: int):
+    """``A[0] = ((n * 3 * 3 + 1) * 3 + 2) ...`` (``depth`` levels) over the int64 scalar ``n``: index
+    arithmetic as a symbolic pooled extent nests it (``(h - 1) // 2 * 6 + 6`` inside ``min``/``max``)."""
+    @T.prim_func
+    def base(A: T.Buffer((1,), "int64"), n: T.int64):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        A[0] = n
+
+    store = base.body
+    value = base.params[1]
+    for k in range(depth):
+        value = value * tvm.tirx.const(3, "int64") + tvm.tirx.const(k, "int64")
+    return base.with_body(tvm.tirx.BufferStore(store.buffer, value, store.indices))
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_overflow_checks_of_nested_integer_arithmetic_grow_with_it_not_exponentially(mode):
+    """Each checked operation is ``exact if lo <= (exact := a op b) <= hi else checked_arith(a, b, ...)``:
+    the helper spelled its operands out again, so each level doubled the script (a dlight.cpu group norm
+    over a symbolic image: 169 MB, 147 s to generate, 81 s to compile, the zoo killed for memory).
+    The operands are held in names where they are evaluated."""
+    depth = 16
+    hm = thn.build(_nested_int64_arithmetic(depth), target="llvm")
+    script = hm.stage(0).kernel(mode, check=True).source
+    main = script[script.index("def main"):]
+    assert main.count("checked_arith(") == 2 * depth - 1 and len(main) < 40 * depth * 80, len(main)  # "+ 0" folds
+    want = 5
+    for k in range(depth):
+        want = want * 3 + k
+    a = np.zeros(1, np.int64)
+    hm.emulate(a, 5, mode=mode, check=True)
+    assert int(a[0]) == want
+    with pytest.raises(EmulationError, match=r"overflow"):
+        hm.emulate(np.zeros(1, np.int64), 2 ** 40, mode=mode, check=True)

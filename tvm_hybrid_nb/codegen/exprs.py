@@ -233,11 +233,18 @@ class ExpressionsMixin:
             if self.defer_overflow:  # on its way into an allocation: poison until used (see sanitize.py)
                 keywords["poison"] = _name("race_log")
                 self.overflow_deferred = True
-            checked = self._call("checked_arith", a.node, b.node, ast.Constant(self.POISON_ON_OVERFLOW[key]),
-                                 ast.Constant(_scalar_dtype(dtype)), kw=keywords)
+            operands = [a.node, b.node]
             if kind == "py" and mask is None:
                 # Python ints (a serial loop's index arithmetic): compared inline, the helper called
-                # only to report an overflow; the result is then in range, with nothing to wrap.
+                # only to report an overflow; the result is then in range, with nothing to wrap.  The
+                # helper takes the operands by the names they were held in: spelled out again, nested
+                # index arithmetic doubled at each level (a symbolic pooled extent: 169 MB of script).
+                held_operands = [self._held(node) for node in operands]
+                out = ast.BinOp(held_operands[0][0], op, held_operands[1][0])
+                operands = [held for _, held in held_operands]
+            checked = self._call("checked_arith", *operands, ast.Constant(self.POISON_ON_OVERFLOW[key]),
+                                 ast.Constant(_scalar_dtype(dtype)), kw=keywords)
+            if kind == "py" and mask is None:
                 lo, hi = _int_range(_scalar_dtype(dtype))
                 held = self.namer.define_name("exact")
                 exact = ast.NamedExpr(_store_name(held), out)
@@ -249,6 +256,14 @@ class ExpressionsMixin:
         if _is_float(dtype):
             kind = "np"
         return Value(out, kind, dtype, _varying(a, b))
+
+    def _held(self, node: ast.expr) -> tuple[ast.expr, ast.expr]:
+        """``(where node is evaluated, what reads its value again)``: a name or constant as itself, any
+        other expression held in a fresh name by ``:=`` where it is evaluated."""
+        if isinstance(node, (ast.Name, ast.Constant)):
+            return node, node
+        name = self.namer.define_name("operand")
+        return ast.NamedExpr(_store_name(name), node), _name(name)
 
     def _float_identity(self, node, key: str, dtype: str) -> Value | None:
         """What LLVM makes of float ``x * 1``, ``x * -1``, ``x - 0`` and ``x + -0``: ``x`` itself
