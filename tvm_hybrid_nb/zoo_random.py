@@ -312,14 +312,12 @@ def image_plan(seed: int, dtype: str = "float32") -> ImagePlan:
     size = 4 if symbolic else rng.choice([8, 9, 12])
     shape = (rng.choice([1, 2]), rng.choice([3, 4]), "h" if symbolic else size, "w" if symbolic else size)
     plan = ImagePlan(f"i{seed}", shape, dtype=dtype)
-    channels = shape[1]
     for _ in range(rng.randint(2, 5)):
         kind, choice = rng.choice(IMAGE_STEPS), None
         if kind == "conv":
             kernel, stride = rng.choice([1, 3]), rng.choice([1, 1, 2])
             choice = f"{rng.choice([4, 6, 8])}:{kernel}:{stride}:{rng.choice(['bias', 'bias', 'nobias'])}"
             size = (size + 2 * (kernel // 2) - kernel) // stride + 1
-            channels = int(choice.split(":")[0])
         elif kind == "maxpool" and size >= 2:
             choice = rng.choice(["ceil", "floor"])
             size = -(-size // 2) if choice == "ceil" else size // 2
@@ -328,8 +326,6 @@ def image_plan(seed: int, dtype: str = "float32") -> ImagePlan:
         elif kind == "upsample" and not symbolic:
             choice = rng.choice(["nearest", "bilinear"])
             size *= 2
-        elif kind == "concat":
-            channels *= 2
         elif kind in ("unary", "maxpool", "upsample"):
             kind, choice = "unary", rng.choice(["relu", "silu", "gelu", "sigmoid"])
         plan.steps.append((kind, choice))
