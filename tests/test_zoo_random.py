@@ -9,7 +9,9 @@ import sys
 import pytest
 
 from tvm_hybrid_nb import zoo
-from tvm_hybrid_nb.zoo_random import chain_plan, decoder_plan, image_plan, random_models, random_plans
+from tvm_hybrid_nb.zoo_random import (INTEGER_DTYPES, INTEGER_STEPS, IntegerPlan, chain_plan, decoder_plan,
+                                      image_plan, integer_module, integer_plan, integer_spec, random_models,
+                                      random_plans)
 
 
 def test_a_seed_draws_the_same_chain_and_widths_follow_the_steps():
@@ -37,6 +39,9 @@ def test_the_command_line_takes_random_models_and_refuses_them_with_a_script():
                               "--seed", "2", "--flavour", "none", "-v"], capture_output=True, text=True, timeout=600)
     assert decoder.returncode == 0, decoder.stderr[-2000:]
     assert "d2.fused_matmul" in decoder.stdout and " 0 | 0 | 0 |" in decoder.stdout
+    mismatched = subprocess.run([sys.executable, "-m", "tvm_hybrid_nb", "zoo", "--random", "1", "--dtype", "int8"],
+                                capture_output=True, text=True, timeout=600)
+    assert mismatched.returncode != 0 and "--dtype int8 does not go with --family chain" in mismatched.stderr
     both = subprocess.run([sys.executable, "-m", "tvm_hybrid_nb", "zoo", "--random", "1", "--models", "x.py"],
                           capture_output=True, text=True, timeout=600)
     assert both.returncode != 0 and "--random and --models are exclusive" in both.stderr
@@ -100,6 +105,36 @@ def test_a_random_conv_net_emulates_exactly_unscheduled_and_under_dlights_gpu_ru
     kernels = zoo.collect_kernels(random_models(1, seed=4, family="image"))
     names = [k.name for k in kernels]
     assert any("conv2d" in n for n in names) and any("pool" in n for n in names), names
+    for kernel in kernels:
+        for flavour, func in (("none", kernel.llvm), ("dlight-gpu", kernel.cuda)):
+            if func is not None:
+                outcome = zoo.check_kernel(kernel.name, func, flavour, reference=kernel.reference)
+                assert outcome.outcome == "ok", outcome
+
+
+def test_integer_plans_cover_every_dtype_and_step_and_never_negate_unsigned_values():
+    plans = random_plans(80, family="integer", dtype="")
+    assert {p.dtype for p in plans} == set(INTEGER_DTYPES)
+    assert {kind for p in plans for kind, _ in p.steps} == set(INTEGER_STEPS)
+    for plan in plans:
+        for (kind, choice), dtype in zip(plan.steps, plan.dtypes()):
+            if dtype.startswith("u"):  # relax cannot negate an unsigned value
+                assert kind != "abs_neg" and not (kind == "divide" and choice.endswith("-")), plan.describe()
+    assert integer_plan(5, "int16").dtype == "int16" and integer_plan(5).describe() == integer_plan(5).describe()
+
+
+def test_an_integer_chain_wraps_divides_shifts_and_rounds_as_tvms_builds_do():
+    """int8 products that wrap, truncating division by a negative tensor and flooring remainder by a
+    negative constant, an arithmetic right shift, halves rounded to even through float32, a narrowing
+    cast to uint8 and a uint8 sum that wraps, argmax/argmin with ties: unscheduled and under dlight's
+    GPU rules, against TVM's llvm build."""
+    plan = IntegerPlan("qt", (2, "n", 8), "int8", tail="arg_extremes", steps=[
+        ("arith", "multiply"), ("divide", "divide:tensor:-"), ("divide", "floor_mod:const:-"),
+        ("shift", "right_shift:1"), ("float_trip", "round"), ("cast", "uint8"), ("reduce_bcast", "sum:2:add")])
+    assert plan.dtypes()[-1] == "uint8"
+    kernels = zoo.collect_kernels([(plan.name, integer_module(plan), integer_spec(plan))])
+    names = [k.name for k in kernels]
+    assert any("floor_mod" in n for n in names) and any("argmax" in n for n in names), names
     for kernel in kernels:
         for flavour, func in (("none", kernel.llvm), ("dlight-gpu", kernel.cuda)):
             if func is not None:

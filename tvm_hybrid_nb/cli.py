@@ -97,9 +97,15 @@ def _zoo_models(args) -> list | None:
     if args.random is not None:
         if args.random < 1:
             raise CliError(f"zoo: --random wants a number of models of 1 or more, got {args.random}")
-        from .zoo_random import random_models
+        from .zoo_random import INTEGER_DTYPES, random_models
 
-        return random_models(args.random, seed=args.seed, dtype=args.dtype, family=args.family)
+        integer = args.family == "integer"
+        if (args.dtype in INTEGER_DTYPES) != integer and args.dtype is not None:
+            raise CliError(f"zoo: --dtype {args.dtype} does not go with --family {args.family}: "
+                           f"integer dtypes ({', '.join(INTEGER_DTYPES)}) are for the integer family, "
+                           f"float ones for the others")
+        dtype = args.dtype or ("" if integer else "float32")
+        return random_models(args.random, seed=args.seed, dtype=dtype, family=args.family)
     return load_zoo_models(args.models)
 
 

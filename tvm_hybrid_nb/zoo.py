@@ -729,7 +729,7 @@ def cli_main(args, models: list | None = None) -> int:
 
 def add_parser(sub, parents, formatter_class):
     """The ``zoo`` subcommand of the command line."""
-    from .zoo_random import FAMILIES
+    from .zoo_random import FAMILIES, INTEGER_DTYPES
 
     p = sub.add_parser("zoo", parents=parents, formatter_class=formatter_class,
                        help="emulate every kernel of the real-model zoo at every stage",
@@ -755,11 +755,13 @@ def add_parser(sub, parents, formatter_class):
                         "model rSEED (dSEED, iSEED) replays with --random 1 --seed SEED")
     p.add_argument("--family", choices=FAMILIES, default="chain",
                    help="what --random draws: chains of operators (default), decoder layers (heads, grouped "
-                        "kv heads, rope, norms, gated MLPs, a past cache, static or symbolic length) or image "
-                        "conv nets (convolutions, pooling, group norm, upsampling, static or symbolic size)")
+                        "kv heads, rope, norms, gated MLPs, a past cache, static or symbolic length), image "
+                        "conv nets (convolutions, pooling, group norm, upsampling, static or symbolic size) or "
+                        "integer chains (wrap-around, division and remainder, shifts, casts, scans, argmax)")
     p.add_argument("--seed", type=int, default=0, help="the first random model's seed (default 0)")
-    p.add_argument("--dtype", choices=("float32", "float16"), default="float32",
-                   help="the random models' dtype (default float32)")
+    p.add_argument("--dtype", choices=("float32", "float16") + INTEGER_DTYPES, default=None,
+                   help="the random models' dtype (default float32; the integer family draws one per model "
+                        "unless an integer dtype is given)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each kernel as it finishes")
     p.set_defaults(func=cli_main)
     return p

@@ -382,15 +382,186 @@ def image_module(plan: ImagePlan):
     return ConvNet()
 
 
+#: The dtypes an integer plan draws from (``--dtype`` one of them fixes it).
+INTEGER_DTYPES = ("int8", "int16", "int32", "int64", "uint8")
+#: The steps an integer plan draws from (arithmetic twice as often).
+INTEGER_STEPS = ("arith", "arith", "divide", "shift", "bitwise", "cast", "minmax", "reduce_bcast", "where",
+                 "cumsum", "abs_neg", "float_trip", "matmul")
+#: How an integer plan ends: as it is, a sum over the length, or each row's argmax and argmin.
+INTEGER_TAILS = ("none", "sum_length", "arg_extremes")
+
+
+@dataclass
+class IntegerPlan:
+    """One random integer model as data: two inputs ``x`` and ``y`` of ``shape`` and ``dtype``, ``steps``
+    as ``(kind, choice)`` pairs (``cast`` and ``matmul`` change the dtype of the value, ``matmul`` its width)
+    and a ``tail`` (:data:`INTEGER_TAILS`)."""
+
+    name: str
+    shape: tuple
+    dtype: str
+    steps: list = field(default_factory=list)
+    tail: str = "none"
+
+    def dtypes(self) -> list:
+        """The dtype of the value each step takes."""
+        dtypes = [self.dtype]
+        for kind, choice in self.steps[:-1]:
+            dtypes.append(choice if kind == "cast" else "int32" if kind == "matmul" else dtypes[-1])
+        return dtypes
+
+    def widths(self) -> list:
+        """The width (last axis) of the value each step takes."""
+        widths = [self.shape[2]]
+        for kind, choice in self.steps[:-1]:
+            widths.append(int(choice) if kind == "matmul" else widths[-1])
+        return widths
+
+    def describe(self) -> str:
+        steps = ", ".join(f"{kind}({choice})" if choice is not None else kind for kind, choice in self.steps)
+        return f"{self.name}: {self.dtype}{list(self.shape)} x2 -> {steps} -> {self.tail}"
+
+
+def integer_plan(seed: int, dtype: str = "float32") -> IntegerPlan:
+    """The integer model that ``seed`` draws: wrap-around in 8 and 16 bits (32 and 64 bits are kept
+    from overflowing: TVM's LLVM code generator marks their arithmetic no-signed-wrap, so an overflow
+    there has no defined result to compare), truncating and flooring division and remainder by
+    divisors that are never 0 or -1, arithmetic shifts, narrowing and widening casts, integer
+    reductions and scans, float round trips that round halves."""
+    rng = random.Random(seed)
+    drawn = rng.choice(INTEGER_DTYPES)
+    length = "n" if rng.random() < 1 / 3 else rng.choice([4, 5, 7])
+    plan = IntegerPlan(f"q{seed}", (rng.choice([1, 2, 3]), length, rng.choice([6, 8, 12, 16])),
+                       dtype if dtype in INTEGER_DTYPES else drawn)
+    current = plan.dtype
+    for _ in range(rng.randint(3, 6)):
+        kind, choice = rng.choice(INTEGER_STEPS), None
+        signed = not current.startswith("u")
+        if kind == "arith":
+            choice = rng.choice(["add", "subtract", "multiply"])
+        elif kind == "divide":
+            choice = (f"{rng.choice(['divide', 'floor_divide', 'mod', 'floor_mod'])}:"
+                      f"{rng.choice(['const', 'tensor'])}:{rng.choice(['+', '-']) if signed else '+'}")
+        elif kind == "shift":
+            choice = rng.choice(["right_shift:1", "right_shift:3", "left_shift:1", "left_shift:2"])
+        elif kind == "bitwise":
+            choice = rng.choice(["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"])
+        elif kind == "cast":
+            choice = rng.choice([d for d in INTEGER_DTYPES if d != current])
+        elif kind == "minmax":
+            choice = rng.choice(["maximum", "minimum", "clip"])
+        elif kind == "reduce_bcast":
+            choice = f"{rng.choice(['sum', 'max', 'min'])}:{rng.choice([0, 1, 2])}:{rng.choice(['add', 'subtract'])}"
+        elif kind == "where":
+            choice = rng.choice(["greater", "equal", "less_equal"])
+        elif kind == "cumsum":
+            choice = rng.choice([1, 2])
+        elif kind == "abs_neg":
+            choice = rng.choice(["abs", "negative"]) if signed else None
+            kind = kind if signed else "bitwise"
+            choice = choice if signed else "bitwise_not"
+        elif kind == "float_trip":
+            choice = rng.choice(["round", "floor", "ceil", "trunc"])
+        elif kind == "matmul":
+            choice = rng.choice([4, 8])
+        current = choice if kind == "cast" else "int32" if kind == "matmul" else current
+        plan.steps.append((kind, choice))
+    plan.tail = rng.choice(INTEGER_TAILS)
+    return plan
+
+
+#: Where 32- and 64-bit values are clipped after a step that could grow them past their range.
+_WIDE_BOUND = 1 << 15
+
+
+def integer_module(plan: IntegerPlan):
+    """The ``nn.Module`` of ``plan``: ``forward(x, y)`` (``y`` cast to the value's dtype and cut or
+    repeated to its width)."""
+    from tvm import relax
+    from tvm.relax.frontend import nn
+    from tvm.relax.frontend.nn.op import wrap_nested
+
+    R = relax.op
+
+    def const(value, dtype):
+        return relax.const(value, dtype)
+
+    def bounded(value, dtype):
+        if dtype in ("int32", "int64"):
+            return R.clip(value, -_WIDE_BOUND, _WIDE_BOUND)
+        return value
+
+    class IntegerChain(nn.Module):
+        def __init__(self):
+            self.weights = nn.ParameterList([nn.Parameter((width, int(choice)), "int8")
+                                             for (kind, choice), width in zip(plan.steps, plan.widths())
+                                             if kind == "matmul"])
+
+        def forward(self, x, y):
+            X, Y0 = x._expr, y._expr
+            weights = iter(self.weights)
+            for (kind, choice), dt, width in zip(plan.steps, plan.dtypes(), plan.widths()):
+                Y = Y0 if dt == plan.dtype else R.astype(Y0, dt)
+                if width != plan.shape[2]:  # after a matmul: y's first columns, repeated where too few
+                    Y = R.strided_slice(R.concat([Y, Y], axis=2), axes=[2], begin=[0], end=[width])
+                if kind == "arith":
+                    X = bounded(getattr(R, choice)(X, Y), dt)
+                elif kind == "divide":
+                    op_name, by, sign = choice.split(":")
+                    divisor = const(3, dt) if by == "const" else R.add(R.bitwise_and(Y, const(7, dt)), const(2, dt))
+                    X = getattr(R, op_name)(X, R.negative(divisor) if sign == "-" else divisor)
+                elif kind == "shift":
+                    op_name, amount = choice.split(":")
+                    X = bounded(getattr(R, op_name)(X, const(int(amount), dt)), dt)
+                elif kind == "bitwise":
+                    X = R.bitwise_not(X) if choice == "bitwise_not" else getattr(R, choice)(X, Y)
+                elif kind == "cast":
+                    X = R.astype(X, choice)
+                elif kind == "minmax":
+                    X = (R.clip(X, 3 if dt.startswith("u") else -5, 60)
+                         if choice == "clip" else getattr(R, choice)(X, Y))
+                elif kind == "reduce_bcast":
+                    reduce, axis, combine = choice.split(":")
+                    X = bounded(getattr(R, combine)(X, getattr(R, reduce)(X, axis=[int(axis)], keepdims=True)), dt)
+                elif kind == "where":
+                    X = R.where(getattr(R, choice)(X, Y), X, R.bitwise_xor(Y, const(5, dt)))
+                elif kind == "cumsum":
+                    X = bounded(R.cumsum(X, axis=choice), dt)
+                elif kind == "abs_neg":
+                    X = getattr(R, choice)(X)
+                elif kind == "float_trip":  # halves: round goes to the even neighbour
+                    X = R.astype(getattr(R, choice)(R.multiply(R.astype(X, "float32"), const(0.5, "float32"))), dt)
+                elif kind == "matmul":
+                    small = R.astype(X, "int32")
+                    if dt != "int8":  # an int8 range keeps the int32 sums of products exact
+                        small = R.clip(small, -128, 127)
+                    X = R.matmul(small, R.astype(next(weights)._expr, "int32"))
+            if plan.tail == "sum_length":
+                return wrap_nested(R.sum(X, axis=[1]), "sum_length")
+            if plan.tail == "arg_extremes":
+                return (wrap_nested(X, "chain"), wrap_nested(R.argmax(X, axis=2), "argmax"),
+                        wrap_nested(R.argmin(X, axis=2), "argmin"))
+            return wrap_nested(X, "chain")
+
+    return IntegerChain()
+
+
+def integer_spec(plan: IntegerPlan) -> dict:
+    """The input specs of :func:`integer_module`'s ``forward``."""
+    from tvm.relax.frontend.nn import spec
+
+    return {"x": spec.Tensor(plan.shape, plan.dtype), "y": spec.Tensor(plan.shape, plan.dtype)}
+
+
 #: ``zoo --random N --family F``: what each family draws.
-FAMILIES = ("chain", "decoder", "image")
+FAMILIES = ("chain", "decoder", "image", "integer")
 
 
 def random_plans(count: int, seed: int = 0, dtype: str = "float32", family: str = "chain") -> list:
     """The plans of ``count`` random models of ``family`` from seeds ``seed, seed + 1, ...``."""
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
-    draw = {"chain": chain_plan, "decoder": decoder_plan, "image": image_plan}[family]
+    draw = {"chain": chain_plan, "decoder": decoder_plan, "image": image_plan, "integer": integer_plan}[family]
     return [draw(s, dtype) for s in range(seed, seed + count)]
 
 
@@ -405,6 +576,8 @@ def random_models(count: int, seed: int = 0, dtype: str = "float32", family: str
             models.append((plan.name, decoder_module(plan), decoder_spec(plan)))
         elif isinstance(plan, ImagePlan):
             models.append((plan.name, image_module(plan), {"x": spec.Tensor(plan.shape, dtype)}))
+        elif isinstance(plan, IntegerPlan):
+            models.append((plan.name, integer_module(plan), integer_spec(plan)))
         else:
             models.append((plan.name, chain_module(plan), {"x": spec.Tensor(plan.shape, dtype)}))
     return models
