@@ -176,6 +176,26 @@ def test_bitwise_operations_pass_a_stores_truncation_through(mode):
     np.testing.assert_array_equal(w, (small.astype(np.int32) << 4))
 
 
+@T.prim_func
+def negated_not_gpu(x: T.Buffer((8,), "int8"), acc: T.Buffer((8,), "int8")):
+    for i in T.thread_binding(8, thread="threadIdx.x"):
+        acc[i] = acc[i] + ~(x[i] * T.int8(-1)) * T.int8(-1)  # -(~(-x)) as relax legalizes it
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_bitwise_not_passes_a_stores_truncation_through(mode):
+    # A random integer chain (q14: negative, bitwise_not, negative, summed): C computes
+    # -128 * -1 = 128 in int, but `~` and `*` and `+` agree modulo 256, and the int8 store truncates:
+    # the CUDA kernel and its TIR agree.  `~x` is its own node (prim.BitwiseNot) in TVM 0.27 and the
+    # product under it was reported as read unwrapped.
+    x = np.array([-128, 127, -1, 0, 5, -7, 100, -100], "int8")
+    acc = np.array([1, -128, 127, 0, 3, 50, -50, 9], "int8")
+    want = (acc.astype(np.int64) - x.astype(np.int64) + 1).astype(np.int8)  # -(~(-x)) == 1 - x
+    out = acc.copy()
+    thn.build(negated_not_gpu, target=CUDA).emulate(x, out, mode=mode, check=True)
+    np.testing.assert_array_equal(out, want)
+
+
 def test_a_checked_operation_keeps_its_dtype_against_a_constant():
     # numpy promotes an int32 array and a Python constant given as a 0-d array to int64; the checked
     # operation's result is the TIR's dtype, as the unchecked operator's is.

@@ -126,6 +126,8 @@ class ExpressionsMixin:
                     node.a if call is None else node.args[0]]
             elif key in ("prim.BitwiseAnd", "prim.BitwiseOr", "prim.BitwiseXor"):
                 stack += [node.a, node.b]
+            elif key == "prim.BitwiseNot":  # ``~x``: a node of its own in TVM 0.27
+                stack.append(node.a)
             elif call in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"):
                 stack += list(node.args)
             elif key == "prim.Select":
