@@ -2,6 +2,8 @@
 uint8 shifted by 8..31 and int8 ``-128 / -1`` are defined in CUDA C, undefined or a trap in TVM's
 llvm code.  And a Select's other arm, which the native code computes too, reads the real memory
 under ``check=True`` (it read 0, so a divisor there was a false division by zero)."""
+import re
+
 import numpy as np
 import pytest
 import tvm
@@ -280,3 +282,48 @@ def test_a_narrow_cross_thread_sum_wraps_as_tvms_cuda_code_stores_each_partial()
     for mode in ("fast", "exact"):
         out = hm.emulate(a, np.zeros(3, np.int8), stage=lowered, mode=mode, check=True)
         np.testing.assert_array_equal(out, wrapped.astype(np.int8))
+
+
+@T.prim_func
+def promoted_casts_gpu(x: T.Buffer((8,), "float32"), y: T.Buffer((8,), "uint8"), o: T.Buffer((8,), "int16")):
+    for i in T.thread_binding(8, thread="threadIdx.x"):
+        # relax's round trip through float32, then a widening cast (random integer chain q53)
+        o[i] = T.Cast("int16", T.Cast("uint8", T.round(x[i] * T.float32(0.5))) + y[i])
+
+
+@T.prim_func
+def stored_casts_gpu(x: T.Buffer((8,), "float32"), y: T.Buffer((8,), "uint8"), o: T.Buffer((8,), "uint8")):
+    for i in T.thread_binding(8, thread="threadIdx.x"):
+        o[i] = T.Cast("uint8", T.round(x[i] * T.float32(0.5))) + y[i]  # C's truncation is the TIR's wrap
+
+
+@T.prim_func
+def promoted_shift_gpu(x: T.Buffer((8,), "int16"), y: T.Buffer((8,), "int16"), o: T.Buffer((8,), "int32")):
+    for i in T.thread_binding(8, thread="threadIdx.x"):
+        # a right-shifted uint8 (C types it int) minus a uint8, widened (random integer chain q54)
+        o[i] = T.Cast("int32", (T.Cast("uint8", x[i] << T.int16(2)) >> T.uint8(3)) - T.Cast("uint8", y[i]))
+
+
+def test_the_zoo_quotes_tvms_cuda_source_where_a_sum_of_casts_is_read_unwrapped():
+    # The zoo tags such an alarm as TVM's only with TVM's CUDA source showing it: an operand that
+    # is an expression cast to the narrow type (`((uchar)rintf(...))`) was not recognised.
+    from tvm_hybrid_nb.zoo_undefined import cuda_promotion_evidence
+
+    x = np.array([96.0, 0, 0, 0, 0, 0, 0, 0], "float32")
+    y = np.array([219, 0, 0, 0, 0, 0, 0, 0], "uint8")
+    with pytest.raises(EmulationError, match=r"uint8 overflow: 48 \+ 219 = 267") as alarm:
+        thn.build(promoted_casts_gpu, target=CUDA).emulate(x, y, np.zeros(8, "int16"), check=True)
+    evidence = cuda_promotion_evidence(tvm.IRModule({"main": promoted_casts_gpu}), CUDA, str(alarm.value))
+    assert evidence is not None and "computes uint8 `+` in C's int" in evidence, evidence
+    assert re.search(r"\(\(short\)\(\(\(uchar\)nearbyintf\(.*\) \+ y_ptr\[", evidence), evidence
+    # The same sum stored into a uint8: no evidence (and no alarm).
+    out = np.zeros(8, "uint8")
+    thn.build(stored_casts_gpu, target=CUDA).emulate(x, y, out, check=True)
+    assert out[0] == (48 + 219) % 256
+    assert cuda_promotion_evidence(tvm.IRModule({"main": stored_casts_gpu}), CUDA, str(alarm.value)) is None
+    # A right shift of a uint8 is one in C too (typed int, in the uint8 range): 1 - 30 is -29 there.
+    with pytest.raises(EmulationError, match=r"uint8 overflow: 1 - 30 = -29") as alarm:
+        thn.build(promoted_shift_gpu, target=CUDA).emulate(
+            np.array([2] + [0] * 7, "int16"), np.array([30] + [0] * 7, "int16"), np.zeros(8, "int32"), check=True)
+    evidence = cuda_promotion_evidence(tvm.IRModule({"main": promoted_shift_gpu}), CUDA, str(alarm.value))
+    assert evidence is not None and "computes uint8 `-` in C's int" in evidence and ">> (uchar)3)" in evidence

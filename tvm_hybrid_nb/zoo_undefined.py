@@ -107,21 +107,73 @@ def cuda_promotion_evidence(mod, target, reason: str) -> str | None:
     except Exception:  # noqa: BLE001 - no source, no evidence
         return None
     narrow = set(re.findall(rf"\b{ctype}\*? (?:__restrict__ )?(\w+)", source))
-    operand = rf"(?:(?:{'|'.join(map(re.escape, sorted(narrow)))})(?:\[[^\]\[]*\])?|\({ctype}\)-?\d+)"
-    expression = re.compile(rf"\(({operand}) {re.escape(op)} ({operand})\)")
     for line in source.splitlines():
-        for match in expression.finditer(line):
-            before = line[:match.start()]
+        if f" {op} " not in line:
+            continue
+        for start, end in _parenthesized(line):
+            operands = _split_at(line[start + 1:end - 1], op)
+            if operands is None or not all(_is_narrow(o, narrow, ctype) for o in operands):
+                continue
+            before = line[:start]
             if re.search(rf"\(\({ctype}\)$", before):
                 continue  # cast back to the narrow type at once
             stored = re.fullmatch(r"\s*(\w+)(?:\[[^\]]*\])? = ", before)
-            if stored and stored.group(1) in narrow and line[match.end():].strip() == ";":
+            if stored and stored.group(1) in narrow and line[end:].strip() == ";":
                 continue  # stored into the narrow type: truncated as the TIR wraps
             return (f"TVM's CUDA code computes {kind}{bits} `{op}` in C's int and uses the result unwrapped "
                     f"(TVM's CUDA source: `{line.strip()}`), so where {x} {op} {y} = {value} leaves "
                     f"the {kind}{bits} range the GPU kernel computes with {value} where the TIR (and TVM's "
                     f"llvm build) wraps it")
     return None
+
+
+def _parenthesized(line: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each parenthesized group of ``line``, innermost first (``end`` past its ``)``)."""
+    open_at, groups = [], []
+    for i, ch in enumerate(line):
+        if ch == "(":
+            open_at.append(i)
+        elif ch == ")" and open_at:
+            groups.append((open_at.pop(), i + 1))
+    return groups
+
+
+def _split_at(text: str, op: str) -> tuple[str, str] | None:
+    """``(left, right)`` when ``text`` is ``left op right`` with ``op`` its one operator outside
+    parentheses and brackets (TVM's C printer parenthesizes each binary operation)."""
+    token, depth, found, i = f" {op} ", 0, [], 0
+    while i < len(text):
+        if text[i] in "([":
+            depth += 1
+        elif text[i] in ")]":
+            depth -= 1
+        elif depth == 0 and text.startswith(token, i):
+            found.append(i)
+            i += len(token)
+            continue
+        i += 1
+    return (text[:found[0]].strip(), text[found[0] + len(token):].strip()) if len(found) == 1 else None
+
+
+def _is_narrow(operand: str, narrow: set, ctype: str) -> bool:
+    """Whether C operand ``operand`` holds a value of the narrow type ``ctype`` (a regex of its
+    spellings) as the TIR has it: a variable or element of one, a constant or an expression cast to
+    it, or a right shift or bitwise operation of such values (C types those ``int``, but they stay
+    in the narrow range: ``(((uchar)(x << 2)) >> (uchar)3)``)."""
+    element = re.fullmatch(r"(\w+)(?:\[.*\])?", operand)
+    if element is not None:
+        return element.group(1) in narrow
+    if re.fullmatch(rf"\({ctype}\)-?\d+", operand):
+        return True
+    if (0, len(operand)) not in _parenthesized(operand):
+        return False
+    if re.match(rf"\(\({ctype}\)", operand):
+        return True
+    for op in (">>", "&", "|", "^"):
+        parts = _split_at(operand[1:-1], op)
+        if parts is not None:
+            return _is_narrow(parts[0], narrow, ctype) and (op == ">>" or _is_narrow(parts[1], narrow, ctype))
+    return False
 
 
 #: The sanitizers' words for a read of memory that nothing wrote, and the buffer they name.
