@@ -18,7 +18,8 @@ def test_zoo_covers_the_operators_it_promises(kernels):
     for op in ("matmul", "softmax", "log_softmax", "layer_norm", "group_norm", "rms_norm", "conv2d",
                "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "argmax", "topk", "sort", "cumsum",
                "gelu", "silu", "triu", "concatenate", "cast", "take", "repeat", "argmin", "variance", "prod",
-               "erf", "floor_divide", "conv1d", "right_shift", "cumprod", "argsort", "strided_slice", "tile", "flip"):
+               "erf", "floor_divide", "conv1d", "right_shift", "cumprod", "argsort", "strided_slice", "tile", "flip",
+               "sdpa.attention", "prelu", "softplus", "gelu_tanh", "scale_rows", "neighbour_max", "pool1d"):
         assert op in names, op
     assert len(kernels) >= 100
     assert any(k.cuda is not None and k.llvm is None for k in kernels)  # GPU-only sort/scan kernels

@@ -7,7 +7,9 @@ reductions over several axes, elementwise math, argmax/argmin, sort/argsort/topk
 any axis, multinomial sampling, float16, bfloat16 and int8 (quantise, integer matmul, shifts), slicing
 and layout ops, a float16 LM head over 1,000 words, mixture-of-experts routing, 3-D convolution and
 pooling, a transposed 1-D convolution, bitwise ops, an image of symbolic height and width, degenerate
-sizes (1 x 1 matmul, one-element softmax), and symbolic sizes (``n``, ``m``).  Sizes are small:
+sizes (1 x 1 matmul, one-element softmax), ``scaled_dot_product_attention``, a timestep embedding,
+prelu/softplus/relu6/tanh-GELU, user kernels through ``tensor_ir_op`` and ``tensor_expr_op``, and
+symbolic sizes (``n``, ``m``).  Sizes are small:
 the zoo runs in CI.
 """
 from __future__ import annotations
@@ -15,10 +17,11 @@ from __future__ import annotations
 
 def models() -> list:
     """(name, nn.Module, spec) of every zoo model; small sizes, some symbolic."""
-    from tvm import relax
+    from tvm import relax, te, topi
     from tvm.relax.frontend import nn
     from tvm.relax.frontend.nn import op, spec
     from tvm.relax.frontend.nn.core import wrap_nested
+    from tvm.script import tirx as T
 
     class MLP(nn.Module):
         def __init__(self):
@@ -343,6 +346,44 @@ def models() -> list:
                                                      aligned=True), "roi_align")
             return kept, aligned, wrap_nested(relax.op.roi_pool(feat._expr, rois._expr, (2, 2), 0.5), "roi_pool")
 
+    class SDPA(nn.Module):
+        """``nn.op.scaled_dot_product_attention`` (topi's attention kernel), causal, over symbolic
+        query and key lengths."""
+
+        def forward(self, q, k, v):
+            return op.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    @T.prim_func(private=True, s_tir=True)
+    def scale_rows(a: T.handle, s: T.handle, o: T.handle):
+        A = T.match_buffer(a, (T.int64(6), T.int64(8)), "float32")
+        S = T.match_buffer(s, (T.int64(6),), "float32")
+        O = T.match_buffer(o, (T.int64(6), T.int64(8)), "float32")
+        for i, j in T.grid(T.int64(6), T.int64(8)):
+            with T.sblock("o"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                O[vi, vj] = A[vi, vj] * S[vi] + T.float32(1)
+
+    class Extras(nn.Module):
+        """The rest of ``nn.op``: a diffusion timestep embedding, prelu, softplus, relu6, tanh-GELU,
+        chunk, a user's TIR kernel (``tensor_ir_op``, fused with the ``exp`` before it) and a TE one
+        (``tensor_expr_op``: a neighbour max, then topi's 1-D average pooling)."""
+
+        def __init__(self):
+            self.alpha = nn.Parameter((8,), f32)
+
+        def forward(self, t, x, s):
+            e = op.get_timestep_embedding(t, 8, flip_sin_to_cos=True, downscale_freq_shift=0)
+            a = op.permute_dims(op.prelu(op.permute_dims(x, [0, 2, 1]), self.alpha), [0, 2, 1])
+            p, q = op.chunk(a + op.softplus(x, beta=2.0, threshold=5.0), 2, dim=-1)
+            acts = op.concat([q, p], dim=-1) + op.relu6(x * 4.0) * op.gelu(x, approximate="tanh") + e
+            rows = op.tensor_ir_op(scale_rows, "scale_rows", args=[op.exp(op.reshape(acts, (6, 8))), s],
+                                   out=nn.Tensor.placeholder((6, 8), f32))
+            neighbours = op.tensor_expr_op(lambda a: te.compute(
+                a.shape, lambda i, j: te.max(a[i, j], a[i, (j + 1) % a.shape[1]]), name="m"), "neighbour_max", [rows])
+            pooled = op.tensor_expr_op(lambda a: topi.nn.pool1d(a, (3,), (2,), (1,), (1, 1), "avg", layout="NCW"),
+                                       "pool1d", [op.reshape(neighbours, (1, 6, 8))])
+            return acts, pooled
+
     return [
         ("lm_head", LMHead(), {"x": spec.Tensor((1, 1, 32), f32)}),
         ("mlp", MLP(), {"x": spec.Tensor((2, 16), f32)}),
@@ -390,4 +431,7 @@ def models() -> list:
                                       "x": spec.Tensor((4, 1), f32), "y": spec.Tensor((3, 97), f32)}),
         ("detection", Detection(), {"boxes": spec.Tensor((1, 12, 6), f32), "feat": spec.Tensor((1, 3, 10, 10), f32),
                                     "rois": spec.Tensor((2, 5), f32)}),
+        ("sdpa", SDPA(), {"q": spec.Tensor((1, "n", 2, 8), f32), "k": spec.Tensor((1, "m", 2, 8), f32),
+                          "v": spec.Tensor((1, "m", 2, 8), f32)}),
+        ("extras", Extras(), {"t": spec.Tensor((3,), f32), "x": spec.Tensor((2, 3, 8), f32), "s": spec.Tensor((6,), f32)}),
     ]
