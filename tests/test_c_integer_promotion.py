@@ -304,6 +304,13 @@ def promoted_shift_gpu(x: T.Buffer((8,), "int16"), y: T.Buffer((8,), "int16"), o
         o[i] = T.Cast("int32", (T.Cast("uint8", x[i] << T.int16(2)) >> T.uint8(3)) - T.Cast("uint8", y[i]))
 
 
+@T.prim_func
+def promoted_quotient_gpu(x: T.Buffer((8,), "uint8"), y: T.Buffer((8,), "uint8"), o: T.Buffer((8,), "int32")):
+    for i in T.thread_binding(8, thread="threadIdx.x"):
+        # a uint8 quotient (C types it int) minus a uint8, widened (random integer chain q74)
+        o[i] = T.Cast("int32", T.truncdiv(x[i], (y[i] & T.uint8(7)) + T.uint8(2)) - y[i])
+
+
 def test_the_zoo_quotes_tvms_cuda_source_where_a_sum_of_casts_is_read_unwrapped():
     # The zoo tags such an alarm as TVM's only with TVM's CUDA source showing it: an operand that
     # is an expression cast to the narrow type (`((uchar)rintf(...))`) was not recognised.
@@ -327,3 +334,9 @@ def test_the_zoo_quotes_tvms_cuda_source_where_a_sum_of_casts_is_read_unwrapped(
             np.array([2] + [0] * 7, "int16"), np.array([30] + [0] * 7, "int16"), np.zeros(8, "int32"), check=True)
     evidence = cuda_promotion_evidence(tvm.IRModule({"main": promoted_shift_gpu}), CUDA, str(alarm.value))
     assert evidence is not None and "computes uint8 `-` in C's int" in evidence and ">> (uchar)3)" in evidence
+    # So is a quotient of a uint8: 14 / 9 - 1 = 0 fits, 14 / 2 - 8 is -1 in C.
+    with pytest.raises(EmulationError, match=r"uint8 overflow: 7 - 8 = -1") as alarm:
+        thn.build(promoted_quotient_gpu, target=CUDA).emulate(
+            np.array([14] + [0] * 7, "uint8"), np.array([8] + [1] * 7, "uint8"), np.zeros(8, "int32"), check=True)
+    evidence = cuda_promotion_evidence(tvm.IRModule({"main": promoted_quotient_gpu}), CUDA, str(alarm.value))
+    assert evidence is not None and "computes uint8 `-` in C's int" in evidence and "(x_ptr[" in evidence

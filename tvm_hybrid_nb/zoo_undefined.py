@@ -158,8 +158,8 @@ def _split_at(text: str, op: str) -> tuple[str, str] | None:
 def _is_narrow(operand: str, narrow: set, ctype: str) -> bool:
     """Whether C operand ``operand`` holds a value of the narrow type ``ctype`` (a regex of its
     spellings) as the TIR has it: a variable or element of one, a constant or an expression cast to
-    it, or a right shift or bitwise operation of such values (C types those ``int``, but they stay
-    in the narrow range: ``(((uchar)(x << 2)) >> (uchar)3)``)."""
+    it, a bitwise operation of such values, or such a value shifted right or divided (C types those
+    ``int``, but they stay in the narrow range: ``(((uchar)(x << 2)) >> (uchar)3)``, ``(x / d)``)."""
     element = re.fullmatch(r"(\w+)(?:\[.*\])?", operand)
     if element is not None:
         return element.group(1) in narrow
@@ -169,10 +169,11 @@ def _is_narrow(operand: str, narrow: set, ctype: str) -> bool:
         return False
     if re.match(rf"\(\({ctype}\)", operand):
         return True
-    for op in (">>", "&", "|", "^"):
+    for op in (">>", "/", "%", "&", "|", "^"):
         parts = _split_at(operand[1:-1], op)
         if parts is not None:
-            return _is_narrow(parts[0], narrow, ctype) and (op == ">>" or _is_narrow(parts[1], narrow, ctype))
+            left_only = op in (">>", "/", "%")  # no larger than the left operand, whatever the right
+            return _is_narrow(parts[0], narrow, ctype) and (left_only or _is_narrow(parts[1], narrow, ctype))
     return False
 
 
