@@ -340,3 +340,46 @@ def test_the_zoo_quotes_tvms_cuda_source_where_a_sum_of_casts_is_read_unwrapped(
             np.array([14] + [0] * 7, "uint8"), np.array([8] + [1] * 7, "uint8"), np.zeros(8, "int32"), check=True)
     evidence = cuda_promotion_evidence(tvm.IRModule({"main": promoted_quotient_gpu}), CUDA, str(alarm.value))
     assert evidence is not None and "computes uint8 `-` in C's int" in evidence and "(x_ptr[" in evidence
+
+
+@T.prim_func
+def inverted_gpu(a: T.Buffer((8,), "uint8"), o: T.Buffer((8,), "int32"), q: T.Buffer((8,), "uint8"),
+                 s: T.Buffer((8,), "uint8")):
+    for i in T.thread_binding(8, thread="threadIdx.x"):
+        o[i] = T.Cast("int32", ~a[i])                                  # CUDA: ((int)(~a[i])): negative
+        q[i] = T.Select(~a[i] > T.uint8(200), T.uint8(1), T.uint8(0))  # CUDA compares the int: never true
+        s[i] = ~a[i] ^ T.uint8(15)                                     # stored: C's truncation is the TIR's
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_the_complement_of_an_unsigned_narrow_value_read_by_c_is_reported(mode):
+    # TVM's CUDA code prints uint8 ~a as C's ~, which promotes a to int: ~0 is -1 there, 255 in the
+    # TIR (and TVM's llvm build), in every lane, whatever the input.  The TIR's value is emulated;
+    # check=True says that the GPU kernel differs, and TVM's CUDA source is the zoo's evidence.
+    from tvm_hybrid_nb.zoo_undefined import cuda_promotion_evidence
+
+    a = np.array([0, 1, 2, 50, 55, 100, 254, 255], "uint8")
+    args = [a, np.zeros(8, "int32"), np.zeros(8, "uint8"), np.zeros(8, "uint8")]
+    hm = thn.build(inverted_gpu, target=CUDA)
+    hm.emulate(*args, mode=mode)
+    np.testing.assert_array_equal(args[1], 255 - a.astype(np.int32))
+    np.testing.assert_array_equal(args[2], (255 - a.astype(np.int32) > 200).astype(np.uint8))
+    np.testing.assert_array_equal(args[3], (~a) ^ 15)
+    with pytest.raises(EmulationError, match=r"uint8 ~0 = 255 in the TIR.*~0 is -1.*at \(threadIdx.x=0\)") as alarm:
+        hm.emulate(*args, mode=mode, check=True)
+    evidence = cuda_promotion_evidence(tvm.IRModule({"main": inverted_gpu}), CUDA, str(alarm.value))
+    assert evidence is not None and "computes uint8 `~` in C's int" in evidence and "((int)(~a_ptr[" in evidence
+
+
+@T.prim_func
+def inverted_stored_gpu(a: T.Buffer((8,), "uint8"), s: T.Buffer((8,), "uint8")):
+    for i in T.thread_binding(8, thread="threadIdx.x"):
+        s[i] = (~a[i] + T.uint8(3)) | a[i]
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_a_stored_complement_is_no_alarm(mode):
+    a = np.arange(0, 256, 32, dtype="uint8")
+    s = np.zeros(8, "uint8")
+    thn.build(inverted_stored_gpu, target=CUDA).emulate(a, s, mode=mode, check=True)
+    np.testing.assert_array_equal(s, ((~a).astype(np.uint8) + np.uint8(3)) | a)

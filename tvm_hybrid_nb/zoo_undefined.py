@@ -84,6 +84,8 @@ def llvm_poison_evidence(mod, target, reason: str) -> str | None:
 PROMOTION_ALARM = "read before any store truncates it"
 _PROMOTED = re.compile(r"\b(u?int)(8|16) overflow: (-?\d+) (\S+) (-?\d+) = (-?\d+), outside .*?"
                        + PROMOTION_ALARM)
+#: The sanitizers' words for ``~`` of an unsigned 8- or 16-bit value that C computes in ``int``.
+_PROMOTED_INVERT = re.compile(r"\b(uint)(8|16) ~(\d+) = (\d+) in the TIR, " + PROMOTION_ALARM)
 #: The spellings of each narrow type in TVM's CUDA source (``uchar``, ``ushort``: its own macros).
 _C_TYPES = {"int8": "signed char", "uint8": "(?:unsigned char|uchar)", "int16": "short",
             "uint16": "(?:unsigned short|ushort)"}
@@ -92,14 +94,16 @@ _C_TYPES = {"int8": "signed char", "uint8": "(?:unsigned char|uchar)", "int16": 
 def cuda_promotion_evidence(mod, target, reason: str) -> str | None:
     """TVM's own evidence for a ``check=True`` alarm that an 8- or 16-bit result is read unwrapped
     on a C target: the line of TVM's CUDA source for ``mod`` where that operation between values of
-    the narrow C type is used other than stored into the narrow type (C promotes both to ``int`` and
-    keeps the ``int`` result; the TIR, and TVM's llvm build, wrap it).  None unless the source shows it."""
+    the narrow C type (or ``~`` of one) is used other than stored into the narrow type (C promotes
+    to ``int`` and keeps the ``int`` result; the TIR, and TVM's llvm build, wrap it).  None unless the
+    source shows it."""
     import tvm
 
-    found = _PROMOTED.search(reason)
-    if mod is None or found is None:
+    found, inverted = _PROMOTED.search(reason), _PROMOTED_INVERT.search(reason)
+    if mod is None or (found is None and inverted is None):
         return None
-    kind, bits, x, op, y, value = found.groups()
+    kind, bits = (found or inverted).group(1, 2)
+    op = found.group(4) if found is not None else "~"
     ctype = _C_TYPES[f"{kind}{bits}"]
     try:
         lib = tvm.tirx.build(mod, target=target)
@@ -108,10 +112,11 @@ def cuda_promotion_evidence(mod, target, reason: str) -> str | None:
         return None
     narrow = set(re.findall(rf"\b{ctype}\*? (?:__restrict__ )?(\w+)", source))
     for line in source.splitlines():
-        if f" {op} " not in line:
+        if (f" {op} " if found is not None else "(~") not in line:
             continue
         for start, end in _parenthesized(line):
-            operands = _split_at(line[start + 1:end - 1], op)
+            text = line[start + 1:end - 1]
+            operands = _split_at(text, op) if found is not None else (text[1:],) if text.startswith("~") else None
             if operands is None or not all(_is_narrow(o, narrow, ctype) for o in operands):
                 continue
             before = line[:start]
@@ -120,6 +125,12 @@ def cuda_promotion_evidence(mod, target, reason: str) -> str | None:
             stored = re.fullmatch(r"\s*(\w+)(?:\[[^\]]*\])? = ", before)
             if stored and stored.group(1) in narrow and line[end:].strip() == ";":
                 continue  # stored into the narrow type: truncated as the TIR wraps
+            if found is None:
+                x, complement = inverted.group(3, 4)
+                return (f"TVM's CUDA code computes {kind}{bits} `~` in C's int and uses the result unwrapped "
+                        f"(TVM's CUDA source: `{line.strip()}`), so ~{x} is {-(int(x) + 1)} on the GPU where "
+                        f"the TIR (and TVM's llvm build) has {complement}")
+            x, y, value = found.group(3, 5, 6)
             return (f"TVM's CUDA code computes {kind}{bits} `{op}` in C's int and uses the result unwrapped "
                     f"(TVM's CUDA source: `{line.strip()}`), so where {x} {op} {y} = {value} leaves "
                     f"the {kind}{bits} range the GPU kernel computes with {value} where the TIR (and TVM's "

@@ -110,7 +110,7 @@ class ExpressionsMixin:
         value) whose result reaches the store only through operations that agree modulo the width
         (``+ - * <<``, bitwise ``& | ^ ~``, the arms of a Select or an ``if_then_else``, a cast to no
         wider an integer): the store's truncation makes C's promoted value and the TIR's wrap the
-        same there."""
+        same there (and a ``~`` of an unsigned value, negative in C, the TIR's complement)."""
         if not (self.check and self.target_kind in C_KINDS):
             return
         stack = [expr]
@@ -127,8 +127,11 @@ class ExpressionsMixin:
             elif key in ("prim.BitwiseAnd", "prim.BitwiseOr", "prim.BitwiseXor"):
                 stack += [node.a, node.b]
             elif key == "prim.BitwiseNot":  # ``~x``: a node of its own in TVM 0.27
+                self.c_truncated.add(_key(node))
                 stack.append(node.a)
             elif call in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"):
+                if call == "bitwise_not":
+                    self.c_truncated.add(_key(node))
                 stack += list(node.args)
             elif key == "prim.Select":
                 stack += [node.true_value, node.false_value]
@@ -398,11 +401,23 @@ class ExpressionsMixin:
         return Value(ast.UnaryOp(ast.Not(), a.node), a.kind, _dtype(node))
 
     def visit_BitwiseNot(self, node) -> Value:
-        a = self.visit_expr(node.a)
+        return self._invert(node, self.visit_expr(node.a))
+
+    def _invert(self, node, a: Value) -> Value:
+        """``~a`` (``node``: a ``BitwiseNot`` or a ``bitwise_not`` call) in the node's dtype."""
         dtype = _dtype(node)
-        out = ast.UnaryOp(ast.Invert(), a.node)
-        if a.kind == "py" and _scalar_dtype(dtype).startswith("uint"):
-            out = self._call("wrap", out, ast.Constant(_scalar_dtype(dtype)))  # Python's ~4 is -5, uint8's 251
+        scalar = _scalar_dtype(dtype)
+        observed = (self.check and self.target_kind in C_KINDS and scalar in ("uint8", "uint16")
+                    and _lanes(dtype) == 1 and _key(node) not in self.c_truncated)
+        operand, again = self._held(a.node) if observed else (a.node, None)
+        out = ast.UnaryOp(ast.Invert(), operand)
+        if a.kind == "py" and scalar.startswith("uint"):
+            out = self._call("wrap", out, ast.Constant(scalar))  # Python's ~4 is -5, uint8's 251
+        if observed:
+            # C computes ~ of a narrow unsigned value in the promoted int: negative, unlike the TIR's.
+            mask = self._mask_expr(self._used_lanes())
+            keywords = self._name_threads({"mask": mask} if mask is not None else {})
+            out = self._call("promoted_invert", out, again, ast.Constant(scalar), kw=keywords)
         return Value(out, a.kind, dtype, a.varying)
 
     def visit_Cast(self, node) -> Value:
@@ -586,8 +601,7 @@ class ExpressionsMixin:
                    "shift_right": "prim.RShift"}[short]
             return self.visit_binary(_BinaryLike(args[0], args[1], node), key)
         if short == "bitwise_not":
-            a = self.visit_expr(args[0])
-            return Value(ast.UnaryOp(ast.Invert(), a.node), a.kind, dtype, a.varying)
+            return self._invert(node, self.visit_expr(args[0]))
         if short == "reinterpret":
             a = self.to_np(self.visit_expr(args[0]))
             return Value(self._call("reinterpret", a.node, ast.Constant(_scalar_dtype(dtype))), "np", dtype,

@@ -35,7 +35,7 @@ from ._lanes import lanes_view, parallel_chunks
 from ._gpu import (_lane_array, _threads_first, _fold_order, _fold, _allreduce_policy, thread_allreduce, thread_allreduce_values, warp_shuffle,
                    _shuffle_message, warp_activemask, sblock, atomic_add)
 from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floormod, shift_count, checked_arith,
-                        packed_return,
+                        packed_return, promoted_invert,
                         float_floordiv, float_floormod, _float_to_int32_or_64, _in_int_range, OutOfRangeConversions,
                         OUT_OF_RANGE_CONVERSIONS, _float_to_int, _float_to_int_native, _float_to_float, cast,
                         reinterpret)
@@ -90,6 +90,7 @@ HELPER_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "barrier": ("_lane_array", "_first_block", "_barrier_threads"),
     "_barrier_threads": ("_lane_note",),
     "checked_arith": ("_lane_note", "wrap"),
+    "promoted_invert": ("_lane_note",),
     "warp_shuffle": ("_lane_array", "_shuffle_message"),
     "store": ("_in_bounds", "_bounds_error", "_all", "_kept", "_kept_rows"),
     "contrib_sort": ("_stable_order", "_nan_policy", "_sort_axis"),

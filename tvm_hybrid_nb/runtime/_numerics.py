@@ -180,6 +180,23 @@ def checked_arith(a, b, op, dtype, mask=None, poison=None, at=(), promoted=False
     return out
 
 
+def promoted_invert(value, operand, dtype, mask=None, at=()):
+    """Sanitizer, C targets: ``value``, the TIR's ``~operand`` of an unsigned 8- or 16-bit integer,
+    read other than through a store's truncation (compared, widened, divided).  C computes ``~`` in
+    the promoted ``int``, where ``~x`` is ``-(x + 1)``, never the TIR's ``2**bits - 1 - x``: the
+    compiled kernel and its TIR differ in every lane where ``mask`` holds; reported."""
+    lanes = np.ones(np.shape(value), bool) if mask is None else np.broadcast_to(np.asarray(mask, bool),
+                                                                                np.shape(value))
+    if lanes.any():
+        x = int(np.broadcast_to(np.asarray(operand), lanes.shape)[lanes].reshape(-1)[0])
+        raise ValueError(
+            f"{np.dtype(dtype)} ~{x} = {(1 << np.dtype(dtype).itemsize * 8) - 1 - x} in the TIR, read before any "
+            f"store truncates it: the target's C code computes ~ in int (C's integer promotion), where ~{x} is "
+            f"{-(x + 1)}, so the compiled kernel uses {-(x + 1)}; the kernel and its TIR differ here"
+            f"{_lane_note(lanes, at)}")
+    return value
+
+
 def packed_return(value, dtype):
     """The value of ``return value`` (``tirx.Return``) as TVM's packed API hands it to the caller:
     MakePackedAPI stores an integer as int64 (a Python int; uint64 wraps), a float as float64 (a
