@@ -383,3 +383,27 @@ def test_a_stored_complement_is_no_alarm(mode):
     s = np.zeros(8, "uint8")
     thn.build(inverted_stored_gpu, target=CUDA).emulate(a, s, mode=mode, check=True)
     np.testing.assert_array_equal(s, ((~a).astype(np.uint8) + np.uint8(3)) | a)
+
+
+def test_metal_source_is_evidence_too():
+    # Metal's C++ promotes as C does; TVM's Metal source spells int8 `char`.
+    from tvm_hybrid_nb.zoo_undefined import cuda_promotion_evidence
+
+    metal = tvm.target.Target("metal")
+    a = np.array([0, 1, 2, 50, 55, 100, 254, 255], "uint8")
+    args = [a, np.zeros(8, "int32"), np.zeros(8, "uint8"), np.zeros(8, "uint8")]
+    with pytest.raises(EmulationError, match=r"uint8 ~0 = 255 in the TIR") as alarm:
+        thn.build(inverted_gpu, target=metal).emulate(*args, check=True)
+    evidence = cuda_promotion_evidence(tvm.IRModule({"main": inverted_gpu}), metal, str(alarm.value))
+    assert evidence is not None and evidence.startswith("TVM's Metal code computes uint8 `~`"), evidence
+    x = np.array([-128, 127, -1, 5, 0, 0, 0, 0], "int8")
+    with pytest.raises(EmulationError, match=r"int8 overflow: -128 \* -1 = 128") as alarm:
+        thn.build(widened_negation_gpu, target=metal).emulate(x, np.zeros(8, "int32"), check=True)
+    evidence = cuda_promotion_evidence(tvm.IRModule({"main": widened_negation_gpu}), metal, str(alarm.value))
+    assert evidence is not None and "computes int8 `*` in C's int" in evidence, evidence
+
+
+@T.prim_func
+def widened_negation_gpu(x: T.Buffer((8,), "int8"), o: T.Buffer((8,), "int32")):
+    for i in T.thread_binding(8, thread="threadIdx.x"):
+        o[i] = T.Cast("int32", x[i] * T.int8(-1))

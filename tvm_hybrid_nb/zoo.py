@@ -561,11 +561,13 @@ def _without_target(func):
 
 
 def _undefined_evidence(func, flavour: str, reference, outcome: KernelOutcome) -> str | None:
-    """TVM's own code as the evidence for an alarm that no input avoids: the CUDA source of the
-    scheduled kernel for a narrow result C keeps in ``int`` (:data:`PROMOTION_ALARM`), else the LLVM
-    IR of the llvm kernel the alarm is about."""
+    """TVM's own code as the evidence for an alarm that no input avoids: the CUDA (Metal) source of
+    the scheduled kernel for a narrow result C keeps in ``int`` (:data:`PROMOTION_ALARM`), else the
+    LLVM IR of the llvm kernel the alarm is about."""
     if PROMOTION_ALARM in outcome.reason:
-        return cuda_promotion_evidence(*schedule(func, flavour)[::-1], outcome.reason) if flavour == "dlight-gpu" else None
+        if flavour not in GPU_FLAVOURS:
+            return None
+        return cuda_promotion_evidence(*schedule(func, flavour)[::-1], outcome.reason)
     llvm_func, llvm_flavour = _undefined_llvm_kernel(func, flavour, reference, outcome)
     return None if llvm_func is None else llvm_poison_evidence(*schedule(llvm_func, llvm_flavour)[::-1], outcome.reason)
 

@@ -86,20 +86,22 @@ _PROMOTED = re.compile(r"\b(u?int)(8|16) overflow: (-?\d+) (\S+) (-?\d+) = (-?\d
                        + PROMOTION_ALARM)
 #: The sanitizers' words for ``~`` of an unsigned 8- or 16-bit value that C computes in ``int``.
 _PROMOTED_INVERT = re.compile(r"\b(uint)(8|16) ~(\d+) = (\d+) in the TIR, " + PROMOTION_ALARM)
-#: The spellings of each narrow type in TVM's CUDA source (``uchar``, ``ushort``: its own macros).
-_C_TYPES = {"int8": "signed char", "uint8": "(?:unsigned char|uchar)", "int16": "short",
+#: The spellings of each narrow type in TVM's CUDA source (``uchar``, ``ushort``: its own macros) and
+#: Metal source (``char`` is signed there).
+_C_TYPES = {"int8": "(?:signed char|char)", "uint8": "(?:unsigned char|uchar)", "int16": "short",
             "uint16": "(?:unsigned short|ushort)"}
 
 
 def cuda_promotion_evidence(mod, target, reason: str) -> str | None:
     """TVM's own evidence for a ``check=True`` alarm that an 8- or 16-bit result is read unwrapped
-    on a C target: the line of TVM's CUDA source for ``mod`` where that operation between values of
+    on a C target: the line of TVM's CUDA (Metal) source for ``mod`` where that operation between values of
     the narrow C type (or ``~`` of one) is used other than stored into the narrow type (C promotes
     to ``int`` and keeps the ``int`` result; the TIR, and TVM's llvm build, wrap it).  None unless the
     source shows it."""
     import tvm
 
     found, inverted = _PROMOTED.search(reason), _PROMOTED_INVERT.search(reason)
+    language = "Metal" if "metal" in str(target) else "CUDA"
     if mod is None or (found is None and inverted is None):
         return None
     kind, bits = (found or inverted).group(1, 2)
@@ -127,14 +129,14 @@ def cuda_promotion_evidence(mod, target, reason: str) -> str | None:
                 continue  # stored into the narrow type: truncated as the TIR wraps
             if found is None:
                 x, complement = inverted.group(3, 4)
-                return (f"TVM's CUDA code computes {kind}{bits} `~` in C's int and uses the result unwrapped "
-                        f"(TVM's CUDA source: `{line.strip()}`), so ~{x} is {-(int(x) + 1)} on the GPU where "
-                        f"the TIR (and TVM's llvm build) has {complement}")
+                return (f"TVM's {language} code computes {kind}{bits} `~` in C's int and uses the result "
+                        f"unwrapped (TVM's {language} source: `{line.strip()}`), so ~{x} is {-(int(x) + 1)} "
+                        f"on the GPU where the TIR (and TVM's llvm build) has {complement}")
             x, y, value = found.group(3, 5, 6)
-            return (f"TVM's CUDA code computes {kind}{bits} `{op}` in C's int and uses the result unwrapped "
-                    f"(TVM's CUDA source: `{line.strip()}`), so where {x} {op} {y} = {value} leaves "
-                    f"the {kind}{bits} range the GPU kernel computes with {value} where the TIR (and TVM's "
-                    f"llvm build) wraps it")
+            return (f"TVM's {language} code computes {kind}{bits} `{op}` in C's int and uses the result "
+                    f"unwrapped (TVM's {language} source: `{line.strip()}`), so where {x} {op} {y} = {value} "
+                    f"leaves the {kind}{bits} range the GPU kernel computes with {value} where the TIR (and "
+                    f"TVM's llvm build) wraps it")
     return None
 
 
