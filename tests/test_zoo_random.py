@@ -140,3 +140,14 @@ def test_an_integer_chain_wraps_divides_shifts_and_rounds_as_tvms_builds_do():
             if func is not None:
                 outcome = zoo.check_kernel(kernel.name, func, flavour, reference=kernel.reference)
                 assert outcome.outcome == "ok", outcome
+
+
+def test_a_complement_that_cuda_c_reads_as_an_int_is_tvms_finding_with_its_source():
+    """q101: where(y < ~x, ~x, y ^ 5) on uint8 under dlight's GPU rules: TVM's CUDA source compares
+    C's ``~x`` (an int, negative) where the TIR compares the uint8 complement."""
+    kernels = zoo.collect_kernels(random_models(1, seed=101, family="integer", dtype=""))
+    kernel = next(k for k in kernels if k.name.startswith("q101.fused_tir_bitwise_not") and k.cuda is not None)
+    outcome = zoo.check_kernel(kernel.name, kernel.cuda, "dlight-gpu", reference=kernel.reference, check=True)
+    assert outcome.outcome == "crash" and zoo.tvm_finding(outcome), outcome
+    assert "computes uint8 `~` in C's int" in outcome.tvm_failure and "(~x_ptr[" in outcome.tvm_failure
+    assert zoo.check_kernel(kernel.name, kernel.cuda, "dlight-gpu", reference=kernel.reference).outcome == "ok"

@@ -14,8 +14,11 @@ import numpy as np
 #: kernel undefined on the seeded inputs (a shift by its bit width, an nsw/nuw overflow), so its
 #: result there is no reference (the uint8 ``>> 8`` that CUDA C defines and TVM's llvm code does not).
 REFERENCE_UNDEFINED = "the native reference is undefined on these inputs"
-#: The sanitizer alarms of behaviour the target leaves undefined, which other inputs may avoid.
-UNDEFINED_ALARMS = (" overflow: ", "shift by ")
+#: The sanitizers' words for an 8- or 16-bit result that C keeps in ``int`` and the TIR wraps.
+PROMOTION_ALARM = "read before any store truncates it"
+#: The sanitizer alarms of behaviour the target leaves undefined, which other inputs may avoid, or
+#: gives a meaning of its own (a C target's promoted narrow values: some in every lane, ``~`` of a uint8).
+UNDEFINED_ALARMS = (" overflow: ", "shift by ", PROMOTION_ALARM)
 
 _LLVM_OPCODES = {"+": "add", "-": "sub", "*": "mul", "<<": "shl"}
 _POISON_ALARM = re.compile(r"\b(u?int)(\d+) overflow: .*?TVM's llvm code marks \w+ (\S+) (nuw|nsw)\b")
@@ -80,8 +83,6 @@ def llvm_poison_evidence(mod, target, reason: str) -> str | None:
             f"and on inputs in [-1, 1] alike, so no input gives a defined reference")
 
 
-#: The sanitizers' words for an 8- or 16-bit result that C keeps in ``int`` and the TIR wraps.
-PROMOTION_ALARM = "read before any store truncates it"
 _PROMOTED = re.compile(r"\b(u?int)(8|16) overflow: (-?\d+) (\S+) (-?\d+) = (-?\d+), outside .*?"
                        + PROMOTION_ALARM)
 #: The sanitizers' words for ``~`` of an unsigned 8- or 16-bit value that C computes in ``int``.
