@@ -98,6 +98,14 @@ def test_image_plans_never_pool_an_image_away_and_cover_symbolic_sizes():
             assert size >= 1, plan.describe()
 
 
+def _assert_ok_unscheduled_and_under_dlights_gpu_rules(kernels):
+    for kernel in kernels:
+        for flavour, func in (("none", kernel.llvm), ("dlight-gpu", kernel.cuda)):
+            if func is not None:
+                outcome = zoo.check_kernel(kernel.name, func, flavour, reference=kernel.reference)
+                assert outcome.outcome == "ok", outcome
+
+
 def test_a_random_conv_net_emulates_exactly_unscheduled_and_under_dlights_gpu_rules():
     """i4: a depthwise and a 1x1 convolution, average pooling counting the padding, floor-mode max pooling,
     over a symbolic h x w image."""
@@ -105,11 +113,7 @@ def test_a_random_conv_net_emulates_exactly_unscheduled_and_under_dlights_gpu_ru
     kernels = zoo.collect_kernels(random_models(1, seed=4, family="image"))
     names = [k.name for k in kernels]
     assert any("conv2d" in n for n in names) and any("pool" in n for n in names), names
-    for kernel in kernels:
-        for flavour, func in (("none", kernel.llvm), ("dlight-gpu", kernel.cuda)):
-            if func is not None:
-                outcome = zoo.check_kernel(kernel.name, func, flavour, reference=kernel.reference)
-                assert outcome.outcome == "ok", outcome
+    _assert_ok_unscheduled_and_under_dlights_gpu_rules(kernels)
 
 
 def test_integer_plans_cover_every_dtype_and_step_and_never_negate_unsigned_values():
@@ -135,11 +139,7 @@ def test_an_integer_chain_wraps_divides_shifts_and_rounds_as_tvms_builds_do():
     kernels = zoo.collect_kernels([(plan.name, integer_module(plan), integer_spec(plan))])
     names = [k.name for k in kernels]
     assert any("floor_mod" in n for n in names) and any("argmax" in n for n in names), names
-    for kernel in kernels:
-        for flavour, func in (("none", kernel.llvm), ("dlight-gpu", kernel.cuda)):
-            if func is not None:
-                outcome = zoo.check_kernel(kernel.name, func, flavour, reference=kernel.reference)
-                assert outcome.outcome == "ok", outcome
+    _assert_ok_unscheduled_and_under_dlights_gpu_rules(kernels)
 
 
 def test_a_complement_that_cuda_c_reads_as_an_int_is_tvms_finding_with_its_source():
