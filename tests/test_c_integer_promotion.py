@@ -407,3 +407,34 @@ def test_metal_source_is_evidence_too():
 def widened_negation_gpu(x: T.Buffer((8,), "int8"), o: T.Buffer((8,), "int32")):
     for i in T.thread_binding(8, thread="threadIdx.x"):
         o[i] = T.Cast("int32", x[i] * T.int8(-1))
+
+
+@T.prim_func
+def abs_negated_gpu(x: T.Buffer((8,), "int8"), o: T.Buffer((8,), "int32")):
+    for i in T.thread_binding(8, thread="threadIdx.x"):
+        # topi's abs then a negation, widened (random integer chain q326)
+        o[i] = T.Cast("int32", T.Select(T.int8(0) <= x[i], x[i], T.int8(0) - x[i]) * T.int8(-1))
+
+
+@T.prim_func
+def min_product_gpu(x: T.Buffer((8,), "uint8"), y: T.Buffer((8,), "uint8"), o: T.Buffer((8,), "int32")):
+    for i in T.thread_binding(8, thread="threadIdx.x"):
+        o[i] = T.Cast("int32", T.min(x[i], y[i]) * y[i])  # random integer chain q307
+
+
+def test_a_select_that_loads_is_an_if_then_else_in_tvms_c_code():
+    # TVM's RewriteUnsafeSelect makes a Select whose arm loads an if_then_else, which its C printer
+    # stores into a `signed char condval`: 0 - -128 is truncated there; the product after it is not.
+    from tvm_hybrid_nb.zoo_undefined import cuda_promotion_evidence
+
+    x = np.array([-128, 5, -3, 0, 0, 0, 0, 0], "int8")
+    with pytest.raises(EmulationError, match=r"int8 overflow: -128 \* -1 = 128") as alarm:
+        thn.build(abs_negated_gpu, target=CUDA).emulate(x, np.zeros(8, "int32"), check=True)
+    evidence = cuda_promotion_evidence(tvm.IRModule({"main": abs_negated_gpu}), CUDA, str(alarm.value))
+    assert evidence is not None and "(condval * (signed char)-1)" in evidence, evidence
+    # A min of narrow values is a narrow operand in the CUDA source.
+    with pytest.raises(EmulationError, match=r"uint8 overflow: 95 \* 169 = 16055") as alarm:
+        thn.build(min_product_gpu, target=CUDA).emulate(
+            np.array([95] + [0] * 7, "uint8"), np.array([169] + [0] * 7, "uint8"), np.zeros(8, "int32"), check=True)
+    evidence = cuda_promotion_evidence(tvm.IRModule({"main": min_product_gpu}), CUDA, str(alarm.value))
+    assert evidence is not None and "(min(x_ptr[" in evidence, evidence

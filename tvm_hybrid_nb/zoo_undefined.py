@@ -154,8 +154,9 @@ def _parenthesized(line: str) -> list[tuple[int, int]]:
 
 def _split_at(text: str, op: str) -> tuple[str, str] | None:
     """``(left, right)`` when ``text`` is ``left op right`` with ``op`` its one operator outside
-    parentheses and brackets (TVM's C printer parenthesizes each binary operation)."""
-    token, depth, found, i = f" {op} ", 0, [], 0
+    parentheses and brackets (TVM's C printer parenthesizes each binary operation); ``","``: the two
+    arguments of a call."""
+    token, depth, found, i = (", " if op == "," else f" {op} "), 0, [], 0
     while i < len(text):
         if text[i] in "([":
             depth += 1
@@ -172,13 +173,16 @@ def _split_at(text: str, op: str) -> tuple[str, str] | None:
 def _is_narrow(operand: str, narrow: set, ctype: str) -> bool:
     """Whether C operand ``operand`` holds a value of the narrow type ``ctype`` (a regex of its
     spellings) as the TIR has it: a variable or element of one, a constant or an expression cast to
-    it, a bitwise operation of such values, or such a value shifted right or divided (C types those
+    it, the min or max of such values, a bitwise operation of them, or one shifted right or divided (C types those
     ``int``, but they stay in the narrow range: ``(((uchar)(x << 2)) >> (uchar)3)``, ``(x / d)``)."""
     element = re.fullmatch(r"(\w+)(?:\[.*\])?", operand)
     if element is not None:
         return element.group(1) in narrow
     if re.fullmatch(rf"\({ctype}\)-?\d+", operand):
         return True
+    if re.match(r"(?:min|max)\(", operand) and (3, len(operand)) in _parenthesized(operand):
+        args = _split_at(operand[4:-1], ",")  # min/max of narrow values is one of them
+        return args is not None and all(_is_narrow(a, narrow, ctype) for a in args)
     if (0, len(operand)) not in _parenthesized(operand):
         return False
     if re.match(rf"\(\({ctype}\)", operand):
