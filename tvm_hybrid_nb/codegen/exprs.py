@@ -106,48 +106,6 @@ class ExpressionsMixin:
             return low <= -_INT64_MAX or high >= _INT64_MAX or low < lo
         return low < lo or high > hi
 
-    def _note_truncated(self, expr) -> None:
-        """Sanitizer, C targets: mark the narrow integer operations in ``expr`` (a stored or bound
-        value) whose result reaches the store only through operations that agree modulo the width
-        (``+ - * <<``, bitwise ``& | ^ ~``, the arms of a Select or an ``if_then_else``, a cast to no
-        wider an integer): the store's truncation makes C's promoted value and the TIR's wrap the
-        same there (and a ``~`` of an unsigned value, negative in C, the TIR's complement)."""
-        if not (self.check and self.target_kind in C_KINDS):
-            return
-        stack = [expr]
-        while stack:
-            node = stack.pop()
-            key, dtype = _type_key(node), _dtype(node)
-            if not _is_int(dtype) or _float_bits(dtype) >= 32:
-                continue
-            call = node.op.name.rsplit(".", 1)[-1] if key == "ir.Call" and isinstance(node.op, tvm.ir.Op) else None
-            if key in self.PROMOTED_OPS or call == "shift_left":
-                self.c_truncated.add(_key(node))
-                stack += [node.a, node.b] if key in self.POISON_ON_OVERFLOW else [
-                    node.a if call is None else node.args[0]]
-            elif key in ("prim.BitwiseAnd", "prim.BitwiseOr", "prim.BitwiseXor"):
-                stack += [node.a, node.b]
-            elif key == "prim.BitwiseNot":  # ``~x``: a node of its own in TVM 0.27
-                self.c_truncated.add(_key(node))
-                stack.append(node.a)
-            elif call in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"):
-                if call == "bitwise_not":
-                    self.c_truncated.add(_key(node))
-                stack += list(node.args)
-            elif key == "prim.Select":
-                stack += [node.true_value, node.false_value]
-            elif call == "if_then_else":
-                stack += [node.args[1], node.args[2]]
-            elif key == "prim.Cast" and _is_int(_dtype(node.value)) and _float_bits(_dtype(node.value)) >= _float_bits(dtype):
-                stack.append(node.value)
-
-    def _promotion_observed(self, node, key: str, dtype: str) -> bool:
-        """Whether an 8- or 16-bit ``node`` on a C target is read unwrapped by the compiled kernel (not
-        marked by :meth:`_note_truncated`), under the sanitizers."""
-        return (self.check and key in self.PROMOTED_OPS and self.target_kind in C_KINDS
-                and _is_int(dtype) and _float_bits(dtype) < 32 and _lanes(dtype) == 1
-                and _key(node) not in self.c_truncated)
-
     def _used_lanes(self) -> list[ast.expr]:
         """Sanitizer: the lane conditions under which the value being generated is used: a poison
         value (an overflow, an out-of-range shift) in a lane that a branch does not take, an arm of
