@@ -102,7 +102,7 @@ def cuda_promotion_evidence(mod, target, reason: str) -> str | None:
     import tvm
 
     found, inverted = _PROMOTED.search(reason), _PROMOTED_INVERT.search(reason)
-    language = "Metal" if "metal" in str(target) else "CUDA"
+    language = "Metal" if target.kind.name == "metal" else "CUDA"
     if mod is None or (found is None and inverted is None):
         return None
     kind, bits = (found or inverted).group(1, 2)

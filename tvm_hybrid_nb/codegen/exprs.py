@@ -13,7 +13,6 @@ from ..errors import UnsupportedConstructError
 from .names import (Value, _BinaryLike, _CannotVectorize, _INT64_MAX, _const, _dtype, _float_bits, _int_range,
     _is_float, _is_int, _is_zero, _key, _lanes, _name, _np, _packed_function, _scalar_dtype, _store_name, _type_key,
     _varying)
-from .analysis import walk_typed
 from .targets import C_KINDS, min_max_ignores_nan, operand_bits, short_circuits
 
 
@@ -411,17 +410,7 @@ class ExpressionsMixin:
     def _conditional(self, cond_expr, true_expr, false_expr, dtype: str, lazy: bool) -> Value:
         # A branch (lazy if_then_else) must be decided by initialised values; a Select is no branch:
         # as in MemorySanitizer, an uninitialised condition only poisons the value it selects.
-        if lazy or (self.check and self.target_kind in C_KINDS and _lanes(_dtype(cond_expr)) == 1
-                    and any(_loads(arm) for arm in (true_expr, false_expr))):
-            # C targets print an if_then_else as stores into a ``condval`` of its dtype, so its arms
-            # are truncated; TVM's RewriteUnsafeSelect makes a Select whose arm loads one.  The
-            # condition is not (``abs``: ``d >= 0`` and the arm ``d`` may be one node).
-            noted = set(self.c_truncated)
-            self._note_truncated(true_expr)
-            self._note_truncated(false_expr)
-            in_condition = []
-            walk_typed(cond_expr, _PROMOTABLE, lambda node: in_condition.append(_key(node)) or True)
-            self.c_truncated -= set(in_condition) - noted
+        self._note_arms_truncated(cond_expr, true_expr, false_expr, lazy)
         saved_defer = self.defer_poison, self.defer_overflow
         self.defer_poison, self.defer_overflow = saved_defer[0] and not lazy, saved_defer[1] and not lazy
         try:
@@ -757,14 +746,3 @@ def _int_constant(expr) -> int | None:
     if _type_key(expr) == "prim.Broadcast":
         expr = expr.value
     return int(expr.value) if _type_key(expr) == "ir.IntImm" else None
-
-
-def _loads(expr) -> bool:
-    """Whether ``expr`` reads a buffer element."""
-    found = []
-    walk_typed(expr, ("ir.TensorLoad",), lambda node: found.append(node) or True)
-    return bool(found)
-
-
-#: The nodes :meth:`ExpressionsMixin._note_truncated` may mark.
-_PROMOTABLE = ("prim.Add", "prim.Sub", "prim.Mul", "prim.LShift", "prim.BitwiseNot", "ir.Call")

@@ -8,8 +8,13 @@ import functools
 
 import tvm
 
+from .analysis import _reads_memory, walk_typed
 from .names import Value, _Axis, _BufferInfo, _dtype, _float_bits, _is_int, _key, _lanes, _name, _store_name, _type_key
 from .targets import C_KINDS, LLVM_KINDS, overflow_is_poison
+
+
+#: The nodes :meth:`SanitizerMixin._note_truncated` may mark.
+_PROMOTABLE = ("prim.Add", "prim.Sub", "prim.Mul", "prim.LShift", "prim.BitwiseNot", "ir.Call")
 
 
 class SanitizerMixin:
@@ -50,6 +55,22 @@ class SanitizerMixin:
             elif (key == "prim.Cast" and _is_int(_dtype(node.value))
                   and _float_bits(_dtype(node.value)) >= _float_bits(dtype)):
                 stack.append(node.value)
+
+    def _note_arms_truncated(self, cond_expr, true_expr, false_expr, lazy: bool) -> None:
+        """Sanitizer, C targets: C prints an ``if_then_else`` (``lazy``) as stores into a ``condval``
+        of its dtype, so its arms are truncated (:meth:`_note_truncated`); TVM's RewriteUnsafeSelect
+        makes a Select whose arm loads one.  The condition is not (``abs``: ``d >= 0`` and the arm
+        ``d`` may be one node)."""
+        if not (self.check and self.target_kind in C_KINDS):
+            return
+        if not (lazy or (_lanes(_dtype(cond_expr)) == 1 and any(map(_reads_memory, (true_expr, false_expr))))):
+            return
+        noted = set(self.c_truncated)
+        self._note_truncated(true_expr)
+        self._note_truncated(false_expr)
+        in_condition = []
+        walk_typed(cond_expr, _PROMOTABLE, lambda node: in_condition.append(_key(node)) or True)
+        self.c_truncated -= set(in_condition) - noted
 
     def _promotion_observed(self, node, key: str, dtype: str) -> bool:
         """Whether an 8- or 16-bit ``node`` on a C target is read unwrapped by the compiled kernel (not
