@@ -37,11 +37,11 @@ from .zoo_outcomes import (ALLOWED_REFUSALS, FLAGGED_AS_WRITTEN, FUSE_TIR_FINDIN
                            MEANING_CHANGE, ROUNDING_NOISE_COMPARED, SCHEDULE_CHANGE, TVM_CODEGEN_FINDINGS,
                            TVM_FINDING, TVM_FINDINGS, TVM_KERNEL_FINDINGS, TVM_MEANING_FINDINGS,
                            TVM_PASS_FINDINGS, TVM_SCHEDULE_FINDINGS, UNDEFINED_NOT_COMPARED,
-                           UNWRITTEN_NOT_COMPARED, KernelOutcome, codegen_finding, finding_matches, kernel_op,
-                           refusal_allowed, schedule_failure, tvm_compile_failure, tvm_finding)
+                           UNWRITTEN_NOT_COMPARED, WIDE_REFERENCE_COMPARED, KernelOutcome, codegen_finding,
+                           finding_matches, kernel_op, refusal_allowed, schedule_failure, tvm_compile_failure, tvm_finding)
 from .zoo_reference import (GPU_REFERENCE, _arithmetic_eps, _bf16_native, _expected_on_gpu,  # noqa: F401
                             _no_native_reference, _outputs_equal, _reference_run, _rounding_noise,
-                            _unwritten_elements)
+                            _unwritten_elements, _wide_reference)
 from .zoo_thread_local import HOST_ACCESS, host_access_evidence, thread_local_evidence  # noqa: F401
 from .zoo_undefined import (PROMOTION_ALARM, REFERENCE_UNDEFINED, UNDEFINED_ALARMS, cuda_promotion_evidence,
                             llvm_poison_evidence, reference_undefined, refused_reference_evidence,
@@ -368,7 +368,8 @@ def crash_reason(exc: BaseException) -> str:
 def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fast", check: bool = False,
                    on_stage: Callable[[str], None] | None = None,
                    unwritten: list | Callable[[], list | None] | None = None,
-                   find_noise: Callable[[], list] | None = None, known_results: dict | None = None) -> None:
+                   find_noise: Callable[[], list] | None = None, known_results: dict | None = None,
+                   find_wide: Callable[[], list | None] | None = None) -> None:
     """Emulate every changed stage of ``hm`` before MakePackedAPI on copies of ``inputs`` and compare
     its outputs with ``expected``; the first stage that is refused, cannot be generated or differs
     sets ``outcome`` (its stage, reason and kind) and ends the walk.  ``on_stage(label)`` is called
@@ -380,7 +381,10 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
     reason), called when a stage first differs (a second native run, only where it can matter).
     ``find_noise``: a function giving the reference's sensitivity to rounding-sized input changes
     (:func:`_rounding_noise`), called when a schedule that reorders arithmetic first differs beyond
-    the tolerances; differences within it are no wrong answer.  ``known_results``: the results of
+    the tolerances; differences within it are no wrong answer.  ``find_wide``: a function giving
+    the unscheduled kernel's results computed in float32 (:func:`_wide_reference`), called when a
+    schedule that reorders float16 or bfloat16 arithmetic still differs; an element near them is no
+    wrong answer either.  ``known_results``: the results of
     fast-mode programs (by their text) already run on ``inputs`` without the sanitizers (the corpus's
     trap check of stage 0), used instead of running them again.  Exceptions other than refusals
     reach the caller."""
@@ -400,6 +404,7 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
     find_unwritten = unwritten if callable(unwritten) else None
     unwritten = None if find_unwritten is not None or unwritten is None else leave_out_unwritten(unwritten)
     noise = None
+    wide: list = []
     undefined_so_far = None  # the result elements a stage has shown undefined on these inputs
     checked_programs: set[str] = set()
     bf16_native = _bf16_native(hm)
@@ -471,6 +476,15 @@ def emulate_stages(hm, inputs, expected, outcome: KernelOutcome, mode: str = "fa
                 outcome.reason = "; ".join(filter(None, [outcome.reason, ROUNDING_NOISE_COMPARED]))
             problem = _outputs_equal(got, expected, bf16_native, reordered=True, arithmetic_eps=arithmetic_eps,
                                      noise=noise)
+        if (problem and outcome.flavour != "none" and arithmetic_eps >= float(np.finfo(np.float16).eps)
+                and (find_wide is not None or wide)):
+            if find_wide is not None:
+                wide, find_wide = find_wide() or [], None
+                if wide:
+                    outcome.reason = "; ".join(filter(None, [outcome.reason, WIDE_REFERENCE_COMPARED]))
+            if wide:
+                problem = _outputs_equal(got, expected, bf16_native, reordered=True, arithmetic_eps=arithmetic_eps,
+                                         noise=noise, wide=wide)
         outcome.stages_checked += 1
         if problem:
             outcome.outcome, outcome.reason = "wrong", problem
@@ -608,7 +622,7 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
                                            and codegen_finding(hm.failure.message)):
             outcome.tvm_failure = tvm_compile_failure(mod, target)
             raise BuildError(hm.failure.summary)
-        unwritten = find_noise = None
+        unwritten = find_noise = find_wide = None
         if reference is not None and not isinstance(reference, tvm.tirx.PrimFunc):  # a numpy function
             inputs = _inputs(hm.params, seed, name, narrow=narrow)
             outs = reference(*[a for a, p in zip(inputs, hm.params) if not p.is_output],
@@ -635,15 +649,16 @@ def _check_kernel(name: str, func, flavour: str, mode: str, seed: int, reference
             reference_inputs = inputs
             if unwritten is not None:  # a native reference
                 find_noise = lambda: _rounding_noise(native, reference_inputs, expected)  # noqa: E731
+                find_wide = lambda: _wide_reference(native_func, reference_inputs)  # noqa: E731
             inputs = _in_parameter_order(hm.params, native.params, inputs)
         emulate_stages(hm, inputs, expected, outcome, mode=mode, check=check, unwritten=unwritten,
-                       find_noise=find_noise)
+                       find_noise=find_noise, find_wide=find_wide)
         if (outcome.outcome == "wrong" and flavour in GPU_FLAVOURS and unwritten is not None
                 and (on_gpu := _expected_on_gpu(native_func, target, reference_inputs, expected)) is not None):
             outcome = KernelOutcome(flavour, name, "ok",
                                     reason=GPU_REFERENCE.format(target="CUDA" if flavour == "dlight-gpu" else "Metal"))
             emulate_stages(hm, inputs, on_gpu, outcome, mode=mode, check=check, unwritten=unwritten,
-                           find_noise=find_noise)
+                           find_noise=find_noise, find_wide=find_wide)
         if outcome.outcome == "wrong" and unwritten is not None and outcome.stage == hm.stages[0].label:
             alarm = reference_undefined(native, reference_inputs, mode) if check else None
             if alarm is not None:

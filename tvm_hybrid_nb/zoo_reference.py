@@ -5,11 +5,13 @@ exactly, floats within their units, a reordered sum within its partial sums' rou
 kernel computes in (:func:`_bf16_native`, :func:`_arithmetic_eps`), and the two facts about the
 reference that a second look at the native build establishes when a stage differs: the elements it
 leaves unwritten (:func:`_unwritten_elements`) and how far it moves under rounding-sized input changes
-(:func:`_rounding_noise`); and the native run itself (:func:`_reference_run`), on other integer inputs
+(:func:`_rounding_noise`), and what it computes in float32 where it sums in float16 or bfloat16
+(:func:`_wide_reference`); and the native run itself (:func:`_reference_run`), on other integer inputs
 where the seeded ones make it divide by zero or read out of bounds.
 """
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import numpy as np
@@ -20,7 +22,7 @@ _BF16_EPS = 2.0 ** -7
 
 
 def _outputs_equal(got, want, bf16_native: bool = False, reordered: bool = False,
-                   arithmetic_eps: float = 0.0, noise: list | None = None) -> str | None:
+                   arithmetic_eps: float = 0.0, noise: list | None = None, wide: list | None = None) -> str | None:
     """None when every output matches the reference (integers exactly, float32 within 1e-5 relative,
     float16 and bfloat16 within 8 units in the last place: a schedule may reduce in another order than
     the unscheduled kernel), else the first difference.
@@ -40,7 +42,13 @@ def _outputs_equal(got, want, bf16_native: bool = False, reordered: bool = False
     may overflow to either infinity (or NaN, past both): non-finite against non-finite is then equal.
     ``noise``: per output, how far each element of the reference moves when the inputs move by
     rounding-sized amounts (:func:`_rounding_noise`); a difference within it is the kernel's own
-    ill-conditioning (a reordered sum with heavy cancellation), not a wrong answer."""
+    ill-conditioning (a reordered sum with heavy cancellation), not a wrong answer.
+    ``wide``: per output, the reference computed in float32 (:func:`_wide_reference`); with
+    ``reordered``, an element within the tolerances of it is equal too where the reference is not
+    (nowhere else: a float16 emulated as float32 would pass there): a float16 sum's rounding
+    depends on its order so much that a serial sum and a tree of partial sums can differ several-fold
+    (32,000 softmax terms: the serial float16 sum stalls near 256, the tree reaches 1,019 as float32
+    does), and the reordered result lands near the float32 one."""
     from .compare import float_info
 
     for index, (g, w) in enumerate(zip(got, want)):
@@ -69,6 +77,11 @@ def _outputs_equal(got, want, bf16_native: bool = False, reordered: bool = False
             close = np.isclose(g32, w32, rtol=rtol, atol=atol, equal_nan=True)
             if reordered and arithmetic_eps >= float(np.finfo(np.float16).eps):
                 close |= ~np.isfinite(g32) & ~np.isfinite(w32)  # a float16 sum past 65504 either way
+            if reordered and wide is not None and not close.all():
+                # Only where the serial reference itself is off the float32 values: elsewhere a float16
+                # emulated as float32 would pass.
+                far = ~np.isclose(w32, wide[index], rtol=rtol, atol=atol, equal_nan=True)
+                close |= far & np.isclose(g32, wide[index], rtol=rtol, atol=atol, equal_nan=True)
         else:
             close = g == w
         if noise is not None and not close.all():
@@ -116,6 +129,48 @@ def _arithmetic_eps(hm) -> float:
 #: s times that root: 4 x 8 units cover a sum's reordering to beyond 1,000 terms.
 _NOISE_STEP = 2.0 ** -20
 _NOISE_FACTOR = 4
+
+
+#: A narrow float type in TVMScript (a dtype string, a constant's constructor, a vector of lanes).
+_NARROW_FLOAT = re.compile(r"(?<![A-Za-z0-9_])b?float16(?=x[0-9]|[^A-Za-z0-9_])")
+
+
+def _wide_function(func):
+    """``func`` computing in float32 where it computes in float16 or bfloat16: buffers, casts and
+    constants alike, through its TVMScript.  None when that does not parse back (a reinterpret of
+    float16 bits) or there is nothing narrow."""
+    import tvm
+
+    text = func.script(show_meta=False)
+    wide_text = _NARROW_FLOAT.sub("float32", text)
+    if wide_text == text:
+        return None
+    try:
+        return tvm.script.from_source(wide_text)
+    except Exception:  # noqa: BLE001 - TVMScript that no longer type-checks: no wide reference
+        return None
+
+
+def _wide_reference(func, inputs: list) -> list | None:
+    """Per result of the unscheduled ``func`` (``inputs`` in the order of its parameters),
+    what it computes on ``inputs`` in float32 arithmetic (:func:`_wide_function`), as float64 arrays;
+    None where it cannot be built or run.  The values a reordered float16 sum approaches (see
+    :func:`_outputs_equal`)."""
+    from . import module as hmodule
+
+    wide_func = _wide_function(func)
+    if wide_func is None:
+        return None
+    try:
+        wide = hmodule.build(wide_func, target="llvm")
+        values = []
+        for a in inputs:
+            narrow = isinstance(a, np.ndarray) and str(a.dtype) in ("float16", "bfloat16")
+            values.append(a.astype(np.float32) if narrow else a.copy() if isinstance(a, np.ndarray) else a)
+        result = wide.run_native(*values)
+        return [np.asarray(v).astype(np.float64) for v in wide.result_values(values, result)]
+    except Exception:  # noqa: BLE001 - TVM cannot build or run the float32 form: no wide reference
+        return None
 
 
 def _rounding_noise(native, inputs: list, expected: list, runs: int = 8, seed: int = 1) -> list:
