@@ -93,23 +93,31 @@ def _specialized(func, sizes: dict, name: str):
 
 def with_sizes(func, sizes: dict):
     """``func`` (a PrimFunc) with the symbolic sizes named in ``sizes`` (name -> int) bound where its
-    parameter buffers' dimensions are plain sizes (see :func:`_size_param_map`); its parameters stay
-    as they are: a size that is also a scalar parameter stays unbound (``specialize`` would drop the
-    parameter from the signature; its value comes with each call).  None when TVM's
-    ``PrimFunc.specialize`` refuses."""
-    scalars = {str(p.name) for p in func.params if not tvm.tirx.is_buffer_var(p)}  # specialize drops them
+    parameter buffers' dimensions are plain sizes (see :func:`_size_param_map`) and where they are
+    scalar parameters (Relax passes a symbolic image's ``h`` and ``w`` so, its buffers sized
+    ``(h - 1) // 2 + 1``).  Its parameters stay as they are: ``specialize`` drops a bound scalar
+    parameter from the signature, so it is put back, unread (the caller passes its value, the one it
+    was bound to).  None when TVM's ``PrimFunc.specialize`` refuses."""
+    scalars = {p: tvm.tirx.const(int(sizes[str(p.name)]), _dtype(p))
+               for p in func.params if not tvm.tirx.is_buffer_var(p) and str(p.name) in sizes}
 
     def value_of(var):
         name = str(var.name)
-        return tvm.tirx.const(int(sizes[name]), _dtype(var)) if name in sizes and name not in scalars else None
+        return tvm.tirx.const(int(sizes[name]), _dtype(var)) if name in sizes else None
 
     param_map, _ = _size_param_map(func, value_of)
+    param_map.update(scalars)
     if not param_map:
         return func
     try:
-        return func.specialize(param_map)
+        bound = func.specialize(param_map)
     except Exception:  # e.g. a compacted buffer's old form used undeclared: the plan for every size then
         return None
+    if not scalars:
+        return bound
+    kept = iter(bound.params)
+    params = [p if p in scalars else next(kept) for p in func.params]
+    return tvm.tirx.PrimFunc(params, bound.body, bound.ret_type, bound.attrs)
 
 
 def _size_param_map(func, value_of) -> tuple[dict, set]:

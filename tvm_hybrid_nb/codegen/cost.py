@@ -60,8 +60,10 @@ ANALYSIS_SECONDS_PER_NODE = 20e-6
 #: ``compute_at`` regions: ``T.min(T.int64(1) - n, n - T.int64(1))`` nested hundreds deep in every
 #: loop extent) has 22,490 such nodes, and one simplification of its indices took 22 ms on average
 #: (0.05-0.2 ms with a few): 18-38 s of analysis a stage.  The zoo's most (dlight's GPU attention over
-#: a symbolic length) has 952 and plans in 0.3 s a stage.
-MIN_MAX_NODES_PER_CALL_SIZES = 4096
+#: a symbolic length) has 952 and plans in 0.3 s a stage; dlight.cpu's group norm over a symbolic image
+#: (a random conv net's, i206: ``CompactBufferAllocation``'s regions of ``(w - 1) // 2`` in 1,140 to
+#: 2,430 such nodes) planned 2-7 s a stage for every size, about 0.1 s for the call's.
+MIN_MAX_NODES_PER_CALL_SIZES = 1024
 #: One combine step of a ``tvm_thread_allreduce`` (a call of the reducer on the lanes), measured at
 #: 0.8-1.8 µs for a sum and 3.9-6.2 µs for TIR's ``Max`` (a select) over 32 to 1,024 threads.
 FOLD_SECONDS = 3e-6

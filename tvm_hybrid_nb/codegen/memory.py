@@ -268,11 +268,14 @@ class MemoryAccessMixin:
             registers = any(b.per_thread and b.name in in_value for b in self.scope.buffers.values())
             unnamed = [ax.axis for ax in self.lanes.axes if ax.name not in in_index
                        and (ax.name in in_value or (registers and ax.is_thread))]
+            unnamed += [a for a in self._alike_axes(info, in_index) if a not in unnamed]
             if unnamed:
                 mask = self._mask_expr(self.lanes.stmt_masks)
                 value = self._call("last_lane_along", value, ast.Tuple([v.node for v in values], ast.Load()),
                                    ast.Tuple([ast.Constant(a) for a in unnamed], ast.Load()),
                                    ast.Constant(_lanes(_dtype(node.value)) > 1), *([mask] if mask is not None else []))
+        elif stored.varying and info.own_copy_axes and not info.per_thread and self._sanitized(info):
+            value = self._one_of_alike(info, values, value, _lanes(_dtype(node.value)) > 1)
         try:
             out = self._store(info, indices, values, value)
         finally:
@@ -280,6 +283,27 @@ class MemoryAccessMixin:
         if self._sanitized(info) and self._statement_records(info):
             out.insert(0, ast.Expr(ast.Call(ast.Attribute(_name("race_log"), "new_statement", ast.Load()), [], [])))
         return out
+
+    def _alike_axes(self, info: _BufferInfo, in_index: set) -> list[int]:
+        """The lane axes along which one copy of the buffer serves lanes that the plan proved to write
+        it alike and that its index does not name (``in_index``: the names in the index).  A value
+        stored there may still move along them in form: it reads another buffer's per-lane copies,
+        directly or through a ``let`` (i206's group norm: a one-copy accumulator summing a privatised
+        reshape), and one lane's value is every lane's."""
+        return [ax.axis for ax in self.lanes.axes if ax.var is not None and _key(ax.var) in info.own_copy_axes
+                and ax.name not in in_index]
+
+    def _one_of_alike(self, info: _BufferInfo, values: list[Value], value: ast.expr, vector: bool) -> ast.expr:
+        """Under the sanitizers, a store into one copy that lanes write alike (:meth:`_alike_axes`):
+        the value of the last lane along those axes."""
+        in_index = {n.id for v in values for n in ast.walk(v.node) if isinstance(n, ast.Name)}
+        alike = self._alike_axes(info, in_index)
+        if not alike:
+            return value
+        mask = self._mask_expr(self.lanes.stmt_masks)
+        return self._call("last_lane_along", value, ast.Tuple([v.node for v in values], ast.Load()),
+                          ast.Tuple([ast.Constant(a) for a in alike], ast.Load()), ast.Constant(vector),
+                          *([mask] if mask is not None else []))
 
     def _store(self, info: _BufferInfo, indices, values: list[Value], value: ast.expr) -> list[ast.stmt]:
         """``buffer[indices] = value`` by the access rules: sanitizer, lane view, proven subscript or
