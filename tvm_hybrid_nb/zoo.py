@@ -38,7 +38,8 @@ from .zoo_outcomes import (ALLOWED_REFUSALS, FLAGGED_AS_WRITTEN, FUSE_TIR_FINDIN
                            TVM_FINDING, TVM_FINDINGS, TVM_KERNEL_FINDINGS, TVM_MEANING_FINDINGS,
                            TVM_PASS_FINDINGS, TVM_SCHEDULE_FINDINGS, UNDEFINED_NOT_COMPARED,
                            UNWRITTEN_NOT_COMPARED, WIDE_REFERENCE_COMPARED, KernelOutcome, codegen_finding,
-                           finding_matches, kernel_op, refusal_allowed, schedule_failure, tvm_compile_failure, tvm_finding)
+                           finding_matches, kernel_op, refusal_allowed, schedule_failure, tvm_compile_failure,
+                           tvm_finding)
 from .zoo_reference import (GPU_REFERENCE, _arithmetic_eps, _bf16_native, _expected_on_gpu,  # noqa: F401
                             _no_native_reference, _outputs_equal, _reference_run, _rounding_noise,
                             _unwritten_elements, _wide_reference)

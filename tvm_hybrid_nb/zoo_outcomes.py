@@ -66,7 +66,8 @@ ROUNDING_NOISE_COMPARED = "compared within the reference's sensitivity to roundi
 #: Notes an outcome of a schedule that reorders float16 (bfloat16) sums whose outputs differed beyond the
 #: tolerances and were compared with the unscheduled kernel computed in float32 too
 #: (zoo_reference._wide_reference): a narrow serial sum can stall far from where a tree of partial sums gets.
-WIDE_REFERENCE_COMPARED = "compared with the unscheduled kernel computed in float32 too (a reordered float16 sum)"
+WIDE_REFERENCE_COMPARED = ("compared with the unscheduled kernel computed in float32 too (a reordered float16 or "
+                           "bfloat16 sum)")
 
 #: Marks a wrong answer where the sanitizers show that TVM's pass, not the emulator, is at fault.
 TVM_FINDING = "TVM finding"

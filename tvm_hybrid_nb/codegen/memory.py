@@ -258,24 +258,26 @@ class MemoryAccessMixin:
             mask = self._mask_expr(self.lanes.stmt_masks)
             value = self._call("last_lane", value, ast.Constant(_lanes(_dtype(node.value)) > 1),
                                *([mask] if mask is not None else []))
-        elif stored.varying and self.lanes.axes and not info.prefix and not info.per_thread and not self._sanitized(info):
+        elif stored.varying and self.lanes.axes and not info.per_thread and (
+                (not info.prefix and not self._sanitized(info)) or (self._sanitized(info) and info.own_copy_axes)):
             # Lanes whose index does not move along some lane axis (``S[ty] = v`` by every
             # threadIdx.x) write one element each along it: the last writer's value there.
             # (A lane variable the value names and the index does not, or a thread's own register
-            # read into the value: checked against the index at run time.)
+            # read into the value: checked against the index at run time.)  Under the sanitizers
+            # (which report the race) only along lanes proven to write one copy alike.
             in_index = {n.id for v in values for n in ast.walk(v.node) if isinstance(n, ast.Name)}
-            in_value = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
-            registers = any(b.per_thread and b.name in in_value for b in self.scope.buffers.values())
-            unnamed = [ax.axis for ax in self.lanes.axes if ax.name not in in_index
-                       and (ax.name in in_value or (registers and ax.is_thread))]
-            unnamed += [a for a in self._alike_axes(info, in_index) if a not in unnamed]
+            unnamed = self._alike_axes(info, in_index)
+            if not self._sanitized(info):
+                in_value = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+                registers = any(b.per_thread and b.name in in_value for b in self.scope.buffers.values())
+                named = [ax.axis for ax in self.lanes.axes if ax.name not in in_index
+                         and (ax.name in in_value or (registers and ax.is_thread))]
+                unnamed = named + [a for a in unnamed if a not in named]
             if unnamed:
                 mask = self._mask_expr(self.lanes.stmt_masks)
                 value = self._call("last_lane_along", value, ast.Tuple([v.node for v in values], ast.Load()),
                                    ast.Tuple([ast.Constant(a) for a in unnamed], ast.Load()),
                                    ast.Constant(_lanes(_dtype(node.value)) > 1), *([mask] if mask is not None else []))
-        elif stored.varying and info.own_copy_axes and not info.per_thread and self._sanitized(info):
-            value = self._one_of_alike(info, values, value, _lanes(_dtype(node.value)) > 1)
         try:
             out = self._store(info, indices, values, value)
         finally:
@@ -292,18 +294,6 @@ class MemoryAccessMixin:
         reshape), and one lane's value is every lane's."""
         return [ax.axis for ax in self.lanes.axes if ax.var is not None and _key(ax.var) in info.own_copy_axes
                 and ax.name not in in_index]
-
-    def _one_of_alike(self, info: _BufferInfo, values: list[Value], value: ast.expr, vector: bool) -> ast.expr:
-        """Under the sanitizers, a store into one copy that lanes write alike (:meth:`_alike_axes`):
-        the value of the last lane along those axes."""
-        in_index = {n.id for v in values for n in ast.walk(v.node) if isinstance(n, ast.Name)}
-        alike = self._alike_axes(info, in_index)
-        if not alike:
-            return value
-        mask = self._mask_expr(self.lanes.stmt_masks)
-        return self._call("last_lane_along", value, ast.Tuple([v.node for v in values], ast.Load()),
-                          ast.Tuple([ast.Constant(a) for a in alike], ast.Load()), ast.Constant(vector),
-                          *([mask] if mask is not None else []))
 
     def _store(self, info: _BufferInfo, indices, values: list[Value], value: ast.expr) -> list[ast.stmt]:
         """``buffer[indices] = value`` by the access rules: sanitizer, lane view, proven subscript or
