@@ -99,11 +99,15 @@ def _outputs_equal(got, want, bf16_native: bool = False, reordered: bool = False
 
 def _bf16_native(hm) -> bool:
     """Whether ``hm``'s kernel has bfloat16 and its target computes bfloat16 as bfloat16."""
+    stage0 = hm.stages[0].function if hm.stages else None
+    return stage0 is not None and _bf16_per_operation(stage0, hm.target)
+
+
+def _bf16_per_operation(func, target) -> bool:
+    """Whether PrimFunc ``func`` has bfloat16 and ``target`` computes bfloat16 as bfloat16 (sm_80)."""
     from .stage import _has_bf16_arithmetic
 
-    stage0 = hm.stages[0].function if hm.stages else None
-    return (stage0 is not None and "bfloat16" in stage0.script(show_meta=False)
-            and _has_bf16_arithmetic(hm.target))
+    return "bfloat16" in func.script(show_meta=False) and _has_bf16_arithmetic(target)
 
 
 def _arithmetic_eps(hm) -> float:
@@ -440,11 +444,9 @@ def _expected_on_gpu(func, target, inputs: list, expected: list) -> list | None:
     the GPU and reaches 10,500 in llvm code.  The GPU kernel is then compared with the unscheduled
     kernel's meaning on the GPU."""
     from . import module as hmodule
-    from .stage import _has_bf16_arithmetic
 
-    bf16_per_operation = "bfloat16" in func.script(show_meta=False) and _has_bf16_arithmetic(target)
     if not (_nan_meaning_differs(func, str(target.kind.name)) or _formula_meaning_differs(func)
-            or bf16_per_operation):
+            or _bf16_per_operation(func, target)):
         return None
     unscheduled = hmodule.build(func.with_attr("target", target), target=target, on_failure="keep")
     args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
