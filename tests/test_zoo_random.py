@@ -3,6 +3,7 @@ that no single-operator model makes, and (``--family``) random decoder layers an
 checked as the zoo checks its own models."""
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -28,6 +29,28 @@ def test_random_chains_fuse_into_multi_operator_kernels_that_emulate_exactly(see
     for kernel in (k for k in kernels if k.llvm is not None):  # GPU-only kernels: a scan for cuda
         outcome = zoo.check_kernel(kernel.name, kernel.llvm, "none", reference=kernel.reference)
         assert outcome.outcome == "ok", outcome
+
+
+def test_bfloat16_plans_draw_norms_that_tvm_legalizes_and_otherwise_the_float32_draw():
+    """TVM's ``layer_norm`` and ``group_norm`` legalize float32 and float16 only: a bfloat16 plan draws
+    an RMS norm (chains, decoders) or centres the image (conv nets) in their place, the rest as drawn."""
+    for seed in range(60):
+        for draw in (chain_plan, image_plan):
+            wide, narrow = draw(seed, "float32"), draw(seed, "bfloat16")
+            swapped = {("norm", "layer"): ("norm", "rms"), ("group_norm", None): ("center", None)}
+            assert narrow.steps == [swapped.get(step, step) for step in wide.steps], wide.describe()
+        assert decoder_plan(seed, "bfloat16") == dataclasses.replace(decoder_plan(seed, "float32"), dtype="bfloat16",
+                                                                     norm="rms")
+
+
+@pytest.mark.parametrize("seed, family", [(93, "chain"), (15, "image")])
+def test_a_bfloat16_model_lowers_and_emulates_exactly_unscheduled_and_under_dlights_gpu_rules(seed, family):
+    """r93: a layer norm and a gated LayerNorm parameter step (both RMS norms in bfloat16), then
+    self-attention; i15: a strided 1x1 convolution, a group norm (centring in bfloat16), max pooling."""
+    kernels = zoo.collect_kernels(random_models(1, seed=seed, dtype="bfloat16", family=family))
+    names = [k.name for k in kernels]
+    assert any("rms_norm" in n for n in names) if family == "chain" else any("mean" in n for n in names), names
+    _assert_ok_unscheduled_and_under_dlights_gpu_rules(kernels)
 
 
 def test_the_command_line_takes_random_models_and_refuses_them_with_a_script():

@@ -777,7 +777,7 @@ def add_parser(sub, parents, formatter_class):
                         "conv nets (convolutions, pooling, group norm, upsampling, static or symbolic size) or "
                         "integer chains (wrap-around, division and remainder, shifts, casts, scans, argmax)")
     p.add_argument("--seed", type=int, default=0, help="the first random model's seed (default 0)")
-    p.add_argument("--dtype", choices=("float32", "float16") + INTEGER_DTYPES, default=None,
+    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16") + INTEGER_DTYPES, default=None,
                    help="the random models' dtype (default float32; the integer family draws one per model "
                         "unless an integer dtype is given)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each kernel as it finishes")

@@ -31,6 +31,9 @@ STEPS = ("unary", "unary", "param", "reduce_bcast", "softmax", "norm", "linear",
 #: (``softmax(x @ x^T * 0.3) @ x``).
 TAILS = ("none", "none", "sum_length", "and_row_max", "self_attention")
 UNARY = ("tanh", "sigmoid", "silu", "gelu", "relu", "negative")
+#: The dtypes TVM legalizes ``layer_norm`` and ``group_norm`` for (its topi checks float32 and float16):
+#: a bfloat16 model draws an RMS norm for a layer norm, and centres the image for a group norm.
+NORM_DTYPES = ("float32", "float16")
 
 
 @dataclass
@@ -75,6 +78,7 @@ def chain_plan(seed: int, dtype: str = "float32") -> ChainPlan:
             choice = rng.choice([0, 1, 2])
         elif kind == "norm":
             choice = rng.choice(["layer", "rms"])
+            choice = choice if dtype in NORM_DTYPES else "rms"
         elif kind == "linear":
             choice = f"{rng.choice([4, 8, 10, 16])}:{rng.choice(['bias', 'nobias'])}"
         elif kind == "cumsum":
@@ -108,7 +112,9 @@ def chain_module(plan: ChainPlan):
         def __init__(self):
             self.layers = nn.ModuleList([])
             for (kind, choice), width in zip(plan.steps, plan.widths()):
-                if kind in ("param", "norm") and (kind == "param" or choice == "layer"):
+                if kind == "param" and dtype not in NORM_DTYPES:
+                    self.layers.append(nn.RMSNorm(width, axes=-1, dtype=dtype))
+                elif kind in ("param", "norm") and (kind == "param" or choice == "layer"):
                     self.layers.append(nn.LayerNorm(width, dtype=dtype))
                 elif kind == "norm":
                     self.layers.append(nn.RMSNorm(width, axes=-1, dtype=dtype))
@@ -205,11 +211,14 @@ def decoder_plan(seed: int, dtype: str = "float32") -> DecoderPlan:
     kv_heads = rng.choice([h for h in (1, 2, 4) if h <= heads and heads % h == 0])
     head_dim = rng.choice([8, 16, 32])
     width = heads * head_dim
-    return DecoderPlan(
+    plan = DecoderPlan(
         f"d{seed}", dtype, heads, kv_heads, head_dim, ffn=rng.choice([2 * width, 3 * width, 40]),
         length="n" if rng.random() < 0.6 else rng.choice([1, 3, 6]), rope=rng.random() < 0.6,
         norm=rng.choice(["rms", "layer"]), act=rng.choice(["silu", "gelu", "relu"]), gated=rng.random() < 0.6,
         bias=rng.random() < 0.4, past=rng.random() < 0.5, causal=rng.random() < 0.7)
+    if dtype not in NORM_DTYPES:
+        plan.norm = "rms"
+    return plan
 
 
 def decoder_module(plan: DecoderPlan):
@@ -328,6 +337,8 @@ def image_plan(seed: int, dtype: str = "float32") -> ImagePlan:
             size *= 2
         elif kind in ("unary", "maxpool", "upsample"):
             kind, choice = "unary", rng.choice(["relu", "silu", "gelu", "sigmoid"])
+        elif kind == "group_norm" and dtype not in NORM_DTYPES:
+            kind = "center"
         plan.steps.append((kind, choice))
     return plan
 
