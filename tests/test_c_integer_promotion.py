@@ -314,31 +314,31 @@ def promoted_quotient_gpu(x: T.Buffer((8,), "uint8"), y: T.Buffer((8,), "uint8")
 def test_the_zoo_quotes_tvms_cuda_source_where_a_sum_of_casts_is_read_unwrapped():
     # The zoo tags such an alarm as TVM's only with TVM's CUDA source showing it: an operand that
     # is an expression cast to the narrow type (`((uchar)rintf(...))`) was not recognised.
-    from tvm_hybrid_nb.zoo_undefined import cuda_promotion_evidence
+    from tvm_hybrid_nb.zoo_undefined import c_promotion_evidence
 
     x = np.array([96.0, 0, 0, 0, 0, 0, 0, 0], "float32")
     y = np.array([219, 0, 0, 0, 0, 0, 0, 0], "uint8")
     with pytest.raises(EmulationError, match=r"uint8 overflow: 48 \+ 219 = 267") as alarm:
         thn.build(promoted_casts_gpu, target=CUDA).emulate(x, y, np.zeros(8, "int16"), check=True)
-    evidence = cuda_promotion_evidence(tvm.IRModule({"main": promoted_casts_gpu}), CUDA, str(alarm.value))
+    evidence = c_promotion_evidence(tvm.IRModule({"main": promoted_casts_gpu}), CUDA, str(alarm.value))
     assert evidence is not None and "computes uint8 `+` in C's int" in evidence, evidence
     assert re.search(r"\(\(short\)\(\(\(uchar\)nearbyintf\(.*\) \+ y_ptr\[", evidence), evidence
     # The same sum stored into a uint8: no evidence (and no alarm).
     out = np.zeros(8, "uint8")
     thn.build(stored_casts_gpu, target=CUDA).emulate(x, y, out, check=True)
     assert out[0] == (48 + 219) % 256
-    assert cuda_promotion_evidence(tvm.IRModule({"main": stored_casts_gpu}), CUDA, str(alarm.value)) is None
+    assert c_promotion_evidence(tvm.IRModule({"main": stored_casts_gpu}), CUDA, str(alarm.value)) is None
     # A right shift of a uint8 is one in C too (typed int, in the uint8 range): 1 - 30 is -29 there.
     with pytest.raises(EmulationError, match=r"uint8 overflow: 1 - 30 = -29") as alarm:
         thn.build(promoted_shift_gpu, target=CUDA).emulate(
             np.array([2] + [0] * 7, "int16"), np.array([30] + [0] * 7, "int16"), np.zeros(8, "int32"), check=True)
-    evidence = cuda_promotion_evidence(tvm.IRModule({"main": promoted_shift_gpu}), CUDA, str(alarm.value))
+    evidence = c_promotion_evidence(tvm.IRModule({"main": promoted_shift_gpu}), CUDA, str(alarm.value))
     assert evidence is not None and "computes uint8 `-` in C's int" in evidence and ">> (uchar)3)" in evidence
     # So is a quotient of a uint8: 14 / 9 - 1 = 0 fits, 14 / 2 - 8 is -1 in C.
     with pytest.raises(EmulationError, match=r"uint8 overflow: 7 - 8 = -1") as alarm:
         thn.build(promoted_quotient_gpu, target=CUDA).emulate(
             np.array([14] + [0] * 7, "uint8"), np.array([8] + [1] * 7, "uint8"), np.zeros(8, "int32"), check=True)
-    evidence = cuda_promotion_evidence(tvm.IRModule({"main": promoted_quotient_gpu}), CUDA, str(alarm.value))
+    evidence = c_promotion_evidence(tvm.IRModule({"main": promoted_quotient_gpu}), CUDA, str(alarm.value))
     assert evidence is not None and "computes uint8 `-` in C's int" in evidence and "(x_ptr[" in evidence
 
 
@@ -356,7 +356,7 @@ def test_the_complement_of_an_unsigned_narrow_value_read_by_c_is_reported(mode):
     # TVM's CUDA code prints uint8 ~a as C's ~, which promotes a to int: ~0 is -1 there, 255 in the
     # TIR (and TVM's llvm build), in every lane, whatever the input.  The TIR's value is emulated;
     # check=True says that the GPU kernel differs, and TVM's CUDA source is the zoo's evidence.
-    from tvm_hybrid_nb.zoo_undefined import cuda_promotion_evidence
+    from tvm_hybrid_nb.zoo_undefined import c_promotion_evidence
 
     a = np.array([0, 1, 2, 50, 55, 100, 254, 255], "uint8")
     args = [a, np.zeros(8, "int32"), np.zeros(8, "uint8"), np.zeros(8, "uint8")]
@@ -367,7 +367,7 @@ def test_the_complement_of_an_unsigned_narrow_value_read_by_c_is_reported(mode):
     np.testing.assert_array_equal(args[3], (~a) ^ 15)
     with pytest.raises(EmulationError, match=r"uint8 ~0 = 255 in the TIR.*~0 is -1.*at \(threadIdx.x=0\)") as alarm:
         hm.emulate(*args, mode=mode, check=True)
-    evidence = cuda_promotion_evidence(tvm.IRModule({"main": inverted_gpu}), CUDA, str(alarm.value))
+    evidence = c_promotion_evidence(tvm.IRModule({"main": inverted_gpu}), CUDA, str(alarm.value))
     assert evidence is not None and "computes uint8 `~` in C's int" in evidence and "((int)(~a_ptr[" in evidence
 
 
@@ -387,19 +387,19 @@ def test_a_stored_complement_is_no_alarm(mode):
 
 def test_metal_source_is_evidence_too():
     # Metal's C++ promotes as C does; TVM's Metal source spells int8 `char`.
-    from tvm_hybrid_nb.zoo_undefined import cuda_promotion_evidence
+    from tvm_hybrid_nb.zoo_undefined import c_promotion_evidence
 
     metal = tvm.target.Target("metal")
     a = np.array([0, 1, 2, 50, 55, 100, 254, 255], "uint8")
     args = [a, np.zeros(8, "int32"), np.zeros(8, "uint8"), np.zeros(8, "uint8")]
     with pytest.raises(EmulationError, match=r"uint8 ~0 = 255 in the TIR") as alarm:
         thn.build(inverted_gpu, target=metal).emulate(*args, check=True)
-    evidence = cuda_promotion_evidence(tvm.IRModule({"main": inverted_gpu}), metal, str(alarm.value))
+    evidence = c_promotion_evidence(tvm.IRModule({"main": inverted_gpu}), metal, str(alarm.value))
     assert evidence is not None and evidence.startswith("TVM's Metal code computes uint8 `~`"), evidence
     x = np.array([-128, 127, -1, 5, 0, 0, 0, 0], "int8")
     with pytest.raises(EmulationError, match=r"int8 overflow: -128 \* -1 = 128") as alarm:
         thn.build(widened_negation_gpu, target=metal).emulate(x, np.zeros(8, "int32"), check=True)
-    evidence = cuda_promotion_evidence(tvm.IRModule({"main": widened_negation_gpu}), metal, str(alarm.value))
+    evidence = c_promotion_evidence(tvm.IRModule({"main": widened_negation_gpu}), metal, str(alarm.value))
     assert evidence is not None and "computes int8 `*` in C's int" in evidence, evidence
 
 
@@ -425,16 +425,16 @@ def min_product_gpu(x: T.Buffer((8,), "uint8"), y: T.Buffer((8,), "uint8"), o: T
 def test_a_select_that_loads_is_an_if_then_else_in_tvms_c_code():
     # TVM's RewriteUnsafeSelect makes a Select whose arm loads an if_then_else, which its C printer
     # stores into a `signed char condval`: 0 - -128 is truncated there; the product after it is not.
-    from tvm_hybrid_nb.zoo_undefined import cuda_promotion_evidence
+    from tvm_hybrid_nb.zoo_undefined import c_promotion_evidence
 
     x = np.array([-128, 5, -3, 0, 0, 0, 0, 0], "int8")
     with pytest.raises(EmulationError, match=r"int8 overflow: -128 \* -1 = 128") as alarm:
         thn.build(abs_negated_gpu, target=CUDA).emulate(x, np.zeros(8, "int32"), check=True)
-    evidence = cuda_promotion_evidence(tvm.IRModule({"main": abs_negated_gpu}), CUDA, str(alarm.value))
+    evidence = c_promotion_evidence(tvm.IRModule({"main": abs_negated_gpu}), CUDA, str(alarm.value))
     assert evidence is not None and "(condval * (signed char)-1)" in evidence, evidence
     # A min of narrow values is a narrow operand in the CUDA source.
     with pytest.raises(EmulationError, match=r"uint8 overflow: 95 \* 169 = 16055") as alarm:
         thn.build(min_product_gpu, target=CUDA).emulate(
             np.array([95] + [0] * 7, "uint8"), np.array([169] + [0] * 7, "uint8"), np.zeros(8, "int32"), check=True)
-    evidence = cuda_promotion_evidence(tvm.IRModule({"main": min_product_gpu}), CUDA, str(alarm.value))
+    evidence = c_promotion_evidence(tvm.IRModule({"main": min_product_gpu}), CUDA, str(alarm.value))
     assert evidence is not None and "(min(x_ptr[" in evidence, evidence

@@ -44,7 +44,7 @@ from .zoo_reference import (GPU_REFERENCE, _arithmetic_eps, _bf16_native, _expec
                             _no_native_reference, _outputs_equal, _reference_run, _rounding_noise,
                             _unwritten_elements, _wide_reference)
 from .zoo_thread_local import HOST_ACCESS, host_access_evidence, thread_local_evidence  # noqa: F401
-from .zoo_undefined import (PROMOTION_ALARM, REFERENCE_UNDEFINED, UNDEFINED_ALARMS, cuda_promotion_evidence,
+from .zoo_undefined import (PROMOTION_ALARM, REFERENCE_UNDEFINED, UNDEFINED_ALARMS, c_promotion_evidence,
                             llvm_poison_evidence, reference_undefined, refused_reference_evidence,
                             zero_trip_evidence)
 
@@ -582,7 +582,7 @@ def _undefined_evidence(func, flavour: str, reference, outcome: KernelOutcome) -
     if PROMOTION_ALARM in outcome.reason:
         if flavour not in GPU_FLAVOURS:
             return None
-        return cuda_promotion_evidence(*schedule(func, flavour)[::-1], outcome.reason)
+        return c_promotion_evidence(*schedule(func, flavour)[::-1], outcome.reason)
     llvm_func, llvm_flavour = _undefined_llvm_kernel(func, flavour, reference, outcome)
     return None if llvm_func is None else llvm_poison_evidence(*schedule(llvm_func, llvm_flavour)[::-1], outcome.reason)
 

@@ -93,12 +93,12 @@ _C_TYPES = {"int8": "(?:signed char|char)", "uint8": "(?:unsigned char|uchar)", 
             "uint16": "(?:unsigned short|ushort)"}
 
 
-def cuda_promotion_evidence(mod, target, reason: str) -> str | None:
+def c_promotion_evidence(mod, target, reason: str) -> str | None:
     """TVM's own evidence for a ``check=True`` alarm that an 8- or 16-bit result is read unwrapped
-    on a C target: the line of TVM's CUDA (Metal) source for ``mod`` where that operation between values of
-    the narrow C type (or ``~`` of one) is used other than stored into the narrow type (C promotes
-    to ``int`` and keeps the ``int`` result; the TIR, and TVM's llvm build, wrap it).  None unless the
-    source shows it."""
+    on a C-family GPU target (CUDA, Metal): the line of TVM's source for ``mod`` where that operation
+    between values of the narrow C type (or ``~`` of one) is used other than stored into the narrow
+    type (C promotes to ``int`` and keeps the ``int`` result; the TIR, and TVM's llvm build, wrap it).
+    None unless the source shows it."""
     import tvm
 
     found, inverted = _PROMOTED.search(reason), _PROMOTED_INVERT.search(reason)
