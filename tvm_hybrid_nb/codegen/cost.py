@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 #: the function): one statement of the serial script on scalars, one inside GPU threads (a numpy
 #: call on the threads' lanes), and the lanes analysis with its emission, per statement of the program.
 SERIAL_SECONDS_PER_STATEMENT = 0.3e-6
-SERIAL_SECONDS_PER_LANES_STATEMENT = 10e-6
+SERIAL_SECONDS_PER_LANES_STATEMENT = 8e-6
 ANALYSIS_SECONDS_PER_STATEMENT = 1e-3
 #: One simplification of the dependence tests (:mod:`.work`) with the rest of the planning that goes
 #: with it, priced low: over the zoo's distinct stages, planning took a median 64 µs per counted
@@ -428,9 +428,14 @@ def exact_plan_decision(func, module_functions: dict | None = None,
     the exact run took a median 0.26 µs per statement execution on scalars (90th percentile 0.43)
     and 34 µs per statement on GPU threads' lanes (90th percentile 100); fast mode's code generation
     took a median 0.65 ms per statement of the program more than exact's (10th-90th percentile
-    0.3-1.5).  The lanes constant is set below its median, at 10 µs: the analysis of GPU kernels
+    0.3-1.5).  The lanes constant is set below its median, at 8 µs: the analysis of GPU kernels
     costs more per statement (3-4 ms on the zoo's dlight matmuls), and the GPU stages it would have
-    sent to lanes lost there.  Kernels where fast mode matters are orders of magnitude past the
+    sent to lanes lost there.  At 10 µs, dlight's GPU matmuls over 6 tokens of random decoder layers
+    (4,216 statements on 128 threads, 4.7 µs each, against 37 ms of analysis) ran the analysis and
+    lost 60-90 ms a stage (generation and one run timed at 3,513 stages of random decoder layers and
+    conv nets and 2,464 of the zoo's dlight-gpu stages: the GPU stages 38.1 -> 36.7 s, the zoo's
+    216.1 s either way; stages more than 10 % slower than the exact plan 48 -> 5, none of them
+    by more than 60 ms).  Kernels where fast mode matters are orders of magnitude past the
     line (a 128³ matmul: 2 million statement executions, about 0.6 s serially, against 6 ms).
     A ``tvm_thread_allreduce`` is one statement that folds its threads one after another
     (:data:`FOLD_SECONDS` a step): dlight's softmax over 120 blocks of 256 threads folds 61,200
