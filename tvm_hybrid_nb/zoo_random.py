@@ -112,12 +112,10 @@ def chain_module(plan: ChainPlan):
         def __init__(self):
             self.layers = nn.ModuleList([])
             for (kind, choice), width in zip(plan.steps, plan.widths()):
-                if kind == "param" and dtype not in NORM_DTYPES:
-                    self.layers.append(nn.RMSNorm(width, axes=-1, dtype=dtype))
-                elif kind in ("param", "norm") and (kind == "param" or choice == "layer"):
-                    self.layers.append(nn.LayerNorm(width, dtype=dtype))
-                elif kind == "norm":
-                    self.layers.append(nn.RMSNorm(width, axes=-1, dtype=dtype))
+                if kind in ("param", "norm"):  # a parameter step's norm is a layer norm where TVM has one
+                    layer = (kind == "param" or choice == "layer") and dtype in NORM_DTYPES
+                    self.layers.append(nn.LayerNorm(width, dtype=dtype) if layer
+                                       else nn.RMSNorm(width, axes=-1, dtype=dtype))
                 elif kind == "linear":
                     out, bias = choice.split(":")
                     self.layers.append(nn.Linear(width, int(out), bias=bias == "bias", dtype=dtype))

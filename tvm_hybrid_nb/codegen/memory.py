@@ -251,15 +251,16 @@ class MemoryAccessMixin:
             # All lanes of several vectors (float32x16 into ``A[i:i + 4]`` of float32x4): a row per vector.
             value = ast.Call(_np("reshape"), [value, ast.Tuple([ast.Constant(-1), ast.Constant(lanes)],
                                                                     ast.Load())], [])
+        sanitized = self._sanitized(info)
         if (stored.varying and self.lanes.axes and not _varying(*values) and not info.prefix and not info.per_thread
-                and not self._sanitized(info)):
+                and not sanitized):
             # Every lane writes this one element (a race between threads): the last lane's value is
             # one valid outcome.  (The sanitizer reports it as a race.)
             mask = self._mask_expr(self.lanes.stmt_masks)
             value = self._call("last_lane", value, ast.Constant(_lanes(_dtype(node.value)) > 1),
                                *([mask] if mask is not None else []))
         elif stored.varying and self.lanes.axes and not info.per_thread and (
-                (not info.prefix and not self._sanitized(info)) or (self._sanitized(info) and info.own_copy_axes)):
+                (not info.prefix and not sanitized) or (sanitized and info.own_copy_axes)):
             # Lanes whose index does not move along some lane axis (``S[ty] = v`` by every
             # threadIdx.x) write one element each along it: the last writer's value there.
             # (A lane variable the value names and the index does not, or a thread's own register
@@ -267,7 +268,7 @@ class MemoryAccessMixin:
             # (which report the race) only along lanes proven to write one copy alike.
             in_index = {n.id for v in values for n in ast.walk(v.node) if isinstance(n, ast.Name)}
             unnamed = self._alike_axes(info, in_index)
-            if not self._sanitized(info):
+            if not sanitized:
                 in_value = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
                 registers = any(b.per_thread and b.name in in_value for b in self.scope.buffers.values())
                 named = [ax.axis for ax in self.lanes.axes if ax.name not in in_index
