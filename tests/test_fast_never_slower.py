@@ -97,6 +97,29 @@ def test_each_binding_of_the_sizes_is_decided_once(monkeypatch):
     assert decided == [{"n": 2, "m": 30000}, {"n": 30000, "m": 3}]
 
 
+def test_a_stage_is_counted_once_per_binding_of_its_sizes(monkeypatch):
+    """A stage's decision asks the serial cost for the call's sizes, again without them (did the sizes
+    decide?), and the stage asks once more to show its plan: each walk of a dlight GPU matmul's
+    program costs milliseconds, which fast mode paid on top of exact mode's work at every stage."""
+    monkeypatch.setattr(C, "EXACT_PLAN_WHEN_CHEAP", True)
+    monkeypatch.setattr(C, "_SERIAL_COSTS", {})  # (thn.build reuses the build of an earlier test)
+    counted = []
+    real = C._count_serial
+    monkeypatch.setattr(C, "_count_serial", lambda *a: counted.append((a[2], a[3] is None)) or real(*a))
+    hm = thn.build(running_sums_of_few_rows)
+    stage = hm.stage(0)
+    for _ in range(2):
+        for sizes in ({"n": 2, "m": 30000}, {"n": 30000, "m": 3}):
+            stage.kernel("fast", sizes=sizes)
+            C.exact_plan_reason(stage.computed_function, None, sizes)  # asked again: remembered
+    serial = sorted(sorted((sizes or {}).items()) for sizes, exact_plan in counted if exact_plan)
+    assert serial == [[], [("m", 3), ("n", 30000)], [("m", 30000), ("n", 2)]]  # (a fast plan's count is its own)
+    # the same count as a fresh walk, and another function is counted apart
+    assert serial_cost(stage.computed_function, sizes={"n": 4, "m": 10}) == real(
+        stage.computed_function, None, {"n": 4, "m": 10}, None)
+    assert serial_cost(_row_kernel, sizes={"count": 3}).scalar == 1 + 3 * 2  # its buffer, 3 x (loop, store)
+
+
 @T.prim_func(private=True)
 def _row_kernel(a_ptr: T.handle("float32", "global"), count: T.int32):
     A = T.decl_buffer((1024,), data=a_ptr)

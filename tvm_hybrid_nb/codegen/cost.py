@@ -120,7 +120,32 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
 
     ``lanes`` (a loop or grid node -> whether a plan runs it as array lanes) counts a fast plan's
     script instead: a lanes loop does not multiply what it holds, which becomes numpy calls on lanes
-    (outside GPU threads counted apart, with their lanes: ``loop_lanes``, ``loop_elements``)."""
+    (outside GPU threads counted apart, with their lanes: ``loop_lanes``, ``loop_elements``).
+
+    Without ``lanes`` the count is remembered for the last few functions and sizes: a stage asks it
+    for its sizes, for no sizes (whether they decided), and again to show its plan."""
+    if lanes is not None:
+        return _count_serial(func, module_functions, sizes, lanes)
+    key = (func.__chandle__(), tuple((name, f.__chandle__()) for name, f in (module_functions or {}).items()),
+           tuple(sorted((str(name), int(value)) for name, value in (sizes or {}).items())))
+    known = _SERIAL_COSTS.get(key)
+    if known is not None:
+        return known[1]
+    counted = _count_serial(func, module_functions, sizes, None)
+    if len(_SERIAL_COSTS) >= _SERIAL_COSTS_MAX:
+        _SERIAL_COSTS.pop(next(iter(_SERIAL_COSTS)))
+    # The functions are held with the count: their addresses cannot name other functions meanwhile.
+    _SERIAL_COSTS[key] = ((func, dict(module_functions or {})), counted)
+    return counted
+
+
+_SERIAL_COSTS: dict[tuple, tuple[tuple, SerialCost | None]] = {}
+_SERIAL_COSTS_MAX = 64
+
+
+def _count_serial(func, module_functions: dict | None, sizes: dict | None,
+                  lanes: Callable[[object], bool] | None) -> SerialCost | None:
+    """:func:`serial_cost`, counted."""
     functions = dict(module_functions or {})
     binds = {str(name): int(value) for name, value in (sizes or {}).items()}
     lets: dict[int, int] = {}  # let-bound variables (``cse_v1 = n * 32``) with a known value, by key
@@ -343,14 +368,20 @@ def _operations(expr) -> tuple[int, int]:
     quarters, nodes = [0], [0]
 
     def visit(node) -> bool:  # pre-order: True skips the node's children
-        if isinstance(node, _COUNTED):
-            nodes[0] += 1
+        kind = _COUNTED_KIND.get(type(node))
+        if kind is None:  # isinstance against the classes' ABCs costs ~6 µs a node: once per class
+            kind = _COUNTED_KIND[type(node)] = (
+                "skip" if not isinstance(node, _COUNTED)
+                else "whole" if isinstance(node, (tvm.ir.expr.Call, tirx.Cast)) else "typed")
+        if kind == "skip":
+            return True
+        nodes[0] += 1
+        if kind == "typed":
             dtype = _dtype(node)
-            index_arithmetic = ((_is_int(dtype) or dtype == "bool")
-                                and not isinstance(node, (tvm.ir.expr.Call, tirx.Cast)))
-            quarters[0] += 1 if index_arithmetic else 4
-            return False
-        return True
+            quarters[0] += 1 if _is_int(dtype) or dtype == "bool" else 4
+        else:
+            quarters[0] += 4
+        return False
 
     global _COUNTED, _WALKED
     if _COUNTED is None:
@@ -371,6 +402,8 @@ _OPERATIONS_SEEN_MAX = 1 << 15  # a few stages' statements: the repeated asks co
 #: :func:`~.analysis.walk_typed`).
 _COUNTED: tuple | None = None
 _WALKED: tuple | None = None
+#: Per node class: "skip" (not counted), "whole" (a call or cast) or "typed" (by its dtype).
+_COUNTED_KIND: dict[type, str] = {}
 
 
 def _operation_classes() -> tuple[tuple, tuple]:
