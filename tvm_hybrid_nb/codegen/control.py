@@ -153,8 +153,9 @@ class ControlFlowMixin:
             if exits is not None:
                 self._forget_exits(exits)
         front, body = self._with_exit_masks(exits, body)
-        return front + frame.hoisted + self._block_ledger(tag, name, ast.For(_store_name(name), call,
-                                                                             hook + body or [ast.Pass()], []))
+        held = self._held_views(frame, body)
+        loop = ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])
+        return front + frame.hoisted + self._block_ledger(tag, name, loop) + held
 
     def _masked_exits(self, body, alive: str | None = None) -> LoopExits | None:
         """The masks of a loop run inside GPU threads whose body (outside its inner loops) holds

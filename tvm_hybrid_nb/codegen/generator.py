@@ -43,6 +43,7 @@ from .lanes import LanesMixin
 from .memory import MemoryAccessMixin
 from .sanitize import SanitizerMixin
 from .tensorcore import FLOAT_MMA_ATTR, FLOAT_MMA_NOTE
+from .interchange import reductions_inside
 from .cost import analysis_outgrown_reason, exact_plan_decision, lanes_lose_reason, per_call_rule
 from .plan import EmulationPlan, emit_with_plan, plan_emulation
 from .targets import GPU_KINDS, cuda_float_note, target_kind
@@ -142,6 +143,8 @@ class HybridCodegen(ExpressionsMixin, ConstantsMixin, MemoryAccessMixin, Buffers
         if self.fast:
             mode_note = (" Fast mode: loops " + (", ".join(self.lanes.vectorized_loops) or "(none)")
                          + " run as numpy array operations.")
+            if self.plan.interchanges:
+                mode_note += " " + "; ".join(note[0].upper() + note[1:] for note in self.plan.interchanges) + "."
             if self.lanes.parallel_loops:
                 mode_note += (" Chunks of parallel loop(s) " + ", ".join(self.lanes.parallel_loops)
                               + " run on all cores at once.")
@@ -645,21 +648,25 @@ def _generate_kernel(func, function_name, stage, mode, progress, module_function
     elif not exact_reason:
         exact_reason, limit = exact_plan_decision(func, module_functions, sizes)
     emitted = "exact" if exact_reason else mode
+    as_written, interchanges = func, []
+    if mode == "fast" and not check and not exact_reason:
+        func, interchanges = reductions_inside(func)  # the fast plan's nest order; the exact plan's is the IR's
 
     def emit(plan: EmulationPlan) -> GeneratedKernel:
-        return HybridCodegen(func, function_name, stage, emitted, progress, module_functions, check, synced,
-                             plan=plan).generate()
+        plan.interchanges = list(interchanges) if emitted == "fast" else []
+        return HybridCodegen(func if emitted == "fast" else as_written, function_name, stage, emitted, progress,
+                             module_functions, check, synced, plan=plan).generate()
 
     try:
         generated, plan = emit_with_plan(func, mode, check, emit, exact_reason, limit)
     except AnalysisOutgrown as exc:  # stopped while planning, before any emission of its plan
         exact_reason, emitted = analysis_outgrown_reason(exc, limit), "exact"
-        generated, plan = emit_with_plan(func, mode, check, emit, exact_reason)
+        generated, plan = emit_with_plan(as_written, mode, check, emit, exact_reason)
     if mode == "fast" and not check and not exact_reason:
         exact_reason = lanes_lose_reason(func, plan, module_functions, sizes)
         if exact_reason:  # the lanes were planned and emitted, and would lose: the exact plan
             emitted = "exact"
-            generated, _ = emit_with_plan(func, mode, check, emit, exact_reason)
+            generated, _ = emit_with_plan(as_written, mode, check, emit, exact_reason)
         elif not sizes:
             generated.plan.per_call = per_call_rule(func, module_functions)
     return generated

@@ -41,6 +41,64 @@ def _one_element_per_lane(coefs: dict, used: list, lane_axes: set) -> bool:
                    for d, step in enumerate(coefs[axis])) for axis in used)
 
 
+#: A held copy costs two passes over the view (in and back): worth it for a view used more often.
+_HELD_MIN_USES = 4
+
+
+def _uses(name: str, body: list[ast.stmt], extent: ast.expr) -> int:
+    """How many times the statements of a loop of ``extent`` iterations (``body``) name ``name``:
+    each mention times the trips of the loops around it (4 for a count not known here)."""
+    def trips(node) -> int:
+        args = node.args if isinstance(node, ast.Call) else [node]
+        if not all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in args) or not 1 <= len(args) <= 2:
+            return 4
+        return max(args[-1].value - (args[0].value if len(args) == 2 else 0), 0)
+
+    def count(stmts, times: int) -> int:
+        total = 0
+        for stmt in stmts:
+            if isinstance(stmt, ast.For):
+                total += count(stmt.body, times * trips(stmt.iter))
+            elif isinstance(stmt, (ast.If, ast.While)):
+                total += times * sum(isinstance(n, ast.Name) and n.id == name for n in ast.walk(stmt.test))
+                total += count(stmt.body, times) + count(stmt.orelse, times)
+            else:
+                total += times * sum(isinstance(n, ast.Name) and n.id == name for n in ast.walk(stmt))
+        return total
+
+    return count(body, trips(extent))
+
+
+def _view_key(call) -> str | None:
+    """``buffer:start:lanes`` of a plain ``lanes_view(buffer, start, lanes)`` call, else None."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "lanes_view"
+            and len(call.args) == 3 and not call.keywords and isinstance(call.args[0], ast.Name)):
+        return None
+    return f"{call.args[0].id}:{ast.dump(call.args[1])}:{ast.dump(call.args[2])}"
+
+
+def _same_views_by_name(frame, body: list[ast.stmt]) -> None:
+    """In ``body``, the views built again that a view hoisted in front of loop ``frame`` already is
+    (a statement under a branch, whose view is not hoisted: an accumulator's init) become that view's
+    name: the same elements of the same buffer, whose start reads nothing the loop changes."""
+    hoisted = {}
+    for stmt in frame.hoisted:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id in frame.fixed:
+            key = _view_key(stmt.value)
+            if key is not None:
+                hoisted[key] = stmt.targets[0].id
+    if not hoisted:
+        return
+
+    class Rename(ast.NodeTransformer):
+        def visit_Call(self, node):
+            name = hoisted.get(_view_key(node))
+            return _name(name) if name is not None else self.generic_visit(node)
+
+    for i, stmt in enumerate(body):
+        body[i] = Rename().visit(stmt)
+
+
 class LanesMixin:
     """The lanes room of :class:`~.generator.HybridCodegen` (see the module docstring)."""
 
@@ -239,10 +297,11 @@ class LanesMixin:
 
     def _hoisting(self, bases, lanes, prefix=()) -> tuple | None:
         """How a lane view can be built once in front of the innermost serial loop instead of every
-        iteration (:meth:`_hoisted_view`), whatever buffer it views: ``(frame, start, lanes
-        argument, moving, names read, key)``, or None.  As it is when its start does not move with
-        the loop, else with the loop's iterations as a leading axis, of which each iteration takes
-        its own (``view[k]``).  Only where no branch condition was needed to prove it in bounds.
+        iteration (:meth:`_hoisted_view`), whatever buffer it views: ``(frames, start, lanes
+        argument, moving, key)``, or None.  As it is when its start does not move with the loop (and
+        then in front of the serial loops around as well while it moves with none of them: ``frames``,
+        innermost first), else with the loop's iterations as a leading axis, of which each iteration
+        takes its own (``view[k]``).  Only where no branch condition was needed to prove it in bounds.
         ``prefix``: the starts of a per-lane or per-thread copy's lane dimensions (fixed)."""
         if not self.serial.frames:
             return None
@@ -275,7 +334,15 @@ class LanesMixin:
         read = {n.id for part in (start, lanes_arg) for n in ast.walk(part) if isinstance(n, ast.Name)}
         if not read <= frame.outside:  # helpers are reserved names, so they are in it too
             return None
-        return frame, start, lanes_arg, moving, ast.dump(start) + ast.dump(lanes_arg)
+        frames = [frame]
+        if not moving:  # the same view in every iteration of the loops around too: in front of them
+            for outer in reversed(self.serial.frames[:-1]):
+                # a loop of no iteration would have built no view, whose start may then be outside
+                runs = isinstance(outer.extent, ast.Constant) and outer.extent.value >= 1
+                if not runs or outer.guard_depth != self.serial.guard_depth or not read <= outer.outside:
+                    break
+                frames.append(outer)
+        return tuple(frames), start, lanes_arg, moving, ast.dump(start) + ast.dump(lanes_arg)
 
     def _lane_assignment(self, name: str, value: Value, expr) -> list[ast.stmt]:
         """``name = value`` (the Python of TIR ``expr``), made in front of the serial loops around it
@@ -300,8 +367,13 @@ class LanesMixin:
     def _hoisted_view(self, name: str, hoisting: tuple) -> ast.expr | None:
         """The view of buffer ``name`` that :meth:`_hoisting` hoists, defined once per loop (None
         when the buffer does not exist before the loop)."""
-        frame, start, lanes_arg, moving, key = hoisting
-        if name not in frame.outside:
+        frames, start, lanes_arg, moving, key = hoisting
+        frame = None
+        for candidate in frames:  # innermost first: the outermost loop that the buffer exists before
+            if name not in candidate.outside:
+                break
+            frame = candidate
+        if frame is None:
             return None
         key = f"{name}:{key}"
         view_name = frame.views.get(key)
@@ -312,12 +384,66 @@ class LanesMixin:
                               kw={"ndim": ast.Constant(self.FAST_AXES + 1)} if moving else None)
             frame.hoisted.append(ast.Assign([_store_name(view_name)], call))
             self.serial.hoisted_views.add(view_name)
+            if not moving:
+                frame.fixed[view_name] = name
         if not moving:
             return _name(view_name)
         index = _name(frame.name)
         if not (isinstance(frame.lo, ast.Constant) and frame.lo.value == 0):
             index = ast.BinOp(index, ast.Sub(), frame.lo)
         return ast.Subscript(_name(view_name), index, ast.Load())
+
+    def _held_views(self, frame, body: list[ast.stmt]) -> list[ast.stmt]:
+        """Fast mode: the views hoisted in front of serial loop ``frame`` that the loop writes and
+        through which alone it reaches their buffers, held in contiguous copies for the loop (the
+        hoisted ``V = lanes_view(...)`` becomes ``V = held_copy(V_memory)``); returns the statements
+        that store them back after the loop.  A tile's accumulator summed over a reduction's steps
+        (:mod:`.interchange`) is then one contiguous array, not a strided view rewritten at every step.
+        A return inside the loop would leave without storing them: none are held then."""
+        if not (self.fast and not self.check and frame.fixed and frame.hoisted):
+            return []
+        _same_views_by_name(frame, body)
+        used, written = set(), set()
+        for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+            if isinstance(node, ast.Return):
+                return []
+            if isinstance(node, ast.Name):
+                used.add(node.id)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                written.add(node.target.id)
+            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name):
+                written.add(node.value.id)
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "copyto"
+                  and node.args and isinstance(node.args[0], ast.Name)):  # a masked store: np.copyto(V, x, where=m)
+                written.add(node.args[0].id)
+        views = {view: buf for f in self.serial.frames + [frame] for view, buf in f.fixed.items()}
+        views.update({view: key.split(":", 1)[0] for f in self.serial.frames + [frame]
+                      for key, view in f.views.items()})
+        after, hoisted = [], []
+        for stmt in frame.hoisted:
+            hoisted.append(stmt)
+            if not (isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name)):
+                continue
+            view = stmt.targets[0].id
+            if view not in frame.fixed or view not in written or _uses(view, body, frame.extent) < _HELD_MIN_USES:
+                continue
+            storage = self._storage_names(frame.fixed[view])
+            others = {v for v, buf in views.items() if buf in storage and v != view}
+            if used & (storage | others):  # the loop reaches the memory another way too
+                continue
+            memory = self.namer.define_name(f"{view}_memory")
+            hoisted[-1] = ast.Assign([_store_name(memory)], stmt.value)
+            hoisted.append(ast.Assign([_store_name(view)], self._call("held_copy", _name(memory))))
+            after.append(ast.Expr(self._call("hold_back", _name(memory), _name(view))))
+        frame.hoisted[:] = hoisted
+        return after
+
+    def _storage_names(self, name: str) -> set[str]:
+        """The Python names of the buffers that share storage with buffer ``name`` (itself included)."""
+        roots = self.scope.storage_roots
+        keys = {key for key, info in self.scope.buffers.items() if info.name == name}
+        shared = {roots.get(key, key) for key in keys}
+        return {name} | {info.name for key, info in self.scope.buffers.items() if roots.get(key, key) in shared}
 
     def _vectorized_for(self, node, lo: Value, private_allocs=(), tag: str = "") -> list[ast.stmt]:
         """All iterations at once: the loop variable becomes an array along its own axis."""

@@ -294,6 +294,7 @@ class _SerialFrame:
     guard_depth: int
     hoisted: list = field(default_factory=list)   # statements to put in front of the loop
     views: dict = field(default_factory=dict)     # ast.dump of a hoisted view -> its name
+    fixed: dict = field(default_factory=dict)     # hoisted views the loop does not move -> their buffer's name
 
 
 class _BinaryLike:

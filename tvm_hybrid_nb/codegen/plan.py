@@ -133,6 +133,9 @@ class EmulationPlan:
     #: Fast mode without sizes, of a function whose loop extents are symbolic: the rule each call
     #: applies with its arguments' sizes (it may run the exact plan instead, see :func:`per_call_rule`).
     per_call: str = ""
+    #: Fast mode: the loop nests whose spatial loops were moved outside their reduction loops before
+    #: planning (:mod:`.interchange`), one note each.
+    interchanges: list[str] = field(default_factory=list)
 
     def decision(self, node) -> LoopDecision | None:
         return self.by_node.get(_key(node))
@@ -160,7 +163,7 @@ class EmulationPlan:
             return "exact mode: every loop runs as written, one iteration after another"
         if self.exact_reason:
             return f"{self.mode} mode runs the exact plan: {self.exact_reason}"
-        text = self._lanes_summary()
+        text = "; ".join([self._lanes_summary(), *self.interchanges])
         return f"{text}; {self.per_call}" if self.per_call else text
 
     def _lanes_summary(self) -> str:
@@ -204,7 +207,7 @@ class EmulationPlan:
     def as_dict(self) -> dict:
         """The plan as JSON-ready data."""
         return {"mode": self.mode, "check": self.check, "summary": self.summary(), "exact_reason": self.exact_reason,
-                "per_call": self.per_call,
+                "per_call": self.per_call, "interchanges": list(self.interchanges),
                 "loops": [{"loop": d.loop, "kind": d.kind, "strategy": d.strategy, "reason": d.reason,
                            "depth": d.depth, "copies": list(d.copies), "alike": list(d.alike_names)}
                           for d in self.decisions],

@@ -31,7 +31,7 @@ from ._sanitizers import _direct_access
 from ._lanes import last_lane, last_lane_along
 from ._sanitizers import (_lane_note, _unwritten_message, access, read_written, read_logged,
                            read_or_taint, mark_written, write_where, host_device_access)
-from ._lanes import lanes_view, parallel_chunks
+from ._lanes import held_copy, hold_back, lanes_view, parallel_chunks
 from ._gpu import (_lane_array, _threads_first, _fold_order, _fold, _allreduce_policy, thread_allreduce, thread_allreduce_values, warp_shuffle,
                    _shuffle_message, warp_activemask, sblock, atomic_add)
 from ._numerics import (wrap, _check_divisor, truncdiv, truncmod, floordiv, floormod, shift_count, checked_arith,

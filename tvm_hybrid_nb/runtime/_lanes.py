@@ -111,6 +111,26 @@ def last_lane_along(value, index, axes, vector=False, mask=None):
     return picked.reshape(out_shape)
 
 
+def held_copy(view):
+    """Fast mode: the elements of lane view ``view`` in one contiguous array, which a loop that
+    reaches its buffer through nothing else works on instead (an accumulator tile summed over a
+    reduction: one strided view rewritten at every step is several times slower); :func:`hold_back`
+    stores it after the loop.  ``view`` itself where two of its indices reach one element (a copy
+    would hold that element twice)."""
+    reach = 0
+    for stride, size in sorted((abs(s), n) for s, n in zip(view.strides, view.shape) if n > 1):
+        if stride <= reach:
+            return view
+        reach += stride * (size - 1)
+    return np.array(view, order="C")
+
+
+def hold_back(view, held) -> None:
+    """After the loop: the elements :func:`held_copy` held, stored back into their buffer."""
+    if held is not view:
+        view[...] = held
+
+
 def lanes_view(buffer, base, lanes, ndim=12, _layouts={}):  # noqa: B006 (the default is the cache)
     """Fast mode: ``buffer[base + sum(coefs * lane)]`` for every lane, as a strided view (no copy).
 
