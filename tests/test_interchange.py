@@ -110,3 +110,35 @@ def test_a_view_whose_indices_meet_is_not_copied():
     broadcast = np.lib.stride_tricks.as_strided(buffer, (4, 4), (0, 4))
     assert held_copy(broadcast) is broadcast
 
+
+@T.prim_func(s_tir=True)
+def seven_lane_loops_around_a_row(A: T.Buffer((4, 4, 4, 4, 4, 4, 4, 6), "float32"),
+                                  B: T.Buffer((4, 4, 4, 4, 4, 4, 4, 6), "float32")):
+    # Seven loops run as lanes take every array axis fast mode has for loops; the row loop inside is
+    # independent too, and its iterations run in chunks on the cores, each one after another.
+    for a0, a1, a2, a3, a4, a5, a6, j in T.grid(4, 4, 4, 4, 4, 4, 4, 6):
+        with T.sblock("B"):
+            v0, v1, v2, v3, v4, v5, v6, vj = T.axis.remap("SSSSSSSS", [a0, a1, a2, a3, a4, a5, a6, j])
+            B[v0, v1, v2, v3, v4, v5, v6, vj] = A[v0, v1, v2, v3, v4, v5, v6, vj] * T.float32(vj + 1)
+
+
+@T.prim_func(s_tir=True)
+def seven_lane_loops_around_a_running_sum(A: T.Buffer((4, 4, 4, 4, 4, 4, 4, 6), "float32"),
+                                          B: T.Buffer((4, 4, 4, 4, 4, 4, 4, 6), "float32")):
+    for a0, a1, a2, a3, a4, a5, a6, j in T.grid(4, 4, 4, 4, 4, 4, 4, 5):
+        with T.sblock("B"):
+            v0, v1, v2, v3, v4, v5, v6, vj = T.axis.remap("SSSSSSSS", [a0, a1, a2, a3, a4, a5, a6, j])
+            B[v0, v1, v2, v3, v4, v5, v6, vj + 1] = B[v0, v1, v2, v3, v4, v5, v6, vj] + A[v0, v1, v2, v3, v4, v5, v6, vj]
+
+
+def test_independent_iterations_with_no_array_axis_left_run_in_chunks_on_the_cores():
+    shape = (4, 4, 4, 4, 4, 4, 4, 6)
+    hm = check_every_stage(seven_lane_loops_around_a_row, [_rand(*shape), np.zeros(shape, "float32")])
+    plan = hm.stage(0).plan("fast")
+    by_loop = {d.loop: d.strategy for d in plan.decisions}
+    assert by_loop["j"] == "core chunks" and "loops j run in chunks on all cores" in plan.summary()
+    assert "parallel_chunks(j_iterations, 0, 6, 16384 * 6)" in hm.stage(0).fast_source()
+    # a running sum along the row: its iterations depend on each other, it stays serial
+    hm = check_every_stage(seven_lane_loops_around_a_running_sum, [_rand(*shape), _rand(*shape, seed=4)])
+    by_loop = {d.loop: (d.strategy, d.reason) for d in hm.stage(0).plan("fast").decisions}
+    assert by_loop["j"][0] == "serial" and "carried dependence" in by_loop["j"][1]

@@ -13,7 +13,7 @@ import tvm
 
 from ..errors import UnsupportedConstructError
 from .analysis import _calls_allreduce, _contains, _reads_memory, walk_typed
-from .plan import LANES, PARALLEL_CHUNKS, RACE_LANES, SERIAL, PlanRejected
+from .plan import CORE_CHUNKS, LANES, PARALLEL_CHUNKS, RACE_LANES, SERIAL, PlanRejected
 from .state import LoopExits, ProgressLevel
 from .names import (Value, _AllocLike, _CannotVectorize, _FOR_KIND_ITERATORS, _SerialFrame, _dtype, _is_float, _is_int,
     _is_true, _is_zero, _key, _lanes, _name, _np, _store_name, _type_key, _varying)
@@ -155,7 +155,35 @@ class ControlFlowMixin:
         front, body = self._with_exit_masks(exits, body)
         held = self._held_views(frame, body)
         loop = ast.For(_store_name(name), call, hook + body or [ast.Pass()], [])
+        if strategy == CORE_CHUNKS:
+            return front + frame.hoisted + self._on_cores(node, loop, lo, extent, frame, bool(front or held))
         return front + frame.hoisted + self._block_ledger(tag, name, loop) + held
+
+    def _on_cores(self, node, loop: ast.For, lo: Value, extent: Value, frame, shares: bool) -> list[ast.stmt]:
+        """Serial loop ``loop`` whose iterations the plan proved independent (:data:`CORE_CHUNKS`):
+        a function of a chunk of its iterations and a ``parallel_chunks`` call that runs the chunks
+        on the machine's cores (numpy releases the GIL in its loops on the lanes around).  Each chunk
+        runs in its own Python frame, so every name the loop assigns must be its own: a loop that
+        assigns a name defined before it, or ``shares`` state with the code around (views held
+        across it, exit masks), is planned serial again."""
+        stored = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        if shares or stored & frame.outside or self.lanes.chunked_var is not None:
+            raise PlanRejected(node, "its iterations share names or views with the code around")
+        name = loop.target.id
+        chunk_lo, count = self.namer.define_name(f"{name}_lo"), self.namer.define_name(f"{name}_count")
+        loop.iter = ast.Call(_name("range"), [_name(chunk_lo), ast.BinOp(_name(chunk_lo), ast.Add(), _name(count))],
+                             [])
+        function = self.namer.define_name(f"{name}_iterations")
+        args = ast.arguments(posonlyargs=[], args=[ast.arg(chunk_lo), ast.arg(count)], kwonlyargs=[],
+                             kw_defaults=[], defaults=[])
+        fdef = ast.FunctionDef(name=function, args=args, body=[loop], decorator_list=[], returns=None,
+                               type_params=[])
+        lanes = 1  # the elements of one numpy operation of an iteration, times the iterations
+        for axis in self.lanes.axes:
+            lanes *= axis.extent.value if isinstance(axis.extent, ast.Constant) else 1
+        self.lanes.parallel_loops.append(name)
+        total = ast.BinOp(ast.Constant(lanes), ast.Mult(), extent.node)
+        return [fdef, ast.Expr(self._call("parallel_chunks", _name(function), lo.node, extent.node, total))]
 
     def _masked_exits(self, body, alive: str | None = None) -> LoopExits | None:
         """The masks of a loop run inside GPU threads whose body (outside its inner loops) holds

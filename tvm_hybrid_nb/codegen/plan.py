@@ -45,6 +45,9 @@ RACE_LANES = "race-check lanes"
 THREAD_LANES = "thread lanes"
 SAME_THREADS = "same threads"
 BLOCK_LOOP = "block loop"
+#: Iterations proven independent inside lanes that leave no array axis for them: chunks of them run
+#: on the machine's cores, each chunk one iteration after another.
+CORE_CHUNKS = "core chunks"
 
 #: Array axes available to loops run as lanes (those left after the thread axes and the vector axis).
 LOOP_AXES = LanesMixin.FAST_AXES - 1 - LanesMixin.FIRST_LOOP_AXIS
@@ -176,6 +179,9 @@ class EmulationPlan:
         blocks = sorted({d.loop for d in decisions if d.strategy == BLOCK_LOOP})
         if blocks:
             text += "; blocks " + ", ".join(blocks) + " run one after another"
+        on_cores = [d.loop for d in decisions if d.strategy == CORE_CHUNKS]
+        if on_cores:
+            text += "; loops " + ", ".join(on_cores) + " run in chunks on all cores"
         if self.allocations:
             text += "; " + ", ".join(sorted({a.buffer for a in self.allocations})) + " allocated once for all lanes"
         serial = [d for d in decisions if d.strategy == SERIAL]
@@ -253,6 +259,7 @@ class _Planner:
                            else "exact mode runs every loop as written")
         self.lanes: list[_Lane] = []
         self.serial_depth = 0
+        self.on_cores = 0  # loops around whose chunks run on several cores (one level of them only)
         self.depth = 0
         self.roots: dict[int, int] = {}
         self.walks: dict = {}  # sharing.written_alike's walks of loop bodies, kept for this planning
@@ -545,13 +552,18 @@ class _Planner:
         self.nested_as(strategy, node.extent if cut is None else cut[1] - cut[0], node.body, node, grid=grid)
 
     def nested_as(self, strategy: str, extent, body, loop=None, grid: bool = False) -> None:
-        if strategy in (LANES, PARALLEL_CHUNKS, RACE_LANES):
-            lane_loop = loop if strategy in (LANES, PARALLEL_CHUNKS) else None
-            size = extent if isinstance(extent, int) else _int(extent)
-            self.nested(body, _Lane(None if strategy == PARALLEL_CHUNKS else size, False, loop=lane_loop,
-                                    grid=grid))
-        else:
-            self.nested(body, serial=True)
+        cores = strategy in (PARALLEL_CHUNKS, CORE_CHUNKS)
+        self.on_cores += cores
+        try:
+            if strategy in (LANES, PARALLEL_CHUNKS, RACE_LANES):
+                lane_loop = loop if strategy in (LANES, PARALLEL_CHUNKS) else None
+                size = extent if isinstance(extent, int) else _int(extent)
+                self.nested(body, _Lane(None if strategy == PARALLEL_CHUNKS else size, False, loop=lane_loop,
+                                        grid=grid))
+            else:
+                self.nested(body, serial=True)
+        finally:
+            self.on_cores -= cores
 
     def strategy(self, node, kind: int, key=None, grid: bool = False) -> tuple[str, str, tuple]:
         """The strategy of loop ``node`` (``key``: the statement the decision belongs to, when not the
@@ -620,6 +632,10 @@ class _Planner:
         if dependence is not None:
             return SERIAL, dependence, private
         if not free_axis:
+            if (kind in (0, 1, 3) and not grid and not (private or why) and not self.check and not self.on_cores
+                    and not self.open_threads and not any(lane.is_thread or lane.grid for lane in self.lanes)):
+                return CORE_CHUNKS, ("iterations independent, but no array axis is left for them: chunks of them "
+                                     "run on all cores at once, each one iteration after another"), private
             return SERIAL, "too many nested array axes", private
         few = self.too_few_lanes(node)
         if few is not None:
