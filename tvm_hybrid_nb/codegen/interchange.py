@@ -42,10 +42,11 @@ def reductions_inside(func) -> tuple[object, list[str]]:
         if loop.__chandle__() in made:
             return loop
         chain = _chain(loop)
-        if len(chain) < 2:
+        if sum(_extent(member) != 1 for member in chain) < 2:
             return loop
         order = _interchanged(chain, roots)
-        if order is None:
+        if order is None:  # the loops inside share its body: their nests are not asked again
+            made.update(member.__chandle__() for member in chain)
             return loop
         order, note = order
         body = chain[-1].body
@@ -181,14 +182,19 @@ def _one_accumulator(body, roots: dict[int, int]) -> tuple | None:
 
     buf = stores[0].buffer
     data = roots.get(_key(buf), _key(buf))
-    indices = [resolved(i) for i in stores[0].indices]
+    written = list(stores[0].indices)
+    indices = [resolved(i) for i in written]
+
+    def same(other) -> bool:  # the same index as the first store's (the same names mean the same values)
+        return len(other) == len(written) and all(
+            tvm_ffi.structural_equal(a, b) or tvm_ffi.structural_equal(resolved(a), c)
+            for a, b, c in zip(other, written, indices))
+
     for store in stores:
-        if roots.get(_key(store.buffer), _key(store.buffer)) != data or len(store.indices) != len(indices) or not all(
-                tvm_ffi.structural_equal(resolved(a), b) for a, b in zip(store.indices, indices)):
+        if roots.get(_key(store.buffer), _key(store.buffer)) != data or not same(store.indices):
             return None
     for load in loads:
-        if roots.get(_key(load.source), _key(load.source)) == data and (len(load.indices) != len(indices) or not all(
-                tvm_ffi.structural_equal(resolved(a), b) for a, b in zip(load.indices, indices))):
+        if roots.get(_key(load.source), _key(load.source)) == data and not same(load.indices):
             return None
     if any(_type_key(i) in ("prim.Ramp", "prim.Broadcast") for i in indices):
         return None
