@@ -187,8 +187,10 @@ def test_views_are_hoisted_out_of_serial_loops():
     hm = thn.build(_int_matmul(64, 256, 16))
     source = hm.stage(0).fast_source()
     loop = source.index("for k in range(16):")
-    for view in ("C_lanes = lanes_view(C", "A_by_k = lanes_view(A", "B_by_k = lanes_view(B"):
+    for view in ("C_lanes_memory = lanes_view(C", "A_by_k = lanes_view(A", "B_by_k = lanes_view(B"):
         assert -1 < source.index(view) < loop  # built once, in front of the loop
+    # the accumulator, which the loop reaches only through its view, is held contiguous across it
+    assert source.index("C_lanes = held_copy(C_lanes_memory)") < loop < source.index("hold_back(C_lanes_memory, C_lanes)")
     # Indexed, not rebuilt, inside the loop (a strided slice that other lanes reuse is copied once a step).
     assert re.search(r"(np\.ascontiguousarray\()?A_by_k\[k\]\)? \* (np\.ascontiguousarray\()?B_by_k\[k\]", source)
     assert "lanes_view" not in source[loop:]
@@ -230,7 +232,7 @@ def test_a_value_bound_from_a_hoisted_view_is_a_snapshot():
                 B[k, i] = x  # the value before the update
 
     hm = thn.build(snapshot)
-    assert "A_lanes = lanes_view(A" in hm.stage(0).fast_source()
+    assert "A_lanes_memory = lanes_view(A" in hm.stage(0).fast_source()  # (held across k: x must be a copy)
     a = np.random.default_rng(0).random((1, 256), dtype=np.float32)
     expected = np.empty((16, 256), np.float32)
     expected[0] = a[0]
@@ -292,7 +294,7 @@ def test_an_index_of_quotients_and_remainders_of_one_variable_is_a_view_of_the_f
     hm = thn.build(_fused_spatial_sums(width))
     source = hm.stage(0).fast_source()
     # the chunk's elements of B, in order: one view with a step of one element
-    assert re.search(r"B_lanes = lanes_view\(B, \(0, 0, f_lo\), \(\(\d+, f_extent, \(0, 0, 1\)\),\)\)", source), source
+    assert re.search(r"B_lanes(_memory)? = lanes_view\(B, \(0, 0, f_lo\), \(\(\d+, f_extent, \(0, 0, 1\)\),\)\)", source), source
     if width == 18:  # the input's offsets are f // 16 * 18 + f % 16 + k: a gather, still exact
         assert "lanes_view(A" not in source
     a = np.random.default_rng(1).standard_normal((4, 8, width + 2)).astype(np.float32)

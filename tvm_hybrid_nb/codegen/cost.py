@@ -127,7 +127,8 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
     if lanes is not None:
         return _count_serial(func, module_functions, sizes, lanes)
     key = (func.__chandle__(), tuple((name, f.__chandle__()) for name, f in (module_functions or {}).items()),
-           tuple(sorted((str(name), int(value)) for name, value in (sizes or {}).items())))
+           tuple(sorted((str(name), int(value)) for name, value in (sizes or {}).items())),
+           WHILE_ASSUMED_ITERATIONS, OPERATIONS_IN_A_STATEMENT)  # (the counting's assumptions: settable)
     known = _SERIAL_COSTS.get(key)
     if known is not None:
         return known[1]
