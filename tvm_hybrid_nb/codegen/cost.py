@@ -141,7 +141,7 @@ def serial_cost(func, module_functions: dict | None = None, sizes: dict | None =
 
 
 _SERIAL_COSTS: dict[tuple, tuple[tuple, SerialCost | None]] = {}
-_SERIAL_COSTS_MAX = 64
+_SERIAL_COSTS_MAX = 8  # the asks of one stage come together; each entry holds its functions alive
 
 
 def _count_serial(func, module_functions: dict | None, sizes: dict | None,
