@@ -17,7 +17,7 @@ from .names import _dtype, _is_int, _key, _type_key
 from .work import AnalysisOutgrown
 
 if TYPE_CHECKING:
-    from .plan import EmulationPlan
+    from .decisions import EmulationPlan
 
 #: The cost model of :func:`exact_plan_reason`, in seconds (measured on the model zoo's stages, see
 #: the function): one statement of the serial script on scalars, one inside GPU threads (a numpy
