@@ -208,27 +208,24 @@ def _flat_strides(buf, indices, chain) -> dict[int, int] | None:
     shape = [int(d.value) if _type_key(d) == "ir.IntImm" else None for d in buf.shape]
     if None in shape or len(shape) != len(indices):
         return None
-    strides = {}
-    for loop in chain:
-        var = loop.loop_var
-        flat, scale = 0, 1
-        for index, size in zip(reversed(indices), reversed(shape)):
-            step = _step(index, var)
-            if step is None:
-                return None
-            flat += step * scale
-            scale *= size
-        strides[_key(var)] = flat
+    steps = []  # per dimension, the step of each loop of the nest
+    for index in indices:
+        per_loop = [_step(index, loop.loop_var) for loop in chain]
+        if None in per_loop:
+            return None
+        steps.append(per_loop)
+    strides, scale = dict.fromkeys((_key(loop.loop_var) for loop in chain), 0), 1
+    for per_loop, size in zip(reversed(steps), reversed(shape)):
+        for loop, step in zip(chain, per_loop):
+            strides[_key(loop.loop_var)] += step * scale
+        scale *= size
     analyzer = tvm.sym.Analyzer()
-    for index in indices:  # affine: what the steps leave is free of the nest's variables
+    for index, per_loop in zip(indices, steps):  # affine: what the steps leave is free of the nest's variables
         rest = index
-        for loop in chain:
-            step = _step(index, loop.loop_var)
+        for loop, step in zip(chain, per_loop):
             if step:
                 rest = rest - step * loop.loop_var
-        rest = analyzer.simplify(rest)
-        keys = {_key(loop.loop_var) for loop in chain}
-        if any(_key(v) in keys for v in tvm.tirx.analysis.undefined_vars(tirx.Evaluate(rest))):
+        if any(_key(v) in strides for v in tvm.tirx.analysis.undefined_vars(tirx.Evaluate(analyzer.simplify(rest)))):
             return None
     return strides
 
